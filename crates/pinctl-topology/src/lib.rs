@@ -1,0 +1,289 @@
+//! pinctl's model of a NUMA machine: nodes with their CPUs, memory and distances, CPUs with
+//! their package and core, devices with the node(s) they are local to, and the host settings
+//! that decide whether pinning holds.
+//!
+//! This crate is pure data. It must not read files, call the kernel or know where a fact came
+//! from beyond the [`Locality`] tag: discovery lives in `pinctl-sysfs`, decisions in
+//! `pinctl-plan`. Its serde form is the `pinctl topology --json` contract (docs/topology.md).
+#![forbid(unsafe_code)]
+
+mod idset;
+mod policy;
+mod warnings;
+
+pub use idset::{CpuSet, IdSet, MAX_ID, NodeSet, ParseIdSetError};
+pub use policy::{MemoryPolicy, ParseMemoryPolicyError};
+pub use warnings::host_warnings;
+
+use serde::{Deserialize, Serialize};
+
+/// Id of a NUMA node as the kernel numbers it (may be sparse: 0, 1, 4, 5, ...).
+pub type NodeId = u32;
+/// Id of a logical CPU as the kernel numbers it.
+pub type CpuId = u32;
+
+/// A whole machine as pinctl sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Online NUMA nodes, ascending by id.
+    pub nodes: Vec<Node>,
+    /// SLIT distances; row `i` and column `j` follow the order of `nodes`. Empty when the
+    /// source does not say (e.g. a dump without `distance` files).
+    pub distances: Vec<Vec<u32>>,
+    /// Every CPU the source knows of (online or not), ascending by id.
+    pub cpus: Vec<Cpu>,
+    /// Storage, network and other PCI devices, ascending by name.
+    pub devices: Vec<Device>,
+    /// Kernel and cgroup facts about the host.
+    pub host: HostFacts,
+    /// Things about the host that defeat or weaken pinning, in a stable order.
+    pub warnings: Vec<String>,
+}
+
+/// One NUMA node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub id: NodeId,
+    /// CPUs local to this node (online ones only).
+    pub cpus: CpuSet,
+    /// MemTotal of the node, `None` where the source has no meminfo.
+    pub memory_bytes: Option<u64>,
+    /// MemFree of the node, `None` where the source has no meminfo.
+    pub memory_free_bytes: Option<u64>,
+    /// Whether the kernel lists the node in `has_cpu` (or, without that file, it has CPUs).
+    pub has_cpu: bool,
+    /// Whether the kernel lists the node in `has_memory` (or, without that file, it has memory).
+    pub has_memory: bool,
+}
+
+/// One logical CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cpu {
+    pub id: CpuId,
+    pub online: bool,
+    /// `physical_package_id` (socket), when known.
+    pub package: Option<u32>,
+    /// `core_id` within the package, when known.
+    pub core: Option<u32>,
+    /// The node this CPU belongs to, when it belongs to an online node.
+    pub node: Option<NodeId>,
+}
+
+/// What kind of device this is, as far as placement cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Nvme,
+    Disk,
+    Nic,
+    Infiniband,
+    Gpu,
+    Other,
+}
+
+/// How a device's locality was established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Locality {
+    /// `numa_node` of the device or its first PCI ancestor that has one.
+    NumaNode,
+    /// `numa_node` was -1; the PCI device's `local_cpulist` named the node(s).
+    LocalCpulist,
+    /// An NVMe native-multipath namespace: the union of its controllers' nodes.
+    MultipathControllers,
+    /// A dm/md/LVM volume, bond or VLAN: the union of its members' nodes.
+    Members,
+    /// Given by an hwloc XML topology.
+    Hwloc,
+    /// Nothing said where it is.
+    Unknown,
+}
+
+/// A device pinctl can place services near.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Device {
+    /// Kernel name: `nvme0n1`, `eth0`, `mlx5_0`, `dm-0`, `bond0`.
+    pub name: String,
+    pub kind: DeviceKind,
+    /// PCI address (`0000:00:02.0`) of the function behind it, when there is one.
+    pub pci: Option<String>,
+    /// The single local node, or `None` when unknown or when the device spans several nodes.
+    pub node: Option<NodeId>,
+    /// Every local node; empty when unknown.
+    pub nodes: NodeSet,
+    pub locality: Locality,
+    /// Member devices for stacked block devices, bonds and VLANs; controllers for multipath.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+}
+
+/// Host-wide facts that decide whether pinning holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostFacts {
+    /// `uname -r` as `/proc/sys/kernel/osrelease` says.
+    pub kernel: Option<String>,
+    /// `/proc/sys/kernel/numa_balancing`.
+    pub numa_balancing: Option<u32>,
+    /// `/proc/sys/vm/zone_reclaim_mode`.
+    pub zone_reclaim_mode: Option<u32>,
+    /// `Cpus_allowed_list` of the reading process (its cpuset); `None` when unknown.
+    pub allowed_cpus: Option<CpuSet>,
+    /// `Mems_allowed_list` of the reading process (its cpuset); `None` when unknown.
+    pub allowed_nodes: Option<NodeSet>,
+    /// Nodes the kernel knows but that are offline.
+    pub offline_nodes: NodeSet,
+}
+
+impl Topology {
+    /// The node with this id.
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.binary_search_by_key(&id, |n| n.id).ok().map(|i| &self.nodes[i])
+    }
+
+    /// Position of a node in `nodes` (and in the rows and columns of `distances`).
+    pub fn node_index(&self, id: NodeId) -> Option<usize> {
+        self.nodes.binary_search_by_key(&id, |n| n.id).ok()
+    }
+
+    /// SLIT distance from node `a` to node `b`, when known.
+    pub fn distance(&self, a: NodeId, b: NodeId) -> Option<u32> {
+        let (i, j) = (self.node_index(a)?, self.node_index(b)?);
+        self.distances.get(i)?.get(j).copied()
+    }
+
+    /// Ids of all online nodes.
+    pub fn node_ids(&self) -> NodeSet {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    /// Online CPUs of all nodes.
+    pub fn online_cpus(&self) -> CpuSet {
+        self.cpus.iter().filter(|c| c.online).map(|c| c.id).collect()
+    }
+
+    /// CPUs of a set of nodes.
+    pub fn cpus_of(&self, nodes: &NodeSet) -> CpuSet {
+        nodes.iter().filter_map(|n| self.node(n)).fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))
+    }
+
+    /// The CPU with this id.
+    pub fn cpu(&self, id: CpuId) -> Option<&Cpu> {
+        self.cpus.binary_search_by_key(&id, |c| c.id).ok().map(|i| &self.cpus[i])
+    }
+
+    /// The package (socket) of a node: the package of its first CPU that has one.
+    pub fn package_of_node(&self, id: NodeId) -> Option<u32> {
+        self.node(id)?.cpus.iter().find_map(|c| self.cpu(c)?.package)
+    }
+
+    /// Number of distinct packages among online CPUs.
+    pub fn package_count(&self) -> usize {
+        let mut p: Vec<u32> =
+            self.cpus.iter().filter(|c| c.online).filter_map(|c| c.package).collect();
+        p.sort_unstable();
+        p.dedup();
+        p.len()
+    }
+
+    /// The device with this name.
+    pub fn device(&self, name: &str) -> Option<&Device> {
+        self.devices.iter().find(|d| d.name == name)
+    }
+
+    /// Recomputes `warnings` from the rest of the model (see [`host_warnings`]).
+    pub fn refresh_warnings(&mut self) {
+        self.warnings = host_warnings(self);
+    }
+}
+
+impl Device {
+    /// Sets `nodes`, and `node` when the set has exactly one element.
+    pub fn set_nodes(&mut self, nodes: NodeSet) {
+        self.node = if nodes.len() == 1 { nodes.first() } else { None };
+        self.nodes = nodes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn two_node() -> Topology {
+        let mut t = Topology {
+            nodes: vec![
+                Node {
+                    id: 0,
+                    cpus: "0-3".parse().unwrap(),
+                    memory_bytes: Some(8 << 30),
+                    memory_free_bytes: Some(4 << 30),
+                    has_cpu: true,
+                    has_memory: true,
+                },
+                Node {
+                    id: 2,
+                    cpus: "4-7".parse().unwrap(),
+                    memory_bytes: Some(8 << 30),
+                    memory_free_bytes: None,
+                    has_cpu: true,
+                    has_memory: true,
+                },
+            ],
+            distances: vec![vec![10, 21], vec![21, 10]],
+            cpus: (0..8)
+                .map(|i| Cpu {
+                    id: i,
+                    online: true,
+                    package: Some(i / 4),
+                    core: Some(i % 4),
+                    node: Some(if i < 4 { 0 } else { 2 }),
+                })
+                .collect(),
+            devices: vec![Device {
+                name: "nvme0n1".into(),
+                kind: DeviceKind::Nvme,
+                pci: Some("0000:00:02.0".into()),
+                node: Some(2),
+                nodes: "2".parse().unwrap(),
+                locality: Locality::NumaNode,
+                members: vec![],
+            }],
+            host: HostFacts {
+                numa_balancing: Some(1),
+                zone_reclaim_mode: Some(0),
+                ..Default::default()
+            },
+            warnings: vec![],
+        };
+        t.refresh_warnings();
+        t
+    }
+
+    #[test]
+    fn lookups_follow_sparse_ids() {
+        let t = two_node();
+        assert_eq!(t.distance(0, 2), Some(21));
+        assert_eq!(t.distance(2, 2), Some(10));
+        assert_eq!(t.distance(0, 1), None);
+        assert_eq!(t.cpus_of(&"0,2".parse().unwrap()).to_string(), "0-7");
+        assert_eq!(t.package_of_node(2), Some(1));
+        assert_eq!(t.package_count(), 2);
+    }
+
+    #[test]
+    fn json_round_trips_exactly() {
+        let t = two_node();
+        let json = serde_json::to_string_pretty(&t).unwrap();
+        let back: Topology = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["nodes"][1]["cpus"], "4-7");
+        assert_eq!(v["devices"][0]["node"], 2);
+        assert_eq!(v["devices"][0]["nodes"], "2");
+    }
+}
