@@ -1,0 +1,1 @@
+//! placeholder crate root, replaced by its owner
