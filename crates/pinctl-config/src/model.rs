@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet};
 
+use crate::diagnostic::{Diagnostic, Severity, SourceFile, Span};
+
 /// A whole service file after validation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -15,6 +17,100 @@ pub struct Config {
     pub host: HostConfig,
     /// Services in file order.
     pub services: Vec<Service>,
+    /// Warnings found while parsing (the file is usable, but probably not as meant).
+    pub warnings: Vec<Diagnostic>,
+    /// Where each value came from, so later checks against a machine can point into the
+    /// file. Empty for a config built in code.
+    pub spans: ConfigSpans,
+}
+
+impl Config {
+    /// A config built in code (tests, generated plans): no file text, no spans, no warnings.
+    pub fn new(path: impl Into<PathBuf>, host: HostConfig, services: Vec<Service>) -> Config {
+        Config {
+            path: path.into(),
+            host,
+            services,
+            warnings: Vec::new(),
+            spans: ConfigSpans::default(),
+        }
+    }
+
+    /// The instance named `name` (`tikv-1`, or `mysql` for a single-instance service) and its
+    /// service.
+    pub fn instance(&self, name: &str) -> Option<(&Service, &Instance)> {
+        self.instances().find(|(_, i)| i.name == name)
+    }
+
+    /// Every instance of every service, in file order.
+    pub fn instances(&self) -> impl Iterator<Item = (&Service, &Instance)> + '_ {
+        self.services.iter().flat_map(|s| s.instances.iter().map(move |i| (s, i)))
+    }
+
+    /// The service named `name`.
+    pub fn service(&self, name: &str) -> Option<&Service> {
+        self.services.iter().find(|s| s.name == name)
+    }
+
+    /// The spans of the service named `name`, when the config was parsed from a file.
+    pub fn service_spans(&self, name: &str) -> Option<&ServiceSpans> {
+        let index = self.services.iter().position(|s| s.name == name)?;
+        self.spans.services.get(index)
+    }
+
+    /// A diagnostic pointing at `span` of this config's file; without a file (a config built
+    /// in code) it names the file only, or nothing.
+    pub fn diagnostic_at(
+        &self,
+        span: Option<&Span>,
+        severity: Severity,
+        message: impl Into<String>,
+    ) -> Diagnostic {
+        match (&self.spans.file, span) {
+            (Some(file), Some(span)) => Diagnostic::at(file, span, severity, message),
+            _ if self.path.as_os_str().is_empty() => Diagnostic::unlocated(severity, message),
+            _ => Diagnostic::for_file(&self.path, severity, message),
+        }
+    }
+}
+
+/// Byte ranges in the service file of the values that machine-dependent checks look at
+/// (`check_against`, and the CLI's check that `near` paths exist). A value taken from
+/// `[defaults]` points into `[defaults]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConfigSpans {
+    /// The parsed file; `None` for a config built in code.
+    pub file: Option<std::sync::Arc<SourceFile>>,
+    pub host: HostSpans,
+    /// One per service, in the order of `Config::services`.
+    pub services: Vec<ServiceSpans>,
+}
+
+/// Spans of the `[host]` values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HostSpans {
+    /// One per `keep-free` entry, in order.
+    pub keep_free: Vec<Span>,
+    pub reserve_cpus: Option<Span>,
+    pub memory_reserve: Option<Span>,
+}
+
+/// Spans of one service's values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ServiceSpans {
+    /// The name in `[service.NAME]`.
+    pub name: Span,
+    /// The `nodes = N` or `cpus = N` value, when written.
+    pub size: Option<Span>,
+    pub instances: Option<Span>,
+    pub memory: Option<Span>,
+    pub memory_policy: Option<Span>,
+    /// Each listed node with the span of its entry, in file order.
+    pub only_nodes: Vec<(NodeId, Span)>,
+    /// One per `near` entry, in the order of `Instance::near`.
+    pub near: Vec<Span>,
+    pub command: Option<Span>,
+    pub unit: Option<Span>,
 }
 
 /// The `[host]` table.

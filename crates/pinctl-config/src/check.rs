@@ -1,0 +1,201 @@
+//! Checks of a valid config against one machine's topology: what can only be wrong on a
+//! given host (a node it lacks, more CPUs than it has). Whether everything fits together is
+//! the planner's question, not this module's: here each value is checked on its own.
+
+use pinctl_topology::{DeviceKind, NodeSet, Topology};
+
+use crate::diagnostic::{Diagnostic, Severity, Span};
+use crate::model::{Config, InstanceSize, KeepFree};
+use crate::values::format_size;
+
+/// Checks that depend on the machine: `only-nodes` naming a node the topology lacks,
+/// `reserve-cpus` outside the online CPUs, `keep-free` nodes that don't exist or NICs the host
+/// doesn't have, `nodes = N` larger than the host's nodes with CPUs, `cpus = N` larger than
+/// the CPUs the service may use, a `memory-reserve` that leaves a node no memory. The
+/// diagnostics point into the file when the config was parsed from one.
+///
+/// Paths in `near` are not checked here: whether a missing path is an error depends on the
+/// command (the CLI's job).
+pub fn check_against(config: &Config, topology: &Topology) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let node_ids = topology.node_ids();
+    let online = topology.online_cpus();
+    let host_spans = &config.spans.host;
+
+    let reserved = &config.host.reserve_cpus;
+    let outside = reserved.difference(&online);
+    if !outside.is_empty() {
+        out.push(
+            config
+                .diagnostic_at(
+                    host_spans.reserve_cpus.as_ref(),
+                    Severity::Error,
+                    format!("`reserve-cpus` names CPUs {outside} that are not online on this host"),
+                )
+                .with_note(format!("online CPUs: {}", list_or_none(&online))),
+        );
+    }
+
+    if let Some(keep_free) = &config.host.keep_free {
+        for (i, entry) in keep_free.iter().enumerate() {
+            let span = host_spans.keep_free.get(i);
+            match entry {
+                KeepFree::Node(n) if !node_ids.contains(*n) => out.push(
+                    config
+                        .diagnostic_at(
+                            span,
+                            Severity::Error,
+                            format!("`keep-free` names node {n}, which this host does not have"),
+                        )
+                        .with_note(format!("nodes: {}", list_or_none(&node_ids))),
+                ),
+                KeepFree::Nic(name) => match topology.device(name) {
+                    None => {
+                        let nics: Vec<&str> = topology
+                            .devices
+                            .iter()
+                            .filter(|d| matches!(d.kind, DeviceKind::Nic | DeviceKind::Infiniband))
+                            .map(|d| d.name.as_str())
+                            .collect();
+                        let note = if nics.is_empty() {
+                            "this host has no network devices with a known node".to_string()
+                        } else {
+                            format!("network devices: {}", nics.join(", "))
+                        };
+                        out.push(
+                            config
+                                .diagnostic_at(
+                                    span,
+                                    Severity::Error,
+                                    format!(
+                                        "`keep-free` names `{name}`, which this host does not have"
+                                    ),
+                                )
+                                .with_note(note),
+                        );
+                    }
+                    Some(d) if !matches!(d.kind, DeviceKind::Nic | DeviceKind::Infiniband) => {
+                        out.push(config.diagnostic_at(
+                            span,
+                            Severity::Warning,
+                            format!("`keep-free` names `{name}`, which is not a network device"),
+                        ));
+                    }
+                    Some(_) => {}
+                },
+                KeepFree::Node(_) => {}
+            }
+        }
+    }
+
+    if let Some(reserve) = config.host.memory_reserve {
+        for node in &topology.nodes {
+            match node.memory_bytes {
+                Some(total) if node.has_memory && total > 0 && reserve >= total => {
+                    out.push(config.diagnostic_at(
+                        host_spans.memory_reserve.as_ref(),
+                        Severity::Error,
+                        format!(
+                            "`memory-reserve` of {} leaves node {} no memory: it has {}",
+                            format_size(reserve),
+                            node.id,
+                            format_size(total)
+                        ),
+                    ));
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    for (index, service) in config.services.iter().enumerate() {
+        let spans = config.spans.services.get(index);
+        let mut candidates: NodeSet = node_ids.clone();
+        if let Some(only) = &service.only_nodes {
+            // One diagnostic per place in the file: a list string ("6-9") names several.
+            let mut missing: Vec<(Option<&Span>, NodeSet)> = Vec::new();
+            for node in only.iter().filter(|n| !node_ids.contains(*n)) {
+                let span = spans
+                    .and_then(|s| s.only_nodes.iter().find(|(n, _)| *n == node))
+                    .map(|(_, s)| s);
+                match missing.iter_mut().find(|(s, _)| *s == span) {
+                    Some((_, set)) => {
+                        set.insert(node);
+                    }
+                    None => missing.push((span, NodeSet::from_iter([node]))),
+                }
+            }
+            for (span, set) in missing {
+                out.push(
+                    config
+                        .diagnostic_at(
+                            span,
+                            Severity::Error,
+                            format!(
+                                "service `{}`: `only-nodes` names node{} {set}, which this host does not have",
+                                service.name,
+                                plural(set.len())
+                            ),
+                        )
+                        .with_note(format!("nodes: {}", list_or_none(&node_ids))),
+                );
+            }
+            candidates = candidates.intersection(only);
+        }
+        let size_span = spans.and_then(|s| s.size.as_ref());
+        let where_ = if service.only_nodes.is_some() { " among its `only-nodes`" } else { "" };
+        match service.size {
+            InstanceSize::Nodes(n) => {
+                let with_cpus: NodeSet = candidates
+                    .iter()
+                    .filter(|id| topology.node(*id).is_some_and(|node| !node.cpus.is_empty()))
+                    .collect();
+                if n as usize > with_cpus.len() {
+                    out.push(config.diagnostic_at(
+                        size_span,
+                        Severity::Error,
+                        format!(
+                            "service `{}` needs {n} whole node{} per instance; this host has {} node{} with CPUs{where_}",
+                            service.name,
+                            plural(n as usize),
+                            with_cpus.len(),
+                            plural(with_cpus.len()),
+                        ),
+                    ));
+                }
+            }
+            InstanceSize::Cpus(n) => {
+                let usable =
+                    topology.cpus_of(&candidates).intersection(&online).difference(reserved);
+                if n as usize > usable.len() {
+                    let mut d = config.diagnostic_at(
+                        size_span,
+                        Severity::Error,
+                        format!(
+                            "service `{}` needs {n} CPU{} per instance; this host has {} usable CPU{}{where_}",
+                            service.name,
+                            plural(n as usize),
+                            usable.len(),
+                            plural(usable.len()),
+                        ),
+                    );
+                    if !reserved.is_empty() {
+                        d = d.with_note(format!("not counting `reserve-cpus` {reserved}"));
+                    }
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out.sort_by_key(|d| d.location.as_ref().map(|l| (l.line(), l.column())));
+    out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn list_or_none(set: &NodeSet) -> String {
+    if set.is_empty() { "none".to_string() } else { set.to_string() }
+}
