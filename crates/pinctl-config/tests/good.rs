@@ -1,0 +1,217 @@
+//! Configs that must load, checked value by value.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pinctl_config::{
+    Config, DEFAULT_MEMORY_POLICY, InstanceSize, KeepFree, Limits, RestartPolicy, Severity, load,
+    parse,
+};
+use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
+
+fn good(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/good").join(name)
+}
+
+fn load_clean(name: &str) -> Config {
+    let config = load(&good(name)).unwrap_or_else(|e| panic!("{name}:\n{e}"));
+    assert!(config.warnings.is_empty(), "{name}: {:?}", config.warnings);
+    config
+}
+
+#[test]
+fn every_key_is_read() {
+    let c = load_clean("every-key.toml");
+    assert_eq!(c.host.keep_free, Some(vec![KeepFree::Nic("eth0".into()), KeepFree::Node(3)]));
+    assert_eq!(c.host.reserve_cpus, CpuSet::parse_list("0-1,64-65").unwrap());
+    assert_eq!(c.host.memory_reserve, Some(4 << 30));
+    assert_eq!(c.services.len(), 2);
+
+    let tikv = &c.services[0];
+    assert_eq!(tikv.name, "tikv");
+    assert_eq!(tikv.size, InstanceSize::Nodes(2));
+    assert_eq!(tikv.memory, Some(48 << 30));
+    assert_eq!(tikv.memory_policy, MemoryPolicy::Bind);
+    assert_eq!(tikv.only_nodes, Some(NodeSet::parse_list("0-3").unwrap()));
+    assert_eq!(tikv.user.as_deref(), Some("tidb"));
+    assert_eq!(tikv.group.as_deref(), Some("tidb"));
+    assert_eq!(tikv.restart, RestartPolicy::OnFailure);
+    assert_eq!(tikv.stop_signal, "INT");
+    assert_eq!(tikv.stop_timeout, Duration::from_secs(90));
+    assert_eq!(
+        tikv.limits,
+        Limits {
+            nofile: Some(1_000_000),
+            nproc: Some(u64::MAX),
+            memlock: Some(64 << 20),
+            core: Some(0),
+            stack: Some(u64::MAX),
+        }
+    );
+    let names: Vec<&str> = tikv.instances.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["tikv-0", "tikv-1"]);
+    let one = &tikv.instances[1];
+    assert_eq!(one.index, 1);
+    assert_eq!(one.command, ["/usr/bin/tikv-server", "--config", "/etc/tikv/tikv-1.toml"]);
+    assert_eq!(one.near, ["nvme1n1", "/data1"]);
+    assert_eq!(one.unit.as_deref(), Some("tikv@1.service"));
+    assert_eq!(one.working_dir, Some(PathBuf::from("/var/lib/tikv/1")));
+    let env: BTreeMap<String, String> =
+        [("RUST_LOG", "info"), ("TIKV_INSTANCE", "1")].map(|(k, v)| (k.into(), v.into())).into();
+    assert_eq!(one.env, env);
+
+    let mysql = &c.services[1];
+    assert_eq!(mysql.size, InstanceSize::Cpus(12));
+    assert_eq!(mysql.memory, Some(8 << 30));
+    // From [defaults]:
+    assert_eq!(mysql.memory_policy, MemoryPolicy::Preferred);
+    assert_eq!(mysql.restart, RestartPolicy::Always);
+    assert_eq!(mysql.only_nodes, Some(NodeSet::parse_list("4-7").unwrap()));
+    assert_eq!(mysql.stop_timeout, Duration::from_secs(45));
+    assert_eq!(mysql.instances.len(), 1);
+    assert_eq!(mysql.instances[0].name, "mysql");
+    assert_eq!(mysql.instances[0].near, ["eth1"]);
+}
+
+#[test]
+fn defaults_apply_and_each_service_overrides_them() {
+    let c = load_clean("defaults.toml");
+    let inherits = c.service("inherits").unwrap();
+    assert_eq!(inherits.memory_policy, MemoryPolicy::Preferred);
+    assert_eq!(inherits.size, InstanceSize::Nodes(2));
+    assert_eq!(inherits.user.as_deref(), Some("svc"));
+    assert_eq!(inherits.stop_signal, "QUIT");
+    assert_eq!(inherits.limits.nofile, Some(65536));
+    assert_eq!(inherits.limits.core, Some(0));
+    assert_eq!(inherits.instances[0].env["LOG"], "warn");
+
+    let overrides = c.service("overrides").unwrap();
+    assert_eq!(overrides.memory_policy, MemoryPolicy::Interleave);
+    // `cpus` in the service replaces the default `nodes`: they size the same thing.
+    assert_eq!(overrides.size, InstanceSize::Cpus(4));
+    assert_eq!(overrides.user.as_deref(), Some("other"));
+    assert_eq!(overrides.stop_signal, "TERM");
+    // Tables merge per entry, the service winning.
+    assert_eq!(overrides.limits.nofile, Some(1024));
+    assert_eq!(overrides.limits.core, Some(0));
+    let env = &overrides.instances[0].env;
+    assert_eq!(
+        (env["LANG"].as_str(), env["LOG"].as_str(), env["EXTRA"].as_str()),
+        ("C.UTF-8", "debug", "1")
+    );
+}
+
+#[test]
+fn unwritten_keys_take_their_documented_defaults() {
+    let c = load_clean("minimal.toml");
+    assert_eq!(c.host.keep_free, None);
+    assert!(c.host.reserve_cpus.is_empty());
+    assert_eq!(c.host.memory_reserve, None);
+    let s = &c.services[0];
+    assert_eq!(s.size, InstanceSize::Nodes(1));
+    assert_eq!(s.memory, None);
+    assert_eq!(s.memory_policy, DEFAULT_MEMORY_POLICY);
+    assert_eq!(s.memory_policy, MemoryPolicy::Bind);
+    assert_eq!(s.only_nodes, None);
+    assert_eq!(s.restart, RestartPolicy::OnFailure);
+    assert_eq!(s.stop_signal, "TERM");
+    assert_eq!(s.stop_timeout, Duration::from_secs(30));
+    assert_eq!(s.limits, Limits::default());
+    let i = &s.instances[0];
+    assert_eq!((i.name.as_str(), i.index), ("app", 0));
+    assert!(i.near.is_empty() && i.env.is_empty() && i.unit.is_none() && i.working_dir.is_none());
+}
+
+#[test]
+fn instances_are_found_by_name() {
+    let c = load_clean("every-key.toml");
+    let (service, instance) = c.instance("tikv-1").unwrap();
+    assert_eq!((service.name.as_str(), instance.index), ("tikv", 1));
+    assert_eq!(c.instance("mysql").unwrap().1.name, "mysql");
+    assert!(c.instance("tikv").is_none(), "a multi-instance service has no plain-named instance");
+    assert!(c.instance("mysql-0").is_none());
+    assert_eq!(c.instances().count(), 3);
+}
+
+#[test]
+fn spans_point_at_the_values_later_checks_need() {
+    let c = load_clean("every-key.toml");
+    let file = c.spans.file.as_ref().unwrap();
+    let tikv = c.service_spans("tikv").unwrap();
+    assert_eq!(file.slice(&tikv.name), "tikv");
+    assert_eq!(file.slice(tikv.size.as_ref().unwrap()), "2");
+    assert_eq!(file.slice(&tikv.near[1]), "\"/data{instance}\"");
+    assert_eq!(file.slice(&tikv.only_nodes[2].1), "2");
+    let mysql = c.service_spans("mysql").unwrap();
+    // A value from [defaults] points into [defaults].
+    assert_eq!(file.slice(mysql.memory_policy.as_ref().unwrap()), "\"preferred\"");
+    assert_eq!(file.slice(&c.spans.host.keep_free[1]), "3");
+    let d = c.diagnostic_at(Some(&tikv.near[0]), Severity::Warning, "`nvme0n1` does not exist");
+    let rendered = d.render(false);
+    assert!(rendered.contains("every-key.toml:17:9"), "{rendered}");
+}
+
+#[test]
+fn io_errors_name_the_path() {
+    let missing = Path::new("/nonexistent/pinctl.toml");
+    let e = load(missing).unwrap_err();
+    let text = e.to_string();
+    assert!(text.starts_with("error: cannot read `/nonexistent/pinctl.toml`: "), "{text}");
+    assert!(std::error::Error::source(&e).is_some());
+}
+
+#[test]
+fn non_utf8_files_are_refused_with_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("latin1.toml");
+    std::fs::write(&path, b"[service.a]\ncommand = [\"/bin/caf\xe9\"]\n").unwrap();
+    let text = load(&path).unwrap_err().to_string();
+    assert!(text.contains("is not UTF-8 text (invalid byte on line 2)"), "{text}");
+}
+
+#[test]
+fn parsing_is_deterministic() {
+    let text = std::fs::read_to_string(good("every-key.toml")).unwrap();
+    let a = parse(Path::new("x.toml"), &text).unwrap();
+    let b = parse(Path::new("x.toml"), &text).unwrap();
+    assert_eq!(a, b);
+    let bad = "[service.a]\ncommand = []\ncpus = 0\nbogus = 1\n";
+    let e1 = parse(Path::new("x.toml"), bad).unwrap_err().to_string();
+    let e2 = parse(Path::new("x.toml"), bad).unwrap_err().to_string();
+    assert_eq!(e1, e2);
+    assert_eq!(e1.matches("error:").count(), 4, "three errors and the summary:\n{e1}");
+}
+
+#[test]
+fn the_examples_in_docs_are_real_configs() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/config.md"))
+            .expect("docs/config.md");
+    let mut blocks = 0;
+    let mut rest = doc.as_str();
+    while let Some(start) = rest.find("```toml\n") {
+        let body_start = start + "```toml\n".len();
+        let end = rest[body_start..].find("```").expect("closed block") + body_start;
+        let body = &rest[body_start..end];
+        rest = &rest[end + 3..];
+        // Fragments (a single key or table) are marked as such; whole files must load.
+        if body.starts_with("# fragment") {
+            continue;
+        }
+        let is_bad = body.starts_with("# refused");
+        match (parse(Path::new("pinctl.toml"), body), is_bad) {
+            (Ok(c), false) => assert!(c.warnings.is_empty(), "{body}\n{:?}", c.warnings),
+            (Err(e), true) => {
+                // The report shown right after a refused example is the real one.
+                let shown = rest.trim_start().strip_prefix("```text\n").expect("a report follows");
+                let shown = &shown[..shown.find("```").expect("closed block")];
+                assert_eq!(shown, format!("{e}\n"), "docs/config.md shows a stale report");
+            }
+            (Ok(_), true) => panic!("this example should be refused:\n{body}"),
+            (Err(e), false) => panic!("this example does not load:\n{body}\n{e}"),
+        }
+        blocks += 1;
+    }
+    assert!(blocks >= 3, "expected the full examples in docs/config.md");
+}
