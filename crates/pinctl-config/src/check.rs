@@ -62,17 +62,19 @@ pub fn check_against(config: &Config, topology: &Topology) -> Vec<Diagnostic> {
                         } else {
                             format!("network devices: {}", nics.join(", "))
                         };
-                        out.push(
-                            config
-                                .diagnostic_at(
-                                    span,
-                                    Severity::Error,
-                                    format!(
-                                        "`keep-free` names `{name}`, which this host does not have"
-                                    ),
-                                )
-                                .with_note(note),
-                        );
+                        let mut d = config
+                            .diagnostic_at(
+                                span,
+                                Severity::Error,
+                                format!(
+                                    "`keep-free` names `{name}`, which this host does not have"
+                                ),
+                            )
+                            .with_note(note);
+                        if name.bytes().all(|b| b.is_ascii_digit()) {
+                            d = d.with_help(format!("for node {name}, write it without quotes"));
+                        }
+                        out.push(d);
                     }
                     Some(d) if !matches!(d.kind, DeviceKind::Nic | DeviceKind::Infiniband) => {
                         out.push(config.diagnostic_at(

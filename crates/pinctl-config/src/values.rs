@@ -220,6 +220,8 @@ pub(crate) fn is_service_unit_name(name: &str) -> bool {
     !stem.is_empty()
         && name.len() <= 255
         && !stem.starts_with('@')
+        // `tikv@.service` is a template: systemd cannot run it without an instance.
+        && !stem.ends_with('@')
         && stem.bytes().all(|b| b.is_ascii_alphanumeric() || b":-_.\\@".contains(&b))
         && stem.matches('@').count() <= 1
 }
@@ -384,6 +386,7 @@ mod tests {
         assert!(is_service_unit_name("mysqld.service"));
         assert!(!is_service_unit_name("tikv"));
         assert!(!is_service_unit_name("tikv.socket"));
+        assert!(!is_service_unit_name("tikv@.service"));
         assert!(!is_service_unit_name("a b.service"));
         assert!(!is_service_unit_name("a/b.service"));
         assert!(is_interface_name("eth0"));

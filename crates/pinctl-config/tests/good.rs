@@ -215,3 +215,13 @@ fn the_examples_in_docs_are_real_configs() {
     }
     assert!(blocks >= 3, "expected the full examples in docs/config.md");
 }
+
+#[test]
+fn windows_line_endings_and_a_byte_order_mark_are_read() {
+    let text = "\u{feff}[service.a]\r\ncommand = [\"/bin/a\"]\r\ncpus = 0\r\n";
+    let e = parse(Path::new("crlf.toml"), text).unwrap_err().to_string();
+    assert!(e.contains("--> crlf.toml:3:8\n"), "{e}");
+    assert!(e.contains("\n3 | cpus = 0\n"), "{e}");
+    let ok = parse(Path::new("crlf.toml"), &text.replace("cpus = 0", "cpus = 2")).unwrap();
+    assert_eq!(ok.services[0].size, InstanceSize::Cpus(2));
+}
