@@ -225,3 +225,40 @@ fn windows_line_endings_and_a_byte_order_mark_are_read() {
     let ok = parse(Path::new("crlf.toml"), &text.replace("cpus = 0", "cpus = 2")).unwrap();
     assert_eq!(ok.services[0].size, InstanceSize::Cpus(2));
 }
+
+mod mutations {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever is done to a good file, parsing answers (a config or a report) and never
+        /// panics, and every report names the file.
+        #[test]
+        fn damaged_files_get_a_report_not_a_panic(
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..4, "[ -~éñ\\t\\n\"\\[\\]{}=,]{0,3}"), 1..4)
+        ) {
+            let mut text = std::fs::read_to_string(good("every-key.toml")).unwrap();
+            for (at, delete, insert) in edits {
+                let mut i = at.index(text.len() + 1);
+                while !text.is_char_boundary(i) {
+                    i -= 1;
+                }
+                let mut j = (i + delete).min(text.len());
+                while !text.is_char_boundary(j) {
+                    j += 1;
+                }
+                text.replace_range(i..j, &insert);
+            }
+            match parse(Path::new("mutated.toml"), &text) {
+                Ok(c) => prop_assert!(!c.services.is_empty()),
+                Err(e) => {
+                    prop_assert!(e.error_count() > 0);
+                    let report = e.to_string();
+                    prop_assert!(report.contains("mutated.toml"), "{}", report);
+                }
+            }
+        }
+    }
+}
