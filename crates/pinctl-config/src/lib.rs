@@ -19,7 +19,10 @@ use std::path::Path;
 pub use check::check_against;
 pub use diagnostic::{ConfigError, Diagnostic, Location, Severity, SourceFile, Span, render_all};
 pub use model::*;
-pub use parse::{DEFAULT_MEMORY_POLICY, DEFAULT_STOP_SIGNAL, DEFAULT_STOP_TIMEOUT, MAX_INSTANCES};
+pub use parse::{
+    DEFAULT_MEMORY_POLICY, DEFAULT_STOP_SIGNAL, DEFAULT_STOP_TIMEOUT, HOST_KEYS, LIMIT_KEYS,
+    MAX_INSTANCES, SERVICE_KEYS, TOP_KEYS,
+};
 
 /// Reads and validates the service file at `path`. An I/O error names the path.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

@@ -23,9 +23,9 @@ use crate::model::{
 use crate::values;
 
 /// Keys of `[host]`.
-const HOST_KEYS: [&str; 3] = ["keep-free", "reserve-cpus", "memory-reserve"];
+pub const HOST_KEYS: [&str; 3] = ["keep-free", "reserve-cpus", "memory-reserve"];
 /// Keys of `[service.NAME]` and `[defaults]`.
-pub(crate) const SERVICE_KEYS: [&str; 17] = [
+pub const SERVICE_KEYS: [&str; 17] = [
     "command",
     "instances",
     "nodes",
@@ -44,8 +44,10 @@ pub(crate) const SERVICE_KEYS: [&str; 17] = [
     "stop-timeout",
     "limits",
 ];
-const TOP_KEYS: [&str; 3] = ["host", "defaults", "service"];
-const LIMIT_KEYS: [&str; 5] = ["nofile", "nproc", "memlock", "core", "stack"];
+/// Top-level tables.
+pub const TOP_KEYS: [&str; 3] = ["host", "defaults", "service"];
+/// Keys of `limits`.
+pub const LIMIT_KEYS: [&str; 5] = ["nofile", "nproc", "memlock", "core", "stack"];
 const RESTART_NAMES: [&str; 3] = ["always", "on-failure", "never"];
 
 /// More instances than this cannot be placed: each needs a CPU of its own and Linux builds

@@ -262,3 +262,24 @@ mod mutations {
         }
     }
 }
+
+#[test]
+fn docs_describe_every_key() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/config.md"))
+            .expect("docs/config.md");
+    let headings: Vec<&str> = doc.lines().filter(|l| l.starts_with('#')).collect();
+    let documented = |key: &str| headings.iter().any(|h| h.contains(&format!("`{key}`")));
+    for key in pinctl_config::HOST_KEYS.iter().chain(&pinctl_config::SERVICE_KEYS) {
+        assert!(documented(key), "docs/config.md has no heading for `{key}`");
+    }
+    // every-key.toml loads, so each key listed in messages is one the parser accepts.
+    let every = std::fs::read_to_string(good("every-key.toml")).unwrap();
+    for key in pinctl_config::HOST_KEYS.iter().chain(&pinctl_config::SERVICE_KEYS) {
+        let written = every.contains(&format!("\n{key} = ")) || every.contains(&format!(".{key}]"));
+        assert!(written, "every-key.toml lacks `{key}`");
+    }
+    for key in pinctl_config::LIMIT_KEYS {
+        assert!(doc.contains(&format!("`{key}`")), "docs/config.md does not mention limit `{key}`");
+    }
+}
