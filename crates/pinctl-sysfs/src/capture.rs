@@ -1,0 +1,81 @@
+//! `pinctl topology --capture`: every file discovery reads on a host, packed into a tarball
+//! that `--topology` accepts on any other machine (as `hwloc-gather-topology` does for hwloc).
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+use pinctl_topology::Topology;
+
+use crate::discover::read_with;
+use crate::error::DiscoveryError;
+use crate::fsroot::{FsRoot, Recorded};
+
+/// Name of the single top-level folder of a capture.
+const TOP: &str = "pinctl-capture";
+
+/// What a capture wrote.
+#[derive(Debug)]
+pub struct CaptureSummary {
+    /// The topology read while capturing; reading the tarball back yields exactly this.
+    pub topology: Topology,
+    pub files: usize,
+    pub links: usize,
+    pub dirs: usize,
+}
+
+/// Reads the topology under `root` while recording every file, link and folder discovery
+/// touched (plus the routing tables `default_route_interfaces` reads), and writes them to a
+/// gzip-compressed tarball at `out` under one top-level folder.
+pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, DiscoveryError> {
+    let mut fs = FsRoot::recording(root);
+    let topology = read_with(&mut fs)?;
+    for extra in ["proc/net/route", "proc/net/ipv6_route"] {
+        fs.read(extra)?;
+    }
+    let items = fs.take_recorder().map(|r| r.items).unwrap_or_default();
+    let werr = |source| DiscoveryError::CaptureWrite { path: out.to_path_buf(), source };
+    let file = fs::File::create(out).map_err(werr)?;
+    let gz =
+        flate2::write::GzEncoder::new(io::BufWriter::new(file), flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    let (mut files, mut links, mut dirs) = (0, 0, 0);
+    append_dir(&mut tar, TOP).map_err(werr)?;
+    for item in &items {
+        match item {
+            Recorded::Dir(rel) => {
+                append_dir(&mut tar, &format!("{TOP}/{rel}")).map_err(werr)?;
+                dirs += 1;
+            }
+            Recorded::File(rel, bytes) => {
+                let mut h = header(tar::EntryType::Regular, 0o444);
+                h.set_size(bytes.len() as u64);
+                tar.append_data(&mut h, format!("{TOP}/{rel}"), bytes.as_slice()).map_err(werr)?;
+                files += 1;
+            }
+            Recorded::Link(rel, target) => {
+                let mut h = header(tar::EntryType::Symlink, 0o777);
+                tar.append_link(&mut h, format!("{TOP}/{rel}"), target).map_err(werr)?;
+                links += 1;
+            }
+        }
+    }
+    let gz = tar.into_inner().map_err(werr)?;
+    let mut buf = gz.finish().map_err(werr)?;
+    buf.flush().map_err(werr)?;
+    Ok(CaptureSummary { topology, files, links, dirs })
+}
+
+fn header(kind: tar::EntryType, mode: u32) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_mode(mode);
+    h.set_size(0);
+    h.set_mtime(0);
+    h
+}
+
+fn append_dir<W: Write>(tar: &mut tar::Builder<W>, path: &str) -> io::Result<()> {
+    let mut h = header(tar::EntryType::Directory, 0o755);
+    tar.append_data(&mut h, format!("{path}/"), io::empty())
+}

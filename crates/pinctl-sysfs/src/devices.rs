@@ -1,0 +1,377 @@
+//! Devices and their locality: block devices (NVMe, disks, multipath namespaces, dm/md
+//! volumes), network interfaces (NICs, bonds, VLANs, bridges), InfiniBand HCAs, GPUs and DAX
+//! devices, each placed on the node(s) sysfs says it is local to.
+
+use std::collections::{BTreeMap, HashSet};
+
+use pinctl_topology::{Device, DeviceKind, Locality, NodeId, NodeSet, Topology};
+
+use crate::error::DiscoveryError;
+use crate::fsroot::{FsRoot, basename, parent};
+use crate::parse;
+
+/// How a candidate's locality is found.
+#[derive(Debug)]
+enum How {
+    /// Walk up from its sysfs folder to the first `numa_node`.
+    Physical,
+    /// An NVMe native-multipath namespace: its controllers' nodes.
+    Multipath,
+    /// A stacked device: its members' nodes.
+    Members(Vec<String>),
+}
+
+#[derive(Debug)]
+struct Candidate {
+    name: String,
+    kind: DeviceKind,
+    /// The device's folder under `sys/devices`.
+    path: String,
+    how: How,
+}
+
+/// What walking up from a device folder found.
+#[derive(Debug)]
+struct Located {
+    nodes: NodeSet,
+    locality: Locality,
+    pci: Option<String>,
+}
+
+pub(crate) fn read_devices(
+    fs: &mut FsRoot,
+    topo: &Topology,
+) -> Result<Vec<Device>, DiscoveryError> {
+    let mut cands = Vec::new();
+    block_devices(fs, &mut cands)?;
+    net_devices(fs, &mut cands)?;
+    class_devices(fs, "sys/class/infiniband", DeviceKind::Infiniband, |_| true, &mut cands)?;
+    class_devices(fs, "sys/class/drm", DeviceKind::Gpu, is_drm_card, &mut cands)?;
+    class_devices(fs, "sys/bus/dax/devices", DeviceKind::Other, |_| true, &mut cands)?;
+
+    let mut seen = HashSet::new();
+    cands.retain(|c| seen.insert(c.name.clone()));
+
+    let mut done: BTreeMap<String, Device> = BTreeMap::new();
+    let mut stacked = Vec::new();
+    for c in cands {
+        match c.how {
+            How::Physical => {
+                if let Some(loc) = locate(fs, &c.path, topo)? {
+                    done.insert(c.name.clone(), device(c.name, c.kind, loc, Vec::new()));
+                }
+            }
+            How::Multipath => {
+                let d = multipath(fs, &c.path, topo, c.name.clone(), c.kind)?;
+                done.insert(c.name, d);
+            }
+            How::Members(ref m) => stacked.push((c.name.clone(), c.kind, m.clone())),
+        }
+    }
+    resolve_stacked(stacked, &mut done);
+    Ok(done.into_values().collect())
+}
+
+fn device(name: String, kind: DeviceKind, loc: Located, members: Vec<String>) -> Device {
+    let mut d = Device {
+        name,
+        kind,
+        pci: loc.pci,
+        node: None,
+        nodes: NodeSet::new(),
+        locality: loc.locality,
+        members,
+    };
+    d.set_nodes(loc.nodes);
+    d
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort_unstable();
+    v
+}
+
+fn is_drm_card(name: &str) -> bool {
+    name.strip_prefix("card")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `nvme<ctrl>n<ns>` (a namespace block device).
+fn is_nvme_namespace(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("nvme") else { return false };
+    let Some((ctrl, ns)) = rest.split_once('n') else { return false };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(ctrl) && digits(ns)
+}
+
+/// `nvme<subsys>c<ctrl>n<ns>`: the hidden per-path device of a multipath namespace; users
+/// name the namespace head instead.
+fn is_nvme_path_device(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("nvme") else { return false };
+    let Some((sub, rest)) = rest.split_once('c') else { return false };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(sub) && rest.split_once('n').is_some_and(|(c, n)| digits(c) && digits(n))
+}
+
+fn block_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), DiscoveryError> {
+    let (dir, names) = match fs.list("sys/class/block")? {
+        Some(n) => ("sys/class/block", n),
+        None => match fs.list("sys/block")? {
+            Some(n) => ("sys/block", n),
+            // Dumps of only the NVMe classes (libnvme's): find namespaces from controllers.
+            None => return nvme_class_namespaces(fs, out),
+        },
+    };
+    let names = sorted(names);
+    let known: HashSet<&str> = names.iter().map(String::as_str).collect();
+    for name in &names {
+        if is_nvme_path_device(name) {
+            continue;
+        }
+        let Some(path) = fs.link(&format!("{dir}/{name}"))? else { continue };
+        // A partition's folder sits inside its disk's folder.
+        if known.contains(basename(parent(&path))) {
+            continue;
+        }
+        let kind = if name.starts_with("nvme") { DeviceKind::Nvme } else { DeviceKind::Disk };
+        let how = if path.starts_with("sys/devices/virtual/nvme-subsystem/") {
+            How::Multipath
+        } else if path.starts_with("sys/devices/virtual/") {
+            // dm, md, LVM: members in `slaves/`. Loop, ram, zram have none: not placeable.
+            let slaves = sorted(fs.list(&format!("{path}/slaves"))?.unwrap_or_default());
+            if slaves.is_empty() {
+                continue;
+            }
+            let mut members = Vec::with_capacity(slaves.len());
+            for s in slaves {
+                // A member partition counts as its whole disk.
+                let whole = match fs.link(&format!("{dir}/{s}"))? {
+                    Some(p) if known.contains(basename(parent(&p))) => {
+                        basename(parent(&p)).to_string()
+                    }
+                    _ => s,
+                };
+                if !members.contains(&whole) {
+                    members.push(whole);
+                }
+            }
+            How::Members(members)
+        } else {
+            How::Physical
+        };
+        out.push(Candidate { name: name.clone(), kind, path, how });
+    }
+    Ok(())
+}
+
+fn nvme_class_namespaces(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), DiscoveryError> {
+    for (class, how) in [("sys/class/nvme", false), ("sys/class/nvme-subsystem", true)] {
+        for entry in sorted(fs.list(class)?.unwrap_or_default()) {
+            let Some(dir) = fs.link(&format!("{class}/{entry}"))? else { continue };
+            for ns in sorted(fs.list(&dir)?.unwrap_or_default()) {
+                if is_nvme_namespace(&ns) {
+                    out.push(Candidate {
+                        path: format!("{dir}/{ns}"),
+                        name: ns,
+                        kind: DeviceKind::Nvme,
+                        how: if how { How::Multipath } else { How::Physical },
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn net_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), DiscoveryError> {
+    let dir = "sys/class/net";
+    for name in sorted(fs.list(dir)?.unwrap_or_default()) {
+        let Some(path) = fs.link(&format!("{dir}/{name}"))? else { continue };
+        if !path.starts_with("sys/devices/virtual/") {
+            out.push(Candidate { name, kind: DeviceKind::Nic, path, how: How::Physical });
+            continue;
+        }
+        // Bonds list members in bonding/slaves; VLANs, macvlans and bonds link `lower_<dev>`;
+        // bridges list ports in brif/. Without members (lo, tun, dummy) it is not placeable.
+        let mut members: Vec<String> = match fs.read(&format!("{path}/bonding/slaves"))? {
+            Some(t) => t.split_whitespace().map(str::to_string).collect(),
+            None => Vec::new(),
+        };
+        if members.is_empty() {
+            members = fs
+                .list(&path)?
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|e| e.strip_prefix("lower_").map(str::to_string))
+                .collect();
+        }
+        if members.is_empty() {
+            members = fs.list(&format!("{path}/brif"))?.unwrap_or_default();
+        }
+        if !members.is_empty() {
+            let members = sorted(members);
+            out.push(Candidate { name, kind: DeviceKind::Nic, path, how: How::Members(members) });
+        }
+    }
+    Ok(())
+}
+
+fn class_devices(
+    fs: &mut FsRoot,
+    dir: &str,
+    kind: DeviceKind,
+    wanted: fn(&str) -> bool,
+    out: &mut Vec<Candidate>,
+) -> Result<(), DiscoveryError> {
+    for name in sorted(fs.list(dir)?.unwrap_or_default()) {
+        if !wanted(&name) {
+            continue;
+        }
+        let Some(path) = fs.link(&format!("{dir}/{name}"))? else { continue };
+        out.push(Candidate { name, kind, path, how: How::Physical });
+    }
+    Ok(())
+}
+
+/// Walks up from a device folder to the first ancestor with `numa_node` (virtio devices,
+/// NVMe namespaces and SCSI disks sit below their PCI function). `-1` there, or no `numa_node`
+/// at all below a PCI function, falls back to the function's `local_cpulist`. `None`: neither a
+/// `numa_node` nor a PCI function above it (a software device, not a placement target).
+fn locate(fs: &mut FsRoot, path: &str, topo: &Topology) -> Result<Option<Located>, DiscoveryError> {
+    let mut found: Option<Option<NodeId>> = None;
+    let mut pci: Option<&str> = None;
+    let mut dir = path;
+    while dir.starts_with("sys/devices/") {
+        if pci.is_none() && parse::is_pci_address(basename(dir)) {
+            pci = Some(dir);
+        }
+        if found.is_none() {
+            found = fs.parsed(&format!("{dir}/numa_node"), parse::numa_node)?;
+        }
+        if found.is_some() && pci.is_some() {
+            break;
+        }
+        dir = parent(dir);
+    }
+    let pci_name = pci.map(|p| basename(p).to_string());
+    if let Some(Some(node)) = found {
+        let nodes = std::iter::once(node).collect();
+        return Ok(Some(Located { nodes, locality: Locality::NumaNode, pci: pci_name }));
+    }
+    let Some(pci_dir) = pci else {
+        return Ok(found.map(|_| Located {
+            nodes: NodeSet::new(),
+            locality: Locality::Unknown,
+            pci: None,
+        }));
+    };
+    let local = match fs.parsed(&format!("{pci_dir}/local_cpulist"), parse::id_list)? {
+        Some(set) => Some(set),
+        None => fs.parsed(&format!("{pci_dir}/local_cpus"), parse::id_mask)?,
+    };
+    let nodes = local.map(|cpus| nodes_of_cpus(topo, &cpus)).unwrap_or_default();
+    let locality = if nodes.is_empty() { Locality::Unknown } else { Locality::LocalCpulist };
+    Ok(Some(Located { nodes, locality, pci: pci_name }))
+}
+
+/// Nodes whose CPUs meet `cpus`. When `cpus` meets every node with CPUs on a multi-node
+/// machine, the kernel was only repeating its default for `numa_node = -1` (all online CPUs):
+/// that says nothing, so the answer is "unknown".
+fn nodes_of_cpus(topo: &Topology, cpus: &pinctl_topology::CpuSet) -> NodeSet {
+    let with_cpus: Vec<&pinctl_topology::Node> =
+        topo.nodes.iter().filter(|n| !n.cpus.is_empty()).collect();
+    let hit: NodeSet =
+        with_cpus.iter().filter(|n| !n.cpus.is_disjoint(cpus)).map(|n| n.id).collect();
+    if with_cpus.len() > 1 && hit.len() == with_cpus.len() { NodeSet::new() } else { hit }
+}
+
+fn multipath(
+    fs: &mut FsRoot,
+    path: &str,
+    topo: &Topology,
+    name: String,
+    kind: DeviceKind,
+) -> Result<Device, DiscoveryError> {
+    let mut controllers: Vec<String> = Vec::new();
+    for p in sorted(fs.list(&format!("{path}/multipath"))?.unwrap_or_default()) {
+        if let Some(target) = fs.link(&format!("{path}/multipath/{p}"))? {
+            controllers.push(parent(&target).to_string());
+        }
+    }
+    if controllers.is_empty() {
+        // No `multipath/` folder: every controller of the subsystem reaches the namespace.
+        let subsys = parent(path).to_string();
+        for e in sorted(fs.list(&subsys)?.unwrap_or_default()) {
+            let is_ctrl = e
+                .strip_prefix("nvme")
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty());
+            if !is_ctrl {
+                continue;
+            }
+            if let Some(target) = fs.link(&format!("{subsys}/{e}"))? {
+                controllers.push(target);
+            }
+        }
+    }
+    controllers.sort_unstable_by(|a, b| basename(a).cmp(basename(b)));
+    controllers.dedup();
+    let mut nodes = NodeSet::new();
+    let mut pcis = Vec::new();
+    for c in &controllers {
+        if let Some(loc) = locate(fs, c, topo)? {
+            nodes = nodes.union(&loc.nodes);
+            pcis.push(loc.pci);
+        }
+    }
+    let locality =
+        if nodes.is_empty() { Locality::Unknown } else { Locality::MultipathControllers };
+    let pci = if pcis.len() == 1 { pcis.pop().flatten() } else { None };
+    let members = controllers.iter().map(|c| basename(c).to_string()).collect();
+    Ok(device(name, kind, Located { nodes, locality, pci }, members))
+}
+
+/// Resolves stacked devices in dependency order (a VLAN on a bond on NICs): each takes the
+/// union of its known members' nodes. A stacked device none of whose members is a device
+/// (a dm volume on loop devices) is left out; a cycle resolves with what is known.
+fn resolve_stacked(
+    mut pending: Vec<(String, DeviceKind, Vec<String>)>,
+    done: &mut BTreeMap<String, Device>,
+) {
+    loop {
+        let names: HashSet<String> = pending.iter().map(|p| p.0.clone()).collect();
+        let ready = pending.iter().position(|(_, _, m)| m.iter().all(|x| !names.contains(x)));
+        let idx = match ready {
+            Some(i) => i,
+            None if pending.is_empty() => return,
+            None => 0,
+        };
+        let (name, kind, members) = pending.remove(idx);
+        let known: Vec<&Device> = members.iter().filter_map(|m| done.get(m)).collect();
+        if known.is_empty() {
+            continue;
+        }
+        let nodes = known.iter().fold(NodeSet::new(), |acc, d| acc.union(&d.nodes));
+        let locality = if nodes.is_empty() { Locality::Unknown } else { Locality::Members };
+        let d = device(name.clone(), kind, Located { nodes, locality, pci: None }, members);
+        done.insert(name, d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvme_names() {
+        assert!(is_nvme_namespace("nvme0n1"));
+        assert!(is_nvme_namespace("nvme12n3"));
+        assert!(!is_nvme_namespace("nvme0n1p1"));
+        assert!(!is_nvme_namespace("nvme1c1n1"));
+        assert!(!is_nvme_namespace("nvme0"));
+        assert!(is_nvme_path_device("nvme1c2n1"));
+        assert!(!is_nvme_path_device("nvme1n1"));
+        assert!(is_drm_card("card0"));
+        assert!(!is_drm_card("card0-HDMI-A-1"));
+        assert!(!is_drm_card("renderD128"));
+    }
+}

@@ -1,0 +1,220 @@
+//! File access relative to a root directory, with one reusable buffer, and an optional record
+//! of everything read (what `pinctl topology --capture` packs).
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use crate::error::DiscoveryError;
+use crate::parse::ParseError;
+
+/// What discovery touched, in the order it did.
+#[derive(Debug)]
+pub(crate) enum Recorded {
+    /// A regular file and the bytes read from it.
+    File(String, Vec<u8>),
+    /// A symbolic link and its target as stored.
+    Link(String, PathBuf),
+    /// A directory that was listed.
+    Dir(String),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Recorder {
+    seen: HashSet<String>,
+    pub(crate) items: Vec<Recorded>,
+}
+
+impl Recorder {
+    fn add(&mut self, rel: &str, item: impl FnOnce() -> Recorded) {
+        if self.seen.insert(rel.to_string()) {
+            self.items.push(item());
+        }
+    }
+}
+
+/// A sysfs/procfs tree rooted at a directory. Paths given to its methods are relative
+/// (`sys/devices/system/node/online`), normalized, and never pass through a symbolic link
+/// except where [`FsRoot::link`] resolved it.
+#[derive(Debug)]
+pub(crate) struct FsRoot {
+    root: PathBuf,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    recorder: Option<Recorder>,
+}
+
+fn is_absent(e: &io::Error) -> bool {
+    const ENXIO: i32 = 6;
+    const ENODEV: i32 = 19;
+    matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory)
+        || matches!(e.raw_os_error(), Some(ENXIO | ENODEV))
+}
+
+impl FsRoot {
+    pub(crate) fn new(root: &Path) -> Self {
+        FsRoot {
+            root: root.to_path_buf(),
+            path: PathBuf::with_capacity(256),
+            bytes: Vec::with_capacity(4096),
+            recorder: None,
+        }
+    }
+
+    pub(crate) fn recording(root: &Path) -> Self {
+        FsRoot { recorder: Some(Recorder::default()), ..FsRoot::new(root) }
+    }
+
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub(crate) fn take_recorder(&mut self) -> Option<Recorder> {
+        self.recorder.take()
+    }
+
+    fn set_path(&mut self, rel: &str) {
+        self.path.clear();
+        self.path.push(&self.root);
+        self.path.push(rel);
+    }
+
+    /// The full path of `rel` (for error messages).
+    pub(crate) fn full(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The text of a file, `None` when it does not exist.
+    pub(crate) fn read(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
+        self.set_path(rel);
+        self.bytes.clear();
+        let res = fs::File::open(&self.path).and_then(|mut f| f.read_to_end(&mut self.bytes));
+        match res {
+            Ok(_) => {}
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
+            Err(source) => return Err(DiscoveryError::Io { path: self.path.clone(), source }),
+        }
+        if let Some(rec) = &mut self.recorder {
+            let bytes = &self.bytes;
+            rec.add(rel, || Recorded::File(rel.to_string(), bytes.clone()));
+        }
+        match std::str::from_utf8(&self.bytes) {
+            Ok(s) => Ok(Some(s)),
+            Err(_) => Err(DiscoveryError::NotText { path: self.path.clone() }),
+        }
+    }
+
+    /// Reads and parses a file; a parse failure names the file.
+    pub(crate) fn parsed<T>(
+        &mut self,
+        rel: &str,
+        parse: impl FnOnce(&str) -> Result<T, ParseError>,
+    ) -> Result<Option<T>, DiscoveryError> {
+        match self.read(rel)? {
+            None => Ok(None),
+            Some(text) => match parse(text) {
+                Ok(v) => Ok(Some(v)),
+                Err(source) => Err(DiscoveryError::Parse { path: self.full(rel), source }),
+            },
+        }
+    }
+
+    /// Names in a directory (unsorted), `None` when it does not exist.
+    pub(crate) fn list(&mut self, rel: &str) -> Result<Option<Vec<String>>, DiscoveryError> {
+        self.set_path(rel);
+        let rd = match fs::read_dir(&self.path) {
+            Ok(rd) => rd,
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(source) => return Err(DiscoveryError::Io { path: self.path.clone(), source }),
+        };
+        let mut names = Vec::new();
+        for entry in rd {
+            let entry =
+                entry.map_err(|source| DiscoveryError::Io { path: self.path.clone(), source })?;
+            if let Ok(name) = entry.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        if let Some(rec) = &mut self.recorder {
+            rec.add(rel, || Recorded::Dir(rel.to_string()));
+        }
+        Ok(Some(names))
+    }
+
+    /// Where `rel` leads: the normalized relative target of a symbolic link (absolute targets
+    /// are taken relative to the root), `rel` itself when it is not a link, `None` when it does
+    /// not exist.
+    pub(crate) fn link(&mut self, rel: &str) -> Result<Option<String>, DiscoveryError> {
+        self.set_path(rel);
+        match fs::read_link(&self.path) {
+            Ok(target) => {
+                let resolved = match target.to_str() {
+                    Some(t) if t.starts_with('/') => normalize(t),
+                    Some(t) => normalize(&format!("{}/{t}", parent(rel))),
+                    None => return Ok(None),
+                };
+                if let Some(rec) = &mut self.recorder {
+                    rec.add(rel, || Recorded::Link(rel.to_string(), target));
+                }
+                Ok(Some(resolved))
+            }
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                // Not a symlink: some dumps store class entries as real directories.
+                Ok(fs::symlink_metadata(&self.path).is_ok().then(|| rel.to_string()))
+            }
+            Err(e) if is_absent(&e) => Ok(None),
+            Err(source) => Err(DiscoveryError::Io { path: self.path.clone(), source }),
+        }
+    }
+
+    /// Whether `rel` exists as a directory.
+    pub(crate) fn is_dir(&mut self, rel: &str) -> bool {
+        self.set_path(rel);
+        self.path.is_dir()
+    }
+}
+
+/// `a/b/../c/./d` -> `a/c/d`; never climbs above the root.
+pub(crate) fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
+
+/// The parent of a relative path (`""` at the top).
+pub(crate) fn parent(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(p, _)| p)
+}
+
+/// The last component of a relative path.
+pub(crate) fn basename(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or(rel, |(_, b)| b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_paths() {
+        assert_eq!(
+            normalize("sys/class/net/../../devices/pci0000:00/x"),
+            "sys/devices/pci0000:00/x"
+        );
+        assert_eq!(normalize("/sys/./a//b/"), "sys/a/b");
+        assert_eq!(normalize("../../x"), "x");
+        assert_eq!(parent("sys/class/net"), "sys/class");
+        assert_eq!(parent("sys"), "");
+        assert_eq!(basename("sys/class/net"), "net");
+    }
+}

@@ -1,0 +1,639 @@
+//! Parsers of the sysfs and procfs text formats pinctl reads. Each takes the file's text and
+//! never touches the file system, so every one is tested on literal strings.
+
+use std::fmt;
+
+use pinctl_topology::{CpuSet, IdSet, NodeId, NodeSet, ParseIdSetError};
+
+/// A line of a sysfs/procfs file that does not have the shape the kernel writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: invalid `{value}`: expected {expected}")]
+pub struct ParseError {
+    /// 1-based line number.
+    pub line: usize,
+    /// The offending text.
+    pub value: String,
+    /// What the kernel writes there.
+    pub expected: &'static str,
+    #[source]
+    pub source: Option<ParseIdSetError>,
+}
+
+impl ParseError {
+    fn new(line: usize, value: &str, expected: &'static str) -> Self {
+        ParseError { line, value: value.to_string(), expected, source: None }
+    }
+}
+
+/// A CPU or node list (`0-3,8-11`, the `cpulist`, `online`, `has_cpu` files).
+pub fn id_list(text: &str) -> Result<IdSet, ParseError> {
+    IdSet::parse_list(text).map_err(|e| ParseError {
+        line: 1,
+        value: text.trim().to_string(),
+        expected: "a kernel id list such as `0-3,8-11`",
+        source: Some(e),
+    })
+}
+
+/// A CPU mask (`cpumap`, `local_cpus`): comma-separated 32-bit hexadecimal words.
+pub fn id_mask(text: &str) -> Result<IdSet, ParseError> {
+    IdSet::parse_mask(text).map_err(|e| ParseError {
+        line: 1,
+        value: text.trim().to_string(),
+        expected: "a kernel mask such as `00000000,0000ffff`",
+        source: Some(e),
+    })
+}
+
+/// A signed decimal integer file (`numa_node`, `physical_package_id`, `core_id`).
+pub fn int(text: &str) -> Result<i64, ParseError> {
+    let t = text.trim();
+    t.parse().map_err(|_| ParseError::new(1, t, "a decimal integer"))
+}
+
+/// An unsigned decimal integer file (`numa_balancing`, `zone_reclaim_mode`).
+pub fn uint(text: &str) -> Result<u32, ParseError> {
+    let t = text.trim();
+    t.parse().map_err(|_| ParseError::new(1, t, "a non-negative decimal integer"))
+}
+
+/// A `numa_node` file: `Some(node)`, or `None` for the firmware's "unknown" (-1).
+pub fn numa_node(text: &str) -> Result<Option<NodeId>, ParseError> {
+    let v = int(text)?;
+    match v {
+        -1 => Ok(None),
+        0..=0xffff_ffff => Ok(Some(v as NodeId)),
+        _ => Err(ParseError::new(1, text.trim(), "a node id or -1")),
+    }
+}
+
+/// Total and free memory of a node, from `nodeN/meminfo`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeMeminfo {
+    /// `MemTotal` in bytes.
+    pub total_bytes: Option<u64>,
+    /// `MemFree` in bytes.
+    pub free_bytes: Option<u64>,
+}
+
+/// Parses `nodeN/meminfo` (`Node 0 MemTotal:  16747124 kB`) or `/proc/meminfo`
+/// (`MemTotal:  16747124 kB`). Only MemTotal and MemFree are kept; blank lines are allowed
+/// (some old kernels start the file with one).
+pub fn meminfo(text: &str) -> Result<NodeMeminfo, ParseError> {
+    let mut out = NodeMeminfo::default();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        // Strip the `Node N ` prefix of per-node files.
+        let rest = match line.strip_prefix("Node ") {
+            Some(r) => r.split_once(' ').map_or(r, |(_, r)| r).trim_start(),
+            None => line,
+        };
+        let Some((key, value)) = rest.split_once(':') else {
+            return Err(ParseError::new(i + 1, line, "`Key: value kB`"));
+        };
+        let slot = match key {
+            "MemTotal" => &mut out.total_bytes,
+            "MemFree" => &mut out.free_bytes,
+            _ => continue,
+        };
+        let mut words = value.split_whitespace();
+        let n: u64 = words
+            .next()
+            .and_then(|w| w.parse().ok())
+            .ok_or_else(|| ParseError::new(i + 1, line, "a size in kB"))?;
+        let bytes = match words.next() {
+            Some("kB") => n.checked_mul(1024),
+            None => Some(n),
+            Some(_) => None,
+        }
+        .ok_or_else(|| ParseError::new(i + 1, line, "a size in kB"))?;
+        *slot = Some(bytes);
+    }
+    Ok(out)
+}
+
+/// A `nodeN/distance` row: SLIT distances separated by spaces.
+pub fn distance_row(text: &str) -> Result<Vec<u32>, ParseError> {
+    text.split_whitespace()
+        .map(|w| w.parse().map_err(|_| ParseError::new(1, w, "a distance (decimal integer)")))
+        .collect()
+}
+
+/// The counters of `nodeN/numastat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NumaStat {
+    pub numa_hit: u64,
+    pub numa_miss: u64,
+    pub numa_foreign: u64,
+    pub interleave_hit: u64,
+    pub local_node: u64,
+    pub other_node: u64,
+}
+
+/// Parses `nodeN/numastat` (`numa_hit 123` per line). Unknown counters are ignored so newer
+/// kernels still parse.
+pub fn numastat(text: &str) -> Result<NumaStat, ParseError> {
+    let mut s = NumaStat::default();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (key, value) = line
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| ParseError::new(i + 1, line, "`counter value`"))?;
+        let v: u64 = value
+            .trim()
+            .parse()
+            .map_err(|_| ParseError::new(i + 1, line, "`counter value` with a decimal value"))?;
+        match key {
+            "numa_hit" => s.numa_hit = v,
+            "numa_miss" => s.numa_miss = v,
+            "numa_foreign" => s.numa_foreign = v,
+            "interleave_hit" => s.interleave_hit = v,
+            "local_node" => s.local_node = v,
+            "other_node" => s.other_node = v,
+            _ => {}
+        }
+    }
+    Ok(s)
+}
+
+/// The CPUs and nodes a process may use, from `/proc/PID/status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedSets {
+    /// `Cpus_allowed_list`.
+    pub cpus: Option<CpuSet>,
+    /// `Mems_allowed_list`.
+    pub nodes: Option<NodeSet>,
+}
+
+/// Parses the `Cpus_allowed_list` and `Mems_allowed_list` lines of `/proc/PID/status`.
+pub fn status_allowed(text: &str) -> Result<AllowedSets, ParseError> {
+    let mut out = AllowedSets::default();
+    for (i, line) in text.lines().enumerate() {
+        let (slot, value) = if let Some(v) = line.strip_prefix("Cpus_allowed_list:") {
+            (&mut out.cpus, v)
+        } else if let Some(v) = line.strip_prefix("Mems_allowed_list:") {
+            (&mut out.nodes, v)
+        } else {
+            continue;
+        };
+        let set = id_list(value).map_err(|e| ParseError { line: i + 1, ..e })?;
+        *slot = Some(set);
+    }
+    Ok(out)
+}
+
+/// One mapping of `/proc/PID/numa_maps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumaMapsEntry {
+    /// Start address of the mapping.
+    pub address: u64,
+    /// Memory policy as the kernel prints it: `default`, `bind:0-1`, `prefer:1`,
+    /// `interleave:0-3`, `local`, `prefer (many):0-1`, `weighted interleave:0-1`.
+    pub policy: String,
+    /// Resident pages per node (`N<node>=<pages>`), ascending by node; empty when the mapping
+    /// has no resident pages.
+    pub pages: Vec<(NodeId, u64)>,
+    /// `kernelpagesize_kB`, when present.
+    pub page_size_kb: Option<u64>,
+    /// `file=` path, when the mapping is a file.
+    pub file: Option<String>,
+}
+
+impl NumaMapsEntry {
+    /// Resident pages on all nodes.
+    pub fn total_pages(&self) -> u64 {
+        self.pages.iter().map(|&(_, p)| p).sum()
+    }
+}
+
+/// Parses `/proc/PID/numa_maps`: one mapping per line. A mapping without `N<node>=` fields
+/// holds no resident pages (not an error).
+pub fn numa_maps(text: &str) -> Result<Vec<NumaMapsEntry>, ParseError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.push(numa_maps_line(line).map_err(|e| ParseError { line: i + 1, ..e })?);
+    }
+    Ok(out)
+}
+
+/// Parses one line of `/proc/PID/numa_maps` (the error's line number is 1).
+pub fn numa_maps_line(line: &str) -> Result<NumaMapsEntry, ParseError> {
+    let line = line.trim();
+    let (addr, rest) =
+        line.split_once(' ').ok_or_else(|| ParseError::new(1, line, "`<address> <policy> ...`"))?;
+    let address = u64::from_str_radix(addr, 16)
+        .map_err(|_| ParseError::new(1, addr, "a hexadecimal address"))?;
+    // Policies may contain a space (`prefer (many):0-1`, `weighted interleave:0-1`): the
+    // policy runs up to the first token that is a `key=value` attribute or a bare flag.
+    let mut tokens = rest.split(' ').filter(|t| !t.is_empty()).peekable();
+    let mut policy = String::new();
+    while let Some(&t) = tokens.peek() {
+        let is_attr = t.contains('=') || matches!(t, "heap" | "stack" | "huge" | "anon");
+        if !policy.is_empty() && is_attr {
+            break;
+        }
+        if !policy.is_empty() {
+            policy.push(' ');
+        }
+        policy.push_str(t);
+        tokens.next();
+    }
+    if policy.is_empty() {
+        return Err(ParseError::new(1, line, "a memory policy after the address"));
+    }
+    let mut entry =
+        NumaMapsEntry { address, policy, pages: Vec::new(), page_size_kb: None, file: None };
+    for t in tokens {
+        let Some((key, value)) = t.split_once('=') else { continue };
+        if let Some(node) = key.strip_prefix('N').and_then(|n| n.parse::<NodeId>().ok()) {
+            let pages = value
+                .parse()
+                .map_err(|_| ParseError::new(1, t, "`N<node>=<pages>` with a decimal count"))?;
+            entry.pages.push((node, pages));
+        } else if key == "kernelpagesize_kB" {
+            entry.page_size_kb = Some(
+                value.parse().map_err(|_| ParseError::new(1, t, "a decimal page size in kB"))?,
+            );
+        } else if key == "file" {
+            entry.file = Some(value.to_string());
+        }
+    }
+    entry.pages.sort_unstable();
+    Ok(entry)
+}
+
+/// One line of a cgroup v2 `memory.numa_stat`: a counter and its bytes per node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumaStatLine {
+    /// `anon`, `file`, `kernel_stack`, ...
+    pub counter: String,
+    /// Bytes per node, ascending by node.
+    pub bytes: Vec<(NodeId, u64)>,
+}
+
+/// Parses a cgroup v2 `memory.numa_stat` (`anon N0=1234 N1=0` per line).
+pub fn memory_numa_stat(text: &str) -> Result<Vec<NumaStatLine>, ParseError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut words = line.split_whitespace();
+        let Some(counter) = words.next() else { continue };
+        let mut bytes = Vec::new();
+        for w in words {
+            let parsed = w
+                .strip_prefix('N')
+                .and_then(|r| r.split_once('='))
+                .and_then(|(n, v)| Some((n.parse::<NodeId>().ok()?, v.parse::<u64>().ok()?)));
+            bytes.push(parsed.ok_or_else(|| ParseError::new(i + 1, w, "`N<node>=<bytes>`"))?);
+        }
+        bytes.sort_unstable();
+        out.push(NumaStatLine { counter: counter.to_string(), bytes });
+    }
+    Ok(out)
+}
+
+/// A mount of `/proc/mounts` or `/proc/self/mounts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount<'a> {
+    pub source: &'a str,
+    pub target: String,
+    pub fstype: &'a str,
+    pub options: &'a str,
+}
+
+/// Parses `/proc/mounts`; octal escapes (`\040` for a space) in the mount point are decoded.
+pub fn mounts(text: &str) -> Result<Vec<Mount<'_>>, ParseError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut f = line.split_whitespace();
+        let (Some(source), Some(target), Some(fstype), Some(options)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
+            return Err(ParseError::new(i + 1, line, "`source target fstype options ...`"));
+        };
+        out.push(Mount { source, target: unescape_octal(target), fstype, options });
+    }
+    Ok(out)
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The cgroup of a process for one hierarchy, from `/proc/PID/cgroup`
+/// (`5:cpuset:/machine.slice` for v1, `0::/user.slice` for v2).
+pub fn cgroup_path<'a>(text: &'a str, controller: Option<&str>) -> Option<&'a str> {
+    text.lines().find_map(|line| {
+        let mut f = line.splitn(3, ':');
+        let (_id, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+        let hit = match controller {
+            None => ctrls.is_empty(),
+            Some(c) => ctrls.split(',').any(|x| x == c),
+        };
+        hit.then_some(path)
+    })
+}
+
+/// Routes with destination `0.0.0.0/0` in `/proc/net/route`, as interface names.
+pub fn default_routes_v4(text: &str) -> Result<Vec<String>, ParseError> {
+    const RTF_UP: u32 = 0x1;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.is_empty() {
+            continue;
+        }
+        if f.len() < 8 {
+            return Err(ParseError::new(i + 1, line, "`Iface Destination Gateway Flags ...`"));
+        }
+        let flags = u32::from_str_radix(f[3], 16)
+            .map_err(|_| ParseError::new(i + 1, f[3], "hexadecimal route flags"))?;
+        if f[1] == "00000000" && f[7] == "00000000" && flags & RTF_UP != 0 {
+            out.push(f[0].to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Routes with destination `::/0` in `/proc/net/ipv6_route`, as interface names. The kernel's
+/// unreachable default routes on `lo` are left out.
+pub fn default_routes_v6(text: &str) -> Result<Vec<String>, ParseError> {
+    const RTF_UP: u32 = 0x1;
+    const RTF_REJECT: u32 = 0x200;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.is_empty() {
+            continue;
+        }
+        if f.len() < 10 {
+            return Err(ParseError::new(i + 1, line, "10 fields of an ipv6_route line"));
+        }
+        let flags = u32::from_str_radix(f[8], 16)
+            .map_err(|_| ParseError::new(i + 1, f[8], "hexadecimal route flags"))?;
+        let default = f[0].bytes().all(|c| c == b'0') && f[1] == "00";
+        if default && flags & RTF_UP != 0 && flags & RTF_REJECT == 0 && f[9] != "lo" {
+            out.push(f[9].to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Major and minor numbers of a Linux `dev_t` (glibc's `gnu_dev_major`/`gnu_dev_minor`).
+pub fn dev_major_minor(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32)
+}
+
+/// The `major:minor` of a `/proc/self/mountinfo` line and its mount source, with its mount point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    pub major: u32,
+    pub minor: u32,
+    pub mount_point: String,
+    pub source: String,
+}
+
+/// Parses `/proc/PID/mountinfo`.
+pub fn mountinfo(text: &str) -> Result<Vec<MountInfo>, ParseError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || ParseError::new(i + 1, line, "a mountinfo line");
+        let f: Vec<&str> = line.split(' ').collect();
+        let sep = f.iter().position(|&x| x == "-").ok_or_else(bad)?;
+        if f.len() < 5 || f.len() < sep + 3 {
+            return Err(bad());
+        }
+        let (ma, mi) = f[2].split_once(':').ok_or_else(bad)?;
+        out.push(MountInfo {
+            major: ma.parse().map_err(|_| bad())?,
+            minor: mi.parse().map_err(|_| bad())?,
+            mount_point: unescape_octal(f[4]),
+            source: unescape_octal(f[sep + 2]),
+        });
+    }
+    Ok(out)
+}
+
+/// Whether `name` is a PCI function address such as `0000:00:02.0` (domains may be longer).
+pub fn is_pci_address(name: &str) -> bool {
+    let mut parts = name.split(':');
+    let (Some(dom), Some(bus), Some(devfn), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_hexdigit());
+    let Some((dev, func)) = devfn.split_once('.') else { return false };
+    dom.len() >= 4
+        && hex(dom)
+        && bus.len() == 2
+        && hex(bus)
+        && dev.len() == 2
+        && hex(dev)
+        && func.len() == 1
+        && func.bytes().all(|c| (b'0'..=b'7').contains(&c))
+}
+
+/// Displays a list of `(node, count)` pairs as `N0=12 N1=3`.
+#[derive(Debug)]
+pub struct PerNode<'a>(pub &'a [(NodeId, u64)]);
+
+impl fmt::Display for PerNode<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (n, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "N{n}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_and_masks() {
+        assert_eq!(id_list("0-5,48-53\n").unwrap().to_string(), "0-5,48-53");
+        assert_eq!(id_mask("00000000,003f0000,0000003f\n").unwrap().to_string(), "0-5,48-53");
+        assert_eq!(id_mask("0000,00000000,00000003").unwrap().to_string(), "0-1");
+        let e = id_list("0-x").unwrap_err();
+        assert_eq!(e.value, "0-x");
+        assert!(e.to_string().contains("`0-x`"), "{e}");
+    }
+
+    #[test]
+    fn numa_node_values() {
+        assert_eq!(numa_node("1\n").unwrap(), Some(1));
+        assert_eq!(numa_node("-1\n").unwrap(), None);
+        assert!(numa_node("-2").is_err());
+        assert!(numa_node("one").is_err());
+    }
+
+    #[test]
+    fn node_meminfo() {
+        let text = "\nNode 0 MemTotal:       16747124 kB\nNode 0 MemFree:        15794148 kB\n\
+                    Node 0 MemUsed:          952976 kB\nNode 0 HugePages_Total:     0\n";
+        let m = meminfo(text).unwrap();
+        assert_eq!(m.total_bytes, Some(16747124 * 1024));
+        assert_eq!(m.free_bytes, Some(15794148 * 1024));
+        let m = meminfo("MemTotal:  1000 kB\nMemFree: 10 kB\nBuffers: 1 kB\n").unwrap();
+        assert_eq!(m.total_bytes, Some(1024000));
+        let e = meminfo("Node 0 MemTotal: lots kB\n").unwrap_err();
+        assert_eq!(e.line, 1);
+        assert_eq!(meminfo("").unwrap(), NodeMeminfo::default());
+        let m = meminfo("Node 12 MemTotal: 0 kB\n").unwrap();
+        assert_eq!(m.total_bytes, Some(0));
+    }
+
+    #[test]
+    fn distances() {
+        assert_eq!(distance_row("10 16 32 33\n").unwrap(), vec![10, 16, 32, 33]);
+        assert!(distance_row("10 x").is_err());
+        assert_eq!(distance_row("\n").unwrap(), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn numastat_counters() {
+        let s = numastat(
+            "numa_hit 6451\nnuma_miss 0\nnuma_foreign 0\ninterleave_hit 1\nlocal_node 6400\n\
+             other_node 51\nnew_counter 5\n",
+        )
+        .unwrap();
+        assert_eq!(s.numa_hit, 6451);
+        assert_eq!(s.other_node, 51);
+        assert_eq!(s.interleave_hit, 1);
+        assert!(numastat("numa_hit lots\n").is_err());
+    }
+
+    #[test]
+    fn status_lists() {
+        let text = "Name:\tcat\nCpus_allowed:\tff\nCpus_allowed_list:\t0-7\n\
+                    Mems_allowed:\t00000000,00000003\nMems_allowed_list:\t0-1\n";
+        let a = status_allowed(text).unwrap();
+        assert_eq!(a.cpus.unwrap().to_string(), "0-7");
+        assert_eq!(a.nodes.unwrap().to_string(), "0-1");
+        assert_eq!(status_allowed("Name:\tx\n").unwrap(), AllowedSets::default());
+        let e = status_allowed("Name:\tx\nCpus_allowed_list:\t7-3\n").unwrap_err();
+        assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn numa_maps_lines() {
+        let e = numa_maps_line(
+            "7f0e1c000000 bind:0-1 anon=512 dirty=512 active=0 N0=256 N1=256 kernelpagesize_kB=4",
+        )
+        .unwrap();
+        assert_eq!(e.address, 0x7f0e1c000000);
+        assert_eq!(e.policy, "bind:0-1");
+        assert_eq!(e.pages, vec![(0, 256), (1, 256)]);
+        assert_eq!(e.total_pages(), 512);
+        assert_eq!(e.page_size_kb, Some(4));
+        let e = numa_maps_line("55d1 prefer (many):0-1 file=/bin/cat mapped=3 N1=3").unwrap();
+        assert_eq!(e.policy, "prefer (many):0-1");
+        assert_eq!(e.file.as_deref(), Some("/bin/cat"));
+        let e = numa_maps_line("7ffd default stack").unwrap();
+        assert!(e.pages.is_empty());
+        let e = numa_maps_line("7ffd weighted interleave:0-3 heap anon=1 N2=1").unwrap();
+        assert_eq!(e.policy, "weighted interleave:0-3");
+        assert!(numa_maps_line("zzzz default").is_err());
+        assert!(numa_maps_line("7ffd default N0=x").is_err());
+        let err = numa_maps("1000 default N0=1\n2000 default N0=q\n").unwrap_err();
+        assert_eq!(err.line, 2);
+    }
+
+    #[test]
+    fn cgroup_numa_stat() {
+        let s = memory_numa_stat("anon N0=4096 N1=0\nfile N1=8192 N0=12\n").unwrap();
+        assert_eq!(s[0].counter, "anon");
+        assert_eq!(s[0].bytes, vec![(0, 4096), (1, 0)]);
+        assert_eq!(s[1].bytes, vec![(0, 12), (1, 8192)]);
+        assert_eq!(PerNode(&s[1].bytes).to_string(), "N0=12 N1=8192");
+        let e = memory_numa_stat("anon N0=1\nfile M0=1\n").unwrap_err();
+        assert_eq!((e.line, e.value.as_str()), (2, "M0=1"));
+    }
+
+    #[test]
+    fn cgroups_and_mounts() {
+        let cg = "11:freezer:/\n9:cpuset,cpu:/dummy\n0::/user.slice/x.scope\n";
+        assert_eq!(cgroup_path(cg, Some("cpuset")), Some("/dummy"));
+        assert_eq!(cgroup_path(cg, None), Some("/user.slice/x.scope"));
+        assert_eq!(cgroup_path(cg, Some("memory")), None);
+        let m =
+            mounts("none /dev/cpuset cpuset rw 0 0\n/dev/sda1 /mnt/a\\040b ext4 rw 0 0\n").unwrap();
+        assert_eq!(m[0].fstype, "cpuset");
+        assert_eq!(m[1].target, "/mnt/a b");
+        assert!(mounts("broken\n").is_err());
+    }
+
+    #[test]
+    fn routes() {
+        let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+                  eth0\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
+                  eth0\t0000A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n";
+        assert_eq!(default_routes_v4(v4).unwrap(), vec!["eth0"]);
+        let v6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 \
+                  fe800000000000000000000000000001 00000400 00000001 00000000 00000003 bond0\n\
+                  00000000000000000000000000000000 00 00000000000000000000000000000000 00 \
+                  00000000000000000000000000000000 ffffffff 00000001 00000000 00200200 lo\n\
+                  fe800000000000000000000000000000 40 00000000000000000000000000000000 00 \
+                  00000000000000000000000000000000 00000100 00000001 00000000 00000001 eth1\n";
+        assert_eq!(default_routes_v6(v6).unwrap(), vec!["bond0"]);
+        assert!(default_routes_v6("short line\n").is_err());
+    }
+
+    #[test]
+    fn mountinfo_and_dev() {
+        let mi = "36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw\n\
+                  37 35 0:52 / /var/lib\\040x rw shared:2 - btrfs /dev/nvme0n1p2 rw\n";
+        let m = mountinfo(mi).unwrap();
+        assert_eq!((m[0].major, m[0].minor, m[0].source.as_str()), (98, 0, "/dev/root"));
+        assert_eq!(m[1].mount_point, "/var/lib x");
+        assert_eq!(dev_major_minor(0x10301), (259, 1));
+        assert_eq!(dev_major_minor((8 << 8) | 17), (8, 17));
+    }
+
+    #[test]
+    fn pci_addresses() {
+        assert!(is_pci_address("0000:00:02.0"));
+        assert!(is_pci_address("0214:90:00.0"));
+        assert!(is_pci_address("10000:e1:00.7"));
+        assert!(!is_pci_address("pci0000:00"));
+        assert!(!is_pci_address("0000:00:02"));
+        assert!(!is_pci_address("4:0:0:0"));
+        assert!(!is_pci_address("0000:00:02.8"));
+    }
+}
