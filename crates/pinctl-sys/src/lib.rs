@@ -29,3 +29,8 @@ pub use setup::{
     Applied, ChildSetup, MemoryPolicyRequest, SetupError, Stage, default_cpu_mask_bits,
     default_node_mask_bits,
 };
+
+/// The errnos callers interpret, so they need not depend on libc themselves.
+pub mod errno {
+    pub use libc::{EINVAL, ENOSYS, EOPNOTSUPP, EPERM};
+}

@@ -1,18 +1,306 @@
-//! `pinctl exec`.
+//! `pinctl exec`: apply a placement to this process (CPU affinity, then memory policy, then
+//! read both back) and exec a command. This is how a systemd unit replaces `numactl`, so it is
+//! kept on a fast path: no async runtime, no hwloc, only the procfs/sysfs files the placement
+//! needs.
 
+mod host;
+mod launch;
+mod spec;
+
+use std::ffi::OsString;
+use std::io::Write;
 use std::process::ExitCode;
+
+use anyhow::Context;
+use pinctl_topology::MemoryPolicy;
 
 use crate::exit::{CmdResult, Failed, Status};
 
-/// Arguments of `pinctl exec`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct ExecArgs {}
+pub(crate) use launch::{CpuTarget, Launch, Nodes, Request, Resolved};
+pub(crate) use spec::{Kind, Spec};
 
-pub(crate) fn run(_args: ExecArgs) -> CmdResult {
-    Err(Failed::new(Status::Failure, anyhow::anyhow!("`pinctl exec` is being built")))
+pub(crate) mod numactl_support {
+    //! What the numactl personality shares with `pinctl exec`.
+    pub(crate) use super::host::{Allowed, node_cpus, read, read_list};
+    pub(crate) use super::launch::{apply, exec};
 }
 
-#[allow(dead_code)]
-fn _ok() -> ExitCode {
-    ExitCode::SUCCESS
+/// What to do when the kernel lacks a requested policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum IfUnsupported {
+    /// Refuse to run the command (the default: a service must not run unpinned by surprise).
+    Fail,
+    /// Run the command without the unsupported policy or flag, with a warning.
+    Ignore,
+}
+
+/// numactl's own options, accepted by `pinctl exec` so `ExecStart=numactl ...` lines keep
+/// working with `numactl` replaced by `pinctl exec`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct NumactlArgs {
+    /// numactl: memory only from these nodes (bind).
+    #[arg(short = 'm', long, value_name = "NODES", help_heading = "numactl options")]
+    membind: Option<String>,
+    /// numactl: run on the CPUs of these nodes.
+    #[arg(short = 'N', long, value_name = "NODES", help_heading = "numactl options")]
+    cpunodebind: Option<String>,
+    /// numactl: run on these CPUs.
+    #[arg(short = 'C', long, value_name = "CPUS", help_heading = "numactl options")]
+    physcpubind: Option<String>,
+    /// numactl: prefer memory from this node.
+    #[arg(short = 'p', long, value_name = "NODE", help_heading = "numactl options")]
+    preferred: Option<String>,
+    /// numactl: prefer memory from these nodes (Linux 5.15+).
+    #[arg(short = 'P', long, value_name = "NODES", help_heading = "numactl options")]
+    preferred_many: Option<String>,
+    /// numactl: interleave memory over these nodes.
+    #[arg(short = 'i', long, value_name = "NODES", help_heading = "numactl options")]
+    interleave: Option<String>,
+    /// numactl: weighted interleave over these nodes (Linux 6.9+).
+    #[arg(short = 'w', long, value_name = "NODES", help_heading = "numactl options")]
+    weighted_interleave: Option<String>,
+    /// numactl: allocate on the node of the CPU that faults.
+    #[arg(short = 'l', long, help_heading = "numactl options")]
+    localalloc: bool,
+    /// numactl: let NUMA balancing migrate pages within the bind set (Linux 5.12+).
+    #[arg(short = 'b', long, help_heading = "numactl options")]
+    balancing: bool,
+    /// numactl: read lists against every possible node/CPU, not this process's cpuset.
+    #[arg(short = 'a', long, help_heading = "numactl options")]
+    all: bool,
+}
+
+/// Arguments of `pinctl exec`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Node lists use numactl's grammar: 0-3,8  all  !1 (all but 1)  +0 \
+                        (first allowed)  netdev:eth0  block:nvme0n1  file:/srv/db  pci:3b:00.0")]
+pub(crate) struct ExecArgs {
+    /// Run on the CPUs of these nodes and allocate memory there (policy bind unless --mem
+    /// says otherwise).
+    #[arg(long, value_name = "LIST")]
+    nodes: Option<String>,
+    /// Run on these CPUs (overrides the CPUs of --nodes).
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Memory policy: default, bind, preferred, preferred-many, interleave,
+    /// weighted-interleave, local.
+    #[arg(long, value_name = "POLICY")]
+    mem: Option<MemoryPolicy>,
+    /// Nodes of the memory policy, when memory goes elsewhere than --nodes.
+    #[arg(long, value_name = "LIST")]
+    mem_nodes: Option<String>,
+    /// Run on the node(s) of a device (eth0, nvme0n1, /dev/sdb, 0000:3b:00.0) or of the
+    /// block device holding a path.
+    #[arg(long, value_name = "DEVICE|PATH")]
+    near: Option<String>,
+    /// Service file whose plan gives the placement (with --service).
+    #[arg(short = 'c', long = "config", value_name = "FILE", requires = "service")]
+    config: Option<std::path::PathBuf>,
+    /// Service instance to place as the plan places it (with -c).
+    #[arg(long, value_name = "NAME", requires = "config")]
+    service: Option<String>,
+    /// Print the resolved placement and exit without running anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// With --dry-run: print JSON.
+    #[arg(long, requires = "dry_run")]
+    json: bool,
+    /// What to do when the kernel lacks the requested policy.
+    #[arg(long, value_enum, value_name = "WHAT", default_value = "fail")]
+    if_unsupported: IfUnsupported,
+
+    #[command(flatten)]
+    numactl: Box<NumactlArgs>,
+
+    /// The command and its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+fn usage(msg: impl std::fmt::Display) -> Failed {
+    Failed::new(Status::Usage, anyhow::anyhow!("{msg}"))
+}
+
+fn node_spec(text: &str) -> Result<Nodes, Failed> {
+    Ok(Nodes::Spec(Spec::parse(text, Kind::Node).map_err(usage)?))
+}
+
+impl ExecArgs {
+    /// The request the options state, refusing contradictions.
+    fn request(&self) -> Result<Request, Failed> {
+        let mut req = Request {
+            all: self.numactl.all,
+            balancing: self.numactl.balancing,
+            ..Default::default()
+        };
+
+        // Memory policy: at most one source.
+        let numactl_policies = [
+            (&self.numactl.membind, MemoryPolicy::Bind, "--membind"),
+            (&self.numactl.preferred, MemoryPolicy::Preferred, "--preferred"),
+            (&self.numactl.preferred_many, MemoryPolicy::PreferredMany, "--preferred-many"),
+            (&self.numactl.interleave, MemoryPolicy::Interleave, "--interleave"),
+            (
+                &self.numactl.weighted_interleave,
+                MemoryPolicy::WeightedInterleave,
+                "--weighted-interleave",
+            ),
+        ];
+        let mut given: Vec<&str> =
+            numactl_policies.iter().filter(|(v, ..)| v.is_some()).map(|(.., n)| *n).collect();
+        if self.numactl.localalloc {
+            given.push("--localalloc");
+        }
+        if self.mem.is_some() {
+            given.push("--mem");
+        }
+        if given.len() > 1 {
+            return Err(usage(format!("conflicting memory policies: {}", given.join(", "))));
+        }
+        if let Some((v, p, _)) = numactl_policies.iter().find(|(v, ..)| v.is_some()) {
+            req.memory = Some((*p, Some(node_spec(v.as_deref().unwrap_or_default())?)));
+        } else if self.numactl.localalloc {
+            req.memory = Some((MemoryPolicy::Local, None));
+        }
+
+        // The nodes that --nodes/--near/--service stand for.
+        let sources = [self.nodes.is_some(), self.near.is_some(), self.service.is_some()];
+        if sources.iter().filter(|&&b| b).count() > 1 {
+            return Err(usage("--nodes, --near and --service each choose the nodes: give one"));
+        }
+        let mut home: Option<Nodes> = None;
+        let mut home_policy = MemoryPolicy::Bind;
+        let mut home_cpus = None;
+        if let Some(n) = &self.nodes {
+            home = Some(node_spec(n)?);
+        } else if let Some(near) = &self.near {
+            home = Some(Nodes::Set(launch::near_nodes(near).map_err(Failed::from)?));
+        } else if let (Some(config), Some(service)) = (&self.config, &self.service) {
+            let placement = plan_placement(config, service)?;
+            home_policy = placement.policy;
+            home_cpus = Some(placement.cpus);
+            home = Some(Nodes::Set(placement.memory_nodes));
+        }
+
+        // CPUs: --cpus / -C, else -N, else the home nodes.
+        if self.cpus.is_some() && self.numactl.physcpubind.is_some() {
+            return Err(usage("--cpus and --physcpubind both set the CPUs: give one"));
+        }
+        if let Some(c) = self.cpus.as_ref().or(self.numactl.physcpubind.as_ref()) {
+            req.cpus = Some(CpuTarget::Cpus(Spec::parse(c, Kind::Cpu).map_err(usage)?));
+        } else if let Some(n) = &self.numactl.cpunodebind {
+            req.cpus = Some(CpuTarget::Nodes(node_spec(n)?));
+        } else if let Some(cpus) = home_cpus {
+            req.cpus =
+                Some(CpuTarget::Cpus(Spec::parse(&cpus.to_string(), Kind::Cpu).map_err(usage)?));
+        } else if let Some(h) = &home {
+            req.cpus = Some(CpuTarget::Nodes(h.clone()));
+        }
+
+        // Memory from --mem/--mem-nodes/home when no numactl policy option gave it.
+        let mem_nodes = match &self.mem_nodes {
+            Some(m) => Some(node_spec(m)?),
+            None => home.clone(),
+        };
+        if req.memory.is_none() {
+            match (self.mem, mem_nodes) {
+                (Some(p), _) if !p.takes_nodes() => req.memory = Some((p, None)),
+                (Some(p), Some(n)) => req.memory = Some((p, Some(n))),
+                (Some(p), None) => {
+                    return Err(usage(format!(
+                        "--mem {p} needs nodes: add --mem-nodes, --nodes, --near or --service"
+                    )));
+                }
+                (None, Some(n)) => req.memory = Some((home_policy, Some(n))),
+                (None, None) => {}
+            }
+        } else if self.mem_nodes.is_some() {
+            return Err(usage("--mem-nodes goes with --mem, not with numactl's policy options"));
+        }
+        if self.numactl.balancing && !matches!(req.memory, Some((MemoryPolicy::Bind, _))) {
+            return Err(usage(
+                "--balancing applies to the bind policy only (--membind or --mem bind)",
+            ));
+        }
+        Ok(req)
+    }
+}
+
+pub(crate) fn run(args: ExecArgs) -> CmdResult {
+    let request = args.request()?;
+    if args.command.is_empty() && !args.dry_run {
+        return Err(usage("no command given: pinctl exec [OPTIONS] -- COMMAND [ARGS...]"));
+    }
+    let allowed =
+        host::Allowed::read().context("cannot read this process's allowed CPUs and nodes")?;
+    let resolved = request.resolve(&allowed)?;
+    resolved.check()?;
+    if args.dry_run {
+        print_dry_run(&resolved, &args.command, args.json)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let launch =
+        Launch { verify: true, ignore_unsupported: args.if_unsupported == IfUnsupported::Ignore };
+    launch::apply(&resolved, &allowed, launch)?;
+    Err(launch::exec(&args.command))
+}
+
+fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Result<(), Failed> {
+    let mut out = std::io::stdout().lock();
+    let command: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    if json {
+        #[derive(serde::Serialize)]
+        struct DryRun<'a> {
+            #[serde(flatten)]
+            placement: &'a Resolved,
+            command: &'a [String],
+        }
+        serde_json::to_writer_pretty(&mut out, &DryRun { placement: resolved, command: &command })
+            .map_err(anyhow::Error::from)?;
+        writeln!(out).map_err(anyhow::Error::from)?;
+    } else {
+        let or = |s: Option<String>, d: &str| s.unwrap_or_else(|| d.to_string());
+        writeln!(out, "cpus: {}", or(resolved.cpus.as_ref().map(|c| c.to_string()), "inherited"))
+            .and_then(|()| {
+                writeln!(
+                    out,
+                    "memory policy: {}",
+                    or(resolved.memory_policy.map(|p| p.name().to_string()), "inherited")
+                )
+            })
+            .and_then(|()| {
+                writeln!(
+                    out,
+                    "memory nodes: {}",
+                    or(resolved.memory_nodes.as_ref().map(|n| n.to_string()), "-")
+                )
+            })
+            .and_then(|()| {
+                writeln!(
+                    out,
+                    "numa balancing: {}",
+                    if resolved.numa_balancing { "yes" } else { "no" }
+                )
+            })
+            .and_then(|()| writeln!(out, "command: {}", command.join(" ")))
+            .map_err(anyhow::Error::from)?;
+    }
+    Ok(())
+}
+
+/// The placement the plan gives one service instance.
+struct PlannedPlacement {
+    cpus: pinctl_topology::CpuSet,
+    policy: MemoryPolicy,
+    memory_nodes: pinctl_topology::NodeSet,
+}
+
+fn plan_placement(config: &std::path::Path, service: &str) -> Result<PlannedPlacement, Failed> {
+    let _ = (config, service);
+    Err(Failed::new(
+        Status::Failure,
+        anyhow::anyhow!(
+            "`pinctl exec -c FILE --service NAME` needs the planner, which is not built yet"
+        ),
+    ))
 }

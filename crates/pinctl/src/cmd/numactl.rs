@@ -1,9 +1,535 @@
-//! numactl compatibility: pinctl invoked as `numactl`.
+//! numactl compatibility: pinctl invoked through a symlink named `numactl` takes numactl's
+//! command line as is (getopt_long rules: options until the first non-option, `--opt=val`,
+//! `--opt val`, `-m0`, unique prefixes of long names) and runs the command with the same
+//! CPU affinity and memory policy numactl would give it. `--show` and `--hardware` print
+//! numactl's output shape. Policies are applied through the same code as `pinctl exec`.
 
 use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
 
+use pinctl_sys::{
+    Kernel, LinuxKernel, MPOL_BIND, MPOL_DEFAULT, MPOL_F_NODE, MPOL_INTERLEAVE, MPOL_PREFERRED,
+    MPOL_PREFERRED_MANY, Mask,
+};
+use pinctl_topology::{IdSet, MemoryPolicy, NodeSet};
+
+use super::exec::numactl_support::{Allowed, apply, exec, node_cpus, read, read_list};
+use super::exec::{CpuTarget, Kind, Launch, Nodes, Request, Spec};
 use crate::exit::{CmdResult, Failed, Status};
 
-pub(crate) fn run(_args: &[OsString]) -> CmdResult {
-    Err(Failed::new(Status::Failure, anyhow::anyhow!("numactl mode is being built")))
+const USAGE: &str = "usage: numactl [--all | -a] [--balancing | -b] [--interleave= | -i <nodes>]
+		[--preferred= | -p <node>] [--preferred-many= | -P <nodes>]
+               [--physcpubind= | -C <cpus>] [--cpunodebind= | -N <nodes>]
+               [--membind= | -m <nodes>] [--localalloc | -l] command args ...
+               [--weighted-interleave= | -w <nodes>]
+       numactl [--show | -s]
+       numactl [--hardware | -H] [--cpu-compress]
+
+memory policy is --interleave | -i, --preferred | -p, --membind | -m, --localalloc | -l
+<nodes> is a comma delimited list of node numbers or A-B ranges or all.
+Instead of a number a node can also be:
+  netdev:DEV the node connected to network device DEV
+  file:PATH  the node the block device of path is connected to
+  block:PATH the node of block device path
+  pci:[seg:]bus:dev[:func] The node of a PCI device
+<cpus> is a comma delimited list of cpu numbers or A-B ranges or all
+all ranges can be inverted with !
+all numbers and ranges can be made cpuset-relative with +
+use --balancing | -b to enable Linux kernel NUMA balancing
+for the process if it is supported by kernel
+(this is pinctl speaking numactl: shared memory options are not supported)
+";
+
+/// (long name, short letter, takes an argument). numactl's table, in its order.
+const OPTIONS: &[(&str, char, bool)] = &[
+    ("all", 'a', false),
+    ("interleave", 'i', true),
+    ("weighted-interleave", 'w', true),
+    ("preferred", 'p', true),
+    ("preferred-many", 'P', true),
+    ("cpubind", 'c', true),
+    ("cpunodebind", 'N', true),
+    ("physcpubind", 'C', true),
+    ("membind", 'm', true),
+    ("show", 's', false),
+    ("localalloc", 'l', false),
+    ("balancing", 'b', false),
+    ("hardware", 'H', false),
+    ("shm", 'S', true),
+    ("file", 'f', true),
+    ("offset", 'o', true),
+    ("length", 'L', true),
+    ("strict", 't', false),
+    ("shmmode", 'M', true),
+    ("dump", 'd', false),
+    ("dump-nodes", 'D', false),
+    ("shmid", 'I', true),
+    ("huge", 'u', false),
+    ("touch", 'T', false),
+    ("cpu-compress", '\u{1}', false),
+    ("verify", 'V', false),
+];
+
+/// A numactl usage error: message (may be empty), then the usage text, exit 1.
+struct UsageError {
+    message: String,
+    /// numactl prints `<spec> is invalid` on stdout after the usage text.
+    invalid: Option<String>,
+}
+
+fn usage_error(message: impl Into<String>) -> UsageError {
+    UsageError { message: message.into(), invalid: None }
+}
+
+/// One parsed option occurrence.
+#[derive(Debug, PartialEq, Eq)]
+enum Opt {
+    Flag(char),
+    Value(char, String),
+}
+
+/// getopt_long with numactl's short-option string (leading `+`: stop at the first
+/// non-option). Returns the options in order and the index of the command.
+fn getopt(args: &[OsString]) -> Result<(Vec<Opt>, usize), UsageError> {
+    let mut opts = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let Some(arg) = args[i].to_str() else { break };
+        if arg == "--" {
+            i += 1;
+            break;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (long, None),
+            };
+            let exact = OPTIONS.iter().find(|(n, ..)| *n == name);
+            let candidates: Vec<_> = OPTIONS.iter().filter(|(n, ..)| n.starts_with(name)).collect();
+            let &(lname, short, takes) = match (exact, candidates.as_slice()) {
+                (Some(o), _) => o,
+                (None, [o]) => *o,
+                (None, []) => return Err(usage_error(format!("unrecognized option '--{name}'"))),
+                (None, _) => {
+                    return Err(usage_error(format!("option '--{name}' is ambiguous")));
+                }
+            };
+            if takes {
+                let value = match inline {
+                    Some(v) => v,
+                    None => {
+                        i += 1;
+                        args.get(i).map(|v| v.to_string_lossy().into_owned()).ok_or_else(|| {
+                            usage_error(format!("option '--{lname}' requires an argument"))
+                        })?
+                    }
+                };
+                opts.push(Opt::Value(short, value));
+            } else if inline.is_some() {
+                return Err(usage_error(format!("option '--{lname}' doesn't allow an argument")));
+            } else {
+                opts.push(Opt::Flag(short));
+            }
+            i += 1;
+            continue;
+        }
+        let Some(shorts) = arg.strip_prefix('-').filter(|s| !s.is_empty()) else { break };
+        for (pos, c) in shorts.char_indices() {
+            let Some(&(_, short, takes)) = OPTIONS.iter().find(|(_, s, _)| *s == c) else {
+                return Err(usage_error(format!("invalid option -- '{c}'")));
+            };
+            if takes {
+                let rest = &shorts[pos + c.len_utf8()..];
+                let value = if rest.is_empty() {
+                    i += 1;
+                    args.get(i).map(|v| v.to_string_lossy().into_owned()).ok_or_else(|| {
+                        usage_error(format!("option requires an argument -- '{c}'"))
+                    })?
+                } else {
+                    rest.to_string()
+                };
+                opts.push(Opt::Value(short, value));
+                break;
+            }
+            opts.push(Opt::Flag(short));
+        }
+        i += 1;
+    }
+    Ok((opts, i))
+}
+
+/// What numactl was asked to do.
+#[derive(Debug)]
+enum Action {
+    Show,
+    Hardware { compress: bool },
+    Run(Request),
+}
+
+fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
+    let mut req = Request::default();
+    let mut policy_set = false;
+    let mut did_spec = false;
+    let mut last_spec: Option<String> = None;
+    let mut compress = false;
+    let mut hardware = false;
+    let mut spec = |text: String, kind: Kind| -> Result<Spec, UsageError> {
+        // numactl's `same`: the previous node specification.
+        let text = if text == "same" {
+            last_spec
+                .clone()
+                .ok_or_else(|| usage_error("same needs previous node specification"))?
+        } else {
+            last_spec = Some(text.clone());
+            text
+        };
+        Spec::parse(&text, kind)
+            .map_err(|e| UsageError { message: e.to_string(), invalid: Some(text) })
+    };
+    fn set_policy(
+        policy_set: &mut bool,
+        req: &mut Request,
+        p: MemoryPolicy,
+        nodes: Option<Nodes>,
+    ) -> Result<(), UsageError> {
+        if *policy_set {
+            return Err(usage_error("Conflicting policies"));
+        }
+        *policy_set = true;
+        req.memory = Some((p, nodes));
+        Ok(())
+    }
+    for opt in opts {
+        match opt {
+            Opt::Flag('s') => return Ok(Action::Show),
+            Opt::Flag('H') => hardware = true,
+            Opt::Flag('\u{1}') => compress = true,
+            Opt::Flag('a') => {
+                if did_spec {
+                    return Err(usage_error(
+                        "--all/-a option must be before all cpu/node specifications",
+                    ));
+                }
+                req.all = true;
+            }
+            Opt::Flag('b') => {
+                if policy_set {
+                    return Err(usage_error("specify policy after --shm/--file"));
+                }
+                req.balancing = true;
+            }
+            Opt::Flag('l') => set_policy(&mut policy_set, &mut req, MemoryPolicy::Local, None)?,
+            Opt::Flag('t') => {
+                let _ =
+                    writeln!(io::stderr(), "numactl: warning. Strict flag for process ignored.");
+            }
+            Opt::Value(c @ ('m' | 'p' | 'P' | 'i' | 'w'), v) => {
+                did_spec = true;
+                let s = spec(v, Kind::Node)?;
+                let p = match c {
+                    'm' => MemoryPolicy::Bind,
+                    'p' => MemoryPolicy::Preferred,
+                    'P' => MemoryPolicy::PreferredMany,
+                    'i' => MemoryPolicy::Interleave,
+                    _ => MemoryPolicy::WeightedInterleave,
+                };
+                set_policy(&mut policy_set, &mut req, p, Some(Nodes::Spec(s)))?;
+            }
+            Opt::Value('N' | 'c', v) => {
+                did_spec = true;
+                req.cpus = Some(CpuTarget::Nodes(Nodes::Spec(spec(v, Kind::Node)?)));
+            }
+            Opt::Value('C', v) => {
+                did_spec = true;
+                let s = Spec::parse(&v, Kind::Cpu)
+                    .map_err(|e| UsageError { message: e.to_string(), invalid: Some(v.clone()) })?;
+                req.cpus = Some(CpuTarget::Cpus(s));
+            }
+            Opt::Value(c, _) | Opt::Flag(c) => {
+                let name = OPTIONS.iter().find(|o| o.1 == c).map_or("?", |o| o.0);
+                return Err(usage_error(format!(
+                    "--{name} (shared memory policy) is not supported by pinctl's numactl; use \
+                     numactl itself for shared memory segments and files"
+                )));
+            }
+        }
+    }
+    if hardware {
+        return Ok(Action::Hardware { compress });
+    }
+    Ok(Action::Run(req))
+}
+
+pub(crate) fn run(args: &[OsString]) -> CmdResult {
+    let parsed = getopt(args).and_then(|(opts, cmd)| Ok((parse(opts)?, cmd)));
+    let (action, cmd) = match parsed {
+        Ok(p) => p,
+        Err(e) => return Err(print_usage(e)),
+    };
+    match action {
+        Action::Show => show().map(|()| ExitCode::SUCCESS),
+        Action::Hardware { compress } => hardware(compress).map(|()| ExitCode::SUCCESS),
+        Action::Run(req) => {
+            let command = &args[cmd..];
+            if command.is_empty() {
+                return Err(print_usage(usage_error("")));
+            }
+            let allowed = Allowed::read().map_err(anyhow::Error::from)?;
+            let resolved = match req.resolve(&allowed) {
+                Ok(r) => r,
+                Err(e) => return Err(Failed::from(e)),
+            };
+            if resolved.memory_policy == Some(MemoryPolicy::Preferred)
+                && resolved.memory_nodes.as_ref().is_some_and(|n| n.len() != 1)
+            {
+                return Err(print_usage(usage_error("--preferred takes exactly one node")));
+            }
+            let mut resolved = resolved;
+            // libnuma's numa_set_interleave_mask: an empty mask means the default policy.
+            if resolved.memory_policy == Some(MemoryPolicy::Interleave)
+                && resolved.memory_nodes.as_ref().is_some_and(NodeSet::is_empty)
+            {
+                resolved.memory_policy = Some(MemoryPolicy::Default);
+                resolved.memory_nodes = None;
+            }
+            // numactl falls back to plain bind when the kernel lacks NUMA balancing for bind,
+            // and accepts whatever the cpuset narrows a request to.
+            let launch = Launch { verify: false, ignore_unsupported: resolved.numa_balancing };
+            apply(&resolved, &allowed, launch)?;
+            Err(exec(command))
+        }
+    }
+}
+
+fn print_usage(e: UsageError) -> Failed {
+    let mut err = io::stderr().lock();
+    if !e.message.is_empty() {
+        let _ = writeln!(err, "numactl: {}", e.message);
+    }
+    let _ = err.write_all(USAGE.as_bytes());
+    if let Some(spec) = e.invalid {
+        let _ = writeln!(io::stdout().lock(), "<{spec}> is invalid");
+    }
+    Failed::reported(Status::Failure)
+}
+
+fn io_err(e: io::Error) -> Failed {
+    Failed::from(anyhow::Error::from(e))
+}
+
+/// numactl's `printmask`: `name: 0 1 ` then a newline.
+fn write_mask(out: &mut impl Write, name: &str, set: &IdSet) -> io::Result<()> {
+    write!(out, "{name}: ")?;
+    for id in set.iter() {
+        write!(out, "{id} ")?;
+    }
+    writeln!(out)
+}
+
+/// `numactl --show`: this process's policy and affinity, in numactl's shape.
+fn show() -> Result<(), Failed> {
+    let kernel = LinuxKernel;
+    let mut out = io::stdout().lock();
+    let cpu_bits = kernel.cpu_mask_bits().map_err(io_err)?;
+    let mut cpus = Mask::with_bits(cpu_bits);
+    kernel.get_affinity(&mut cpus).map_err(io_err)?;
+    let cpus = cpus.to_set();
+    let node_bits = match kernel.node_mask_bits() {
+        Ok(b) => b,
+        Err(e) if e.raw_os_error() == Some(pinctl_sys::errno::ENOSYS) => {
+            write_mask(&mut out, "physcpubind", &cpus).map_err(io_err)?;
+            writeln!(out, "No NUMA support available on this system.").map_err(io_err)?;
+            return Err(Failed::reported(Status::Failure));
+        }
+        Err(e) => return Err(io_err(e)),
+    };
+    let mut nodes = Mask::with_bits(node_bits);
+    let mode = kernel.get_mempolicy(&mut nodes, 0).map_err(io_err)?;
+    let nodes = nodes.to_set();
+    let allowed = Allowed::read().map_err(anyhow::Error::from)?;
+    // numa_get_interleave_node(): the next interleave node, 0 when the kernel has none.
+    let cur = pinctl_sys::raw::get_mempolicy(None, 0, MPOL_F_NODE).unwrap_or(0);
+    let membind = if mode == MPOL_BIND { nodes.clone() } else { allowed.nodes.clone() };
+    let mut cpubind = NodeSet::new();
+    for n in allowed.nodes.iter() {
+        if node_cpus(n).is_ok_and(|c| !c.is_disjoint(&cpus)) {
+            cpubind.insert(n);
+        }
+    }
+    let names = ["default", "preferred", "bind", "interleave", "local", "preferred-many"];
+    let w = &mut out;
+    (|| -> io::Result<()> {
+        match usize::try_from(mode).ok().and_then(|m| names.get(m)) {
+            Some(name) => writeln!(w, "policy: {name}")?,
+            None => writeln!(w, "policy: [{mode}]")?,
+        }
+        write!(w, "preferred node: ")?;
+        match mode {
+            MPOL_PREFERRED => writeln!(w, "{}", nodes.first().unwrap_or(0))?,
+            MPOL_DEFAULT => writeln!(w, "current")?,
+            MPOL_INTERLEAVE => writeln!(w, "{cur} (interleave next)")?,
+            MPOL_BIND => writeln!(w, "{}", membind.first().unwrap_or(0))?,
+            MPOL_PREFERRED_MANY => writeln!(w, "{cur} (preferred-many)")?,
+            // numactl prints nothing here, not even the newline.
+            _ => {}
+        }
+        if mode == MPOL_INTERLEAVE {
+            write_mask(w, "interleavemask", &nodes)?;
+            writeln!(w, "interleavenode: {cur}")?;
+        }
+        write_mask(w, "physcpubind", &cpus)?;
+        write_mask(w, "cpubind", &cpubind)?;
+        write_mask(w, "nodebind", &cpubind)?;
+        write_mask(w, "membind", &membind)?;
+        write_mask(w, "preferred", &nodes)
+    })()
+    .map_err(io_err)
+}
+
+/// `numactl --hardware`: nodes, their CPUs, memory and distances, in numactl's shape.
+fn hardware(compress: bool) -> Result<(), Failed> {
+    let node_dir = Path::new("/sys/devices/system/node");
+    // libnuma's numa_nodes_ptr: every nodeN directory.
+    let mut nodes = NodeSet::new();
+    for entry in std::fs::read_dir(node_dir).map_err(|e| {
+        anyhow::Error::new(e).context(format!("cannot read `{}`", node_dir.display()))
+    })? {
+        let entry = entry.map_err(io_err)?;
+        if let Some(id) = entry.file_name().to_str().and_then(|n| n.strip_prefix("node")) {
+            if let Ok(id) = id.parse::<u32>() {
+                nodes.insert(id);
+            }
+        }
+    }
+    let online = read_list(&node_dir.join("online")).unwrap_or_else(|_| nodes.clone());
+    let mut out = io::stdout().lock();
+    let w = &mut out;
+    (|| -> io::Result<()> {
+        writeln!(w, "available: {} nodes ({})", nodes.len(), nodes)?;
+        for n in nodes.iter() {
+            let cpus = node_cpus(n).unwrap_or_default();
+            write!(w, "node {n} cpus:")?;
+            if compress {
+                let ranges: Vec<String> = cpus
+                    .ranges()
+                    .into_iter()
+                    .map(|(a, b)| if a == b { format!(" {a}") } else { format!(" {a}-{b}") })
+                    .collect();
+                writeln!(w, "{} ({})", ranges.join(","), cpus.len())?;
+            } else {
+                for c in cpus.iter() {
+                    write!(w, " {c}")?;
+                }
+                writeln!(w)?;
+            }
+            let (size, free) = meminfo(&node_dir.join(format!("node{n}/meminfo")));
+            let mb = |v: Option<u64>| {
+                v.map_or("<not available>".to_string(), |v| format!("{} MB", v >> 20))
+            };
+            writeln!(w, "node {n} size: {}", mb(size))?;
+            writeln!(w, "node {n} free: {}", mb(free))?;
+        }
+        // Distances: each node's `distance` lists one value per online node, in id order.
+        let mut table: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
+        for n in nodes.iter() {
+            let row = read(&node_dir.join(format!("node{n}/distance")))
+                .ok()
+                .map(|t| {
+                    online
+                        .iter()
+                        .zip(t.split_whitespace().filter_map(|v| v.parse::<u32>().ok()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            table.push((n, row));
+        }
+        if table.iter().all(|(_, r)| r.is_empty()) {
+            return writeln!(w, "No distance information available.");
+        }
+        writeln!(w, "node distances:")?;
+        write!(w, "node ")?;
+        for n in nodes.iter() {
+            write!(w, "{n:3} ")?;
+        }
+        writeln!(w)?;
+        for (n, row) in &table {
+            write!(w, "{n:3}: ")?;
+            for k in nodes.iter() {
+                let d = row.iter().find(|(id, _)| *id == k).map_or(0, |(_, d)| *d);
+                write!(w, "{d:3} ")?;
+            }
+            writeln!(w)?;
+        }
+        Ok(())
+    })()
+    .map_err(io_err)
+}
+
+/// MemTotal and MemFree of a node's meminfo, in bytes.
+fn meminfo(path: &Path) -> (Option<u64>, Option<u64>) {
+    let Ok(text) = read(path) else { return (None, None) };
+    let field = |name: &str| {
+        text.lines().find(|l| l.contains(name)).and_then(|l| {
+            let kb = l.split_whitespace().rev().nth(1)?;
+            kb.parse::<u64>().ok().map(|v| v << 10)
+        })
+    };
+    (field("MemTotal:"), field("MemFree:"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    fn opts(args: &[&str]) -> (Vec<Opt>, usize) {
+        getopt(&os(args)).unwrap_or_else(|e| panic!("{}", e.message))
+    }
+
+    #[test]
+    fn getopt_follows_numactl_rules() {
+        assert_eq!(
+            opts(&["-m0", "--cpun=1", "-C", "2", "--interleave", "all", "cmd", "-l"]),
+            (
+                vec![
+                    Opt::Value('m', "0".into()),
+                    Opt::Value('N', "1".into()),
+                    Opt::Value('C', "2".into()),
+                    Opt::Value('i', "all".into()),
+                ],
+                6
+            )
+        );
+        // `--` ends options; grouped flags; the first non-option ends options.
+        assert_eq!(opts(&["-lb", "--", "-m"]), (vec![Opt::Flag('l'), Opt::Flag('b')], 2));
+        assert_eq!(opts(&["true", "-m", "0"]).1, 0);
+        assert!(getopt(&os(&["--pre=0"])).is_err(), "ambiguous: preferred, preferred-many");
+        assert!(getopt(&os(&["--bogus"])).is_err());
+        assert!(getopt(&os(&["-x"])).is_err());
+        assert!(getopt(&os(&["-m"])).is_err());
+    }
+
+    fn action(args: &[&str]) -> Result<Action, String> {
+        let (o, _) = getopt(&os(args)).map_err(|e| e.message)?;
+        parse(o).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn numactl_semantics() {
+        assert!(matches!(action(&["-s"]), Ok(Action::Show)));
+        assert!(matches!(action(&["--hardware"]), Ok(Action::Hardware { compress: false })));
+        assert_eq!(action(&["-i", "0", "-m", "0"]).unwrap_err(), "Conflicting policies");
+        assert!(action(&["-m", "0", "-a"]).unwrap_err().contains("--all/-a option must be before"));
+        assert!(action(&["-m", "same"]).unwrap_err().contains("same needs previous"));
+        let Ok(Action::Run(r)) = action(&["-N", "0", "-m", "same", "-b"]) else { panic!() };
+        assert!(r.balancing && matches!(r.memory, Some((MemoryPolicy::Bind, Some(_)))));
+        assert!(action(&["--shm", "/tmp/k", "-m", "0"]).unwrap_err().contains("not supported"));
+        let Ok(Action::Run(r)) = action(&["-l"]) else { panic!() };
+        assert!(matches!(r.memory, Some((MemoryPolicy::Local, None))));
+    }
 }

@@ -1,0 +1,303 @@
+//! numactl's node and CPU list grammar (libnuma's `numa_parse_nodestring`/`cpustring`), kept
+//! apart from any I/O so it can be tested on strings.
+//!
+//! ```text
+//! spec  := ['!'] ['+'] item (',' item)*        (empty string: the empty set)
+//! item  := N | N-M | all | netdev:IF | block:DEV | file:PATH | pci:BDF | ip:HOST
+//! ```
+//! Numbers follow C's `strtoul(.., 0)` (so `0x3` and `010` are hex and octal, as in numactl).
+//! `+` makes numbers indexes into the allowed set (`+0` = first allowed id); `!` inverts
+//! within the allowed set; `all` is the allowed set; a device item resolves to its node(s) and,
+//! as in numactl, ends the list. Every id must be allowed.
+
+use pinctl_topology::IdSet;
+
+/// A parsed list, before the host's allowed set gives it meaning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Spec {
+    pub(crate) invert: bool,
+    pub(crate) relative: bool,
+    pub(crate) items: Vec<Item>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Item {
+    Range(u64, u64),
+    All,
+    Device(Device),
+}
+
+/// A device whose node(s) stand for a node number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Device {
+    Netdev(String),
+    Block(String),
+    File(String),
+    Pci(String),
+    Ip(String),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Netdev(s) => write!(f, "netdev:{s}"),
+            Device::Block(s) => write!(f, "block:{s}"),
+            Device::File(s) => write!(f, "file:{s}"),
+            Device::Pci(s) => write!(f, "pci:{s}"),
+            Device::Ip(s) => write!(f, "ip:{s}"),
+        }
+    }
+}
+
+/// What a list refers to, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Node,
+    Cpu,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Node => "node",
+            Kind::Cpu => "CPU",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum SpecError {
+    #[error("invalid {kind} list `{spec}`: `{element}` is not a number, a range or `all`")]
+    Syntax { kind: &'static str, spec: String, element: String },
+    #[error("invalid {kind} list `{spec}`: device specifications are for nodes only")]
+    DeviceForCpus { kind: &'static str, spec: String },
+    #[error("{kind} `{id}` is not allowed here: this process may use {kind}s {allowed}")]
+    NotAllowed { kind: &'static str, id: u64, allowed: String },
+    #[error(
+        "relative {kind} `+{index}` is out of range: there are {count} allowed {kind}s ({allowed})"
+    )]
+    RelativeOutOfRange { kind: &'static str, index: u64, count: usize, allowed: String },
+}
+
+/// C's `strtoul(s, &end, 0)` on a digit prefix: returns the value and the rest.
+fn strtoul(s: &str) -> Option<(u64, &str)> {
+    let (radix, digits) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (16, h)
+    } else if s.starts_with('0') && s.len() > 1 && s.as_bytes()[1].is_ascii_digit() {
+        (8, &s[1..])
+    } else {
+        (10, s)
+    };
+    let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
+    if end == 0 {
+        // "0x" with no hex digit is the number 0 followed by "x..." in C; numactl then fails on
+        // the trailing text, which we reproduce by failing here.
+        return if radix == 10 || s == "0" { None } else { Some((0, &s[1..])) };
+    }
+    let v = u64::from_str_radix(&digits[..end], radix).ok()?;
+    Some((v, &digits[end..]))
+}
+
+impl Spec {
+    pub(crate) fn parse(text: &str, kind: Kind) -> Result<Spec, SpecError> {
+        let syntax = |element: &str| SpecError::Syntax {
+            kind: kind.name(),
+            spec: text.to_string(),
+            element: element.to_string(),
+        };
+        let mut s = text;
+        let invert = s.starts_with('!');
+        if invert {
+            s = &s[1..];
+        }
+        let relative = s.starts_with('+');
+        if relative {
+            s = &s[1..];
+        }
+        let mut items = Vec::new();
+        if text.is_empty() {
+            return Ok(Spec { invert, relative, items });
+        }
+        loop {
+            if s == "all" {
+                items.push(Item::All);
+                break;
+            }
+            if let Some((prefix, rest)) = s.split_once(':') {
+                let dev = match prefix {
+                    "netdev" => Some(Device::Netdev(rest.to_string())),
+                    "block" => Some(Device::Block(rest.to_string())),
+                    "file" => Some(Device::File(rest.to_string())),
+                    "pci" => Some(Device::Pci(rest.to_string())),
+                    "ip" => Some(Device::Ip(rest.to_string())),
+                    _ => None,
+                };
+                if let Some(dev) = dev {
+                    if kind == Kind::Cpu {
+                        return Err(SpecError::DeviceForCpus {
+                            kind: kind.name(),
+                            spec: text.to_string(),
+                        });
+                    }
+                    items.push(Item::Device(dev));
+                    break;
+                }
+            }
+            let element = s.split(',').next().unwrap_or(s);
+            let (lo, rest) = strtoul(s).ok_or_else(|| syntax(element))?;
+            let (hi, rest) = match rest.strip_prefix('-') {
+                Some(r) => strtoul(r).ok_or_else(|| syntax(element))?,
+                None => (lo, rest),
+            };
+            items.push(Item::Range(lo, hi));
+            match rest.strip_prefix(',') {
+                Some(r) => s = r,
+                None if rest.is_empty() => break,
+                None => return Err(syntax(element)),
+            }
+        }
+        Ok(Spec { invert, relative, items })
+    }
+
+    /// The set this spec names, given the ids the process may use and a resolver for device
+    /// items.
+    pub(crate) fn resolve<E>(
+        &self,
+        kind: Kind,
+        allowed: &IdSet,
+        mut device: impl FnMut(&Device) -> Result<IdSet, E>,
+    ) -> Result<IdSet, E>
+    where
+        E: From<SpecError>,
+    {
+        let kname = kind.name();
+        let absolute = |n: u64| -> Result<u64, SpecError> {
+            if !self.relative {
+                return Ok(n);
+            }
+            allowed.iter().nth(n as usize).map(u64::from).ok_or_else(|| {
+                SpecError::RelativeOutOfRange {
+                    kind: kname,
+                    index: n,
+                    count: allowed.len(),
+                    allowed: allowed.to_string(),
+                }
+            })
+        };
+        let check = |id: u64| -> Result<u32, SpecError> {
+            u32::try_from(id)
+                .ok()
+                .filter(|&i| allowed.contains(i))
+                .ok_or_else(|| SpecError::NotAllowed { kind: kname, id, allowed: display(allowed) })
+        };
+        let mut set = IdSet::new();
+        for item in &self.items {
+            match item {
+                Item::All => set = set.union(allowed),
+                Item::Device(d) => set = set.union(&device(d)?),
+                Item::Range(lo, hi) => {
+                    let (lo, hi) = (absolute(*lo)?, absolute(*hi)?);
+                    check(lo)?;
+                    check(hi)?;
+                    // As libnuma does, a range keeps only its allowed members.
+                    set = set.union(
+                        &allowed.iter().filter(|&i| (lo..=hi).contains(&u64::from(i))).collect(),
+                    );
+                }
+            }
+        }
+        if self.invert {
+            set = allowed.difference(&set);
+        }
+        Ok(set)
+    }
+}
+
+fn display(set: &IdSet) -> String {
+    if set.is_empty() { "none".to_string() } else { set.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(s: &str) -> IdSet {
+        s.parse().unwrap()
+    }
+
+    fn resolve(text: &str, kind: Kind, allowed: &str) -> Result<IdSet, SpecError> {
+        Spec::parse(text, kind)?.resolve(kind, &ids(allowed), |d| -> Result<IdSet, SpecError> {
+            match d {
+                Device::Netdev(n) if n == "eth0" => Ok(ids("1")),
+                _ => panic!("unexpected device {d}"),
+            }
+        })
+    }
+
+    #[test]
+    fn numbers_ranges_and_all() {
+        assert_eq!(resolve("0", Kind::Node, "0-3").unwrap(), ids("0"));
+        assert_eq!(resolve("1-2,0", Kind::Node, "0-3").unwrap(), ids("0-2"));
+        assert_eq!(resolve("all", Kind::Node, "0-3").unwrap(), ids("0-3"));
+        assert_eq!(resolve("0,all", Kind::Node, "0,2").unwrap(), ids("0,2"));
+        assert_eq!(resolve("", Kind::Node, "0-3").unwrap(), ids(""));
+        // strtoul(.., 0): hex and octal, as numactl reads them.
+        assert_eq!(resolve("0x3", Kind::Node, "0-3").unwrap(), ids("3"));
+        assert_eq!(resolve("010", Kind::Cpu, "0-15").unwrap(), ids("8"));
+        // A range keeps only allowed members (a cpuset with holes).
+        assert_eq!(resolve("0-3", Kind::Cpu, "0,2-3,7").unwrap(), ids("0,2-3"));
+    }
+
+    #[test]
+    fn invert_and_relative() {
+        assert_eq!(resolve("!0", Kind::Cpu, "0-1").unwrap(), ids("1"));
+        assert_eq!(resolve("!1-2", Kind::Node, "0-3").unwrap(), ids("0,3"));
+        // + indexes into the allowed set: the first allowed CPU of 4-7 is 4.
+        assert_eq!(resolve("+0-1", Kind::Cpu, "4-7").unwrap(), ids("4-5"));
+        assert_eq!(resolve("!+0", Kind::Cpu, "4-7").unwrap(), ids("5-7"));
+        assert_eq!(resolve("+1", Kind::Node, "2,5").unwrap(), ids("5"));
+        assert_eq!(
+            resolve("+2", Kind::Node, "2,5").unwrap_err(),
+            SpecError::RelativeOutOfRange {
+                kind: "node",
+                index: 2,
+                count: 2,
+                allowed: "2,5".into()
+            }
+        );
+        // `!` must come before `+`, as in numactl.
+        assert!(resolve("+!0", Kind::Cpu, "0-3").is_err());
+    }
+
+    #[test]
+    fn devices_end_the_list_and_are_for_nodes() {
+        assert_eq!(resolve("netdev:eth0", Kind::Node, "0-3").unwrap(), ids("1"));
+        assert_eq!(resolve("0,netdev:eth0", Kind::Node, "0-3").unwrap(), ids("0-1"));
+        assert_eq!(
+            Spec::parse("file:/a,b", Kind::Node).unwrap().items,
+            vec![Item::Device(Device::File("/a,b".into()))]
+        );
+        assert_eq!(
+            Spec::parse("pci:0000:3b:00.0", Kind::Node).unwrap().items,
+            vec![Item::Device(Device::Pci("0000:3b:00.0".into()))]
+        );
+        assert!(matches!(
+            Spec::parse("netdev:eth0", Kind::Cpu),
+            Err(SpecError::DeviceForCpus { .. })
+        ));
+    }
+
+    #[test]
+    fn ids_outside_the_allowed_set_name_the_allowed_set() {
+        let e = resolve("1", Kind::Node, "0").unwrap_err();
+        assert_eq!(e.to_string(), "node `1` is not allowed here: this process may use nodes 0");
+        assert!(resolve("0-5", Kind::Cpu, "0-1").is_err());
+    }
+
+    #[test]
+    fn malformed_lists_are_refused() {
+        for bad in ["x", "1-", "-1", "1,,2", "1,", "1-2-3", "0xg", "all,0", "1 2"] {
+            assert!(resolve(bad, Kind::Node, "0-3").is_err(), "{bad}");
+        }
+    }
+}
