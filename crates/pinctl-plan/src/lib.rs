@@ -1,1 +1,179 @@
-//! placeholder crate root, replaced by its owner
+//! pinctl's placement planner: from a validated service file and a topology, where every
+//! service instance runs (nodes, CPUs, memory policy and memory nodes) and why.
+//!
+//! [`plan`] is a pure function: same inputs, same plan, byte for byte. It must not read files,
+//! look at the running machine or call the kernel; what it needs from the host (which devices a
+//! `near` entry names, the NICs of the default route) comes in [`PlanInputs`], resolved by the
+//! caller. The rules and the cost they define are in docs/planning.md.
+#![forbid(unsafe_code)]
+
+mod cpus;
+mod explain;
+pub mod problem;
+mod search;
+
+use std::collections::BTreeMap;
+
+use pinctl_config::Config;
+use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet, Topology};
+use serde::Serialize;
+use serde::ser::{SerializeStruct, Serializer};
+
+pub use problem::{Cost, Load, Problem};
+
+/// What the planner needs from the host besides the topology, resolved by the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanInputs {
+    /// Each `near` entry as written in the config -> the device names it resolves to (empty
+    /// when it resolves to none; an entry missing from the map counts as empty).
+    pub near: BTreeMap<String, Vec<String>>,
+    /// NICs of the default route: the keep-free default when the config sets none.
+    pub default_keep_free: Vec<String>,
+    /// Turn every soft-rule violation (memory over capacity, near missed, kept-free node used)
+    /// into an error.
+    pub strict: bool,
+}
+
+/// Where every instance runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// One per instance, in config order.
+    pub placements: Vec<Placement>,
+    /// Nodes no instance uses.
+    pub free_nodes: NodeSet,
+    /// Kept-free nodes (keep-free entries) that the plan leaves empty.
+    pub kept_free_nodes: NodeSet,
+    /// Soft-rule violations and other things the user should know, in a stable order.
+    pub warnings: Vec<String>,
+    /// The plan's cost (docs/planning.md).
+    pub cost: Cost,
+    /// Whether the search proved the plan optimal; `false` when it stopped at its step
+    /// budget with the best plan found (very large configs).
+    pub optimal: bool,
+}
+
+impl Plan {
+    /// The placement of the instance named `instance`.
+    pub fn placement(&self, instance: &str) -> Option<&Placement> {
+        self.placements.iter().find(|p| p.instance == instance)
+    }
+}
+
+/// Where one instance runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// `tikv-0`, or the service name for a single-instance service.
+    pub instance: String,
+    pub service: String,
+    /// Nodes whose CPUs it runs on.
+    pub nodes: NodeSet,
+    pub cpus: CpuSet,
+    pub memory_policy: MemoryPolicy,
+    /// The policy's node mask; empty for `default` and `local`, which take none.
+    pub memory_nodes: NodeSet,
+    /// Why these nodes and CPUs, one sentence each.
+    pub reasons: Vec<String>,
+}
+
+/// Why no plan could be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// An instance cannot be placed: the reason names the resource that is short.
+    #[error("{instance} {reason}")]
+    Infeasible { instance: String, reason: String },
+    /// A `bind` instance whose memory no set of nodes of its size can hold.
+    #[error(
+        "{instance} needs {memory} under `bind`, but {placement} can hold at most {available} \
+         after the memory reserve: {suggestion}"
+    )]
+    BindTooSmall {
+        instance: String,
+        memory: String,
+        placement: String,
+        available: String,
+        suggestion: String,
+    },
+    /// `--strict`, and the best plan breaks soft rules.
+    #[error("--strict: the best plan breaks {} soft rule{}:\n  {}", .violations.len(), plural(.violations.len()), .violations.join("\n  "))]
+    Strict { violations: Vec<String> },
+    /// The search tried its whole budget without finding any plan.
+    #[error(
+        "no placement found within {steps} search steps: the config is too tightly packed to \
+         place; give services fewer CPUs or fewer instances"
+    )]
+    SearchLimit { steps: u64 },
+}
+
+/// Computes the plan: the placement of lowest cost (docs/planning.md) that keeps every hard
+/// rule, with a reason for each choice and a warning for each soft rule it breaks.
+pub fn plan(topology: &Topology, config: &Config, inputs: &PlanInputs) -> Result<Plan, PlanError> {
+    let problem = Problem::new(topology, config, inputs)?;
+    let outcome = search::search(&problem)?;
+    explain::build(&problem, outcome)
+}
+
+impl Serialize for Plan {
+    /// The `pinctl plan --json` contract: `{"services": [{"name", "service", "nodes",
+    /// "cpus", "memory_policy", "memory_nodes", "reasons"}], "free_nodes", "kept_free_nodes",
+    /// "warnings", "optimal"}`; node sets as arrays of ids, CPU sets as list strings.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_struct("Plan", 5)?;
+        out.serialize_field("services", &self.placements)?;
+        out.serialize_field("free_nodes", &ids(&self.free_nodes))?;
+        out.serialize_field("kept_free_nodes", &ids(&self.kept_free_nodes))?;
+        out.serialize_field("warnings", &self.warnings)?;
+        out.serialize_field("optimal", &self.optimal)?;
+        out.end()
+    }
+}
+
+impl Serialize for Placement {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_struct("Placement", 7)?;
+        out.serialize_field("name", &self.instance)?;
+        out.serialize_field("service", &self.service)?;
+        out.serialize_field("nodes", &ids(&self.nodes))?;
+        out.serialize_field("cpus", &self.cpus)?;
+        out.serialize_field("memory_policy", &self.memory_policy)?;
+        out.serialize_field("memory_nodes", &ids(&self.memory_nodes))?;
+        out.serialize_field("reasons", &self.reasons)?;
+        out.end()
+    }
+}
+
+fn ids(set: &NodeSet) -> Vec<u32> {
+    set.iter().collect()
+}
+
+pub(crate) fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Bytes in the unit a person would write: `48GiB`, `62.7GiB`.
+pub(crate) fn format_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u32); 5] =
+        [("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    for (unit, shift) in UNITS {
+        if bytes >= 1 << shift {
+            let whole = bytes % (1 << shift) == 0;
+            return if whole {
+                format!("{}{unit}", bytes >> shift)
+            } else {
+                format!("{:.1}{unit}", bytes as f64 / (1u64 << shift) as f64)
+            };
+        }
+    }
+    format!("{bytes}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_like_config_values() {
+        assert_eq!(format_bytes(48 << 30), "48GiB");
+        assert_eq!(format_bytes((64u64 << 30) - (64u64 << 30) / 50), "62.7GiB");
+        assert_eq!(format_bytes(1000), "1000B");
+    }
+}

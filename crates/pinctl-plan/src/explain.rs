@@ -1,0 +1,286 @@
+//! Turns the search's node assignment into placements: CPUs (whole cores first), memory nodes,
+//! a reason for each choice, a warning for each soft rule broken, and `--strict`.
+
+use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
+
+use crate::cpus::NodeCpus;
+use crate::problem::{Problem, Shape};
+use crate::search::Outcome;
+use crate::{Placement, Plan, PlanError, format_bytes, plural};
+
+pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
+    let n = p.nodes.len();
+    let mut node_cpus: Vec<NodeCpus> =
+        p.nodes.iter().map(|node| NodeCpus::new(&node.cores)).collect();
+    let mut occupants: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, set) in outcome.assignment.iter().enumerate() {
+        for &j in set {
+            occupants[j].push(i);
+        }
+    }
+    let mut warnings = p.warnings.clone();
+    let mut violations = Vec::new();
+    let mut placements = Vec::with_capacity(p.instances.len());
+    let node_ids = |set: &[usize]| -> NodeSet { set.iter().map(|&j| p.nodes[j].id).collect() };
+
+    for (i, (inst, set)) in p.instances.iter().zip(&outcome.assignment).enumerate() {
+        let nodes = node_ids(set);
+        let mut reasons = Vec::new();
+        let cpus = match inst.shape {
+            Shape::Whole(k) => {
+                reasons.push(format!(
+                    "owns node{} {nodes} (nodes = {k}){}",
+                    plural(k as usize),
+                    closeness(p, set)
+                ));
+                set.iter().fold(CpuSet::new(), |acc, &j| acc.union(&node_cpus[j].take(u32::MAX)))
+            }
+            Shape::Spanning(c) => {
+                reasons.push(format!(
+                    "cpus = {c} is more than any node it may use has: owns the {} node{} {nodes}{}, whole cores first",
+                    set.len(),
+                    plural(set.len()),
+                    closeness(p, set)
+                ));
+                let mut left = c;
+                let mut cpus = CpuSet::new();
+                for &j in set {
+                    let got = node_cpus[j].take(left);
+                    left -= got.len() as u32;
+                    cpus = cpus.union(&got);
+                }
+                cpus
+            }
+            Shape::Shared(c) => {
+                let j = set[0];
+                let others: Vec<&str> = occupants[j]
+                    .iter()
+                    .filter(|&&k| k != i)
+                    .map(|&k| p.instances[k].name.as_str())
+                    .collect();
+                let used: u32 = occupants[j]
+                    .iter()
+                    .map(|&k| match p.instances[k].shape {
+                        Shape::Shared(c) => c,
+                        _ => 0,
+                    })
+                    .sum();
+                let sharing = if others.is_empty() {
+                    String::new()
+                } else {
+                    format!("; shares it with {}", others.join(", "))
+                };
+                reasons.push(format!(
+                    "cpus = {c}: packed in node {} ({used} of its {} usable CPUs taken), whole cores first{sharing}",
+                    p.nodes[j].id,
+                    p.nodes[j].cpu_count()
+                ));
+                node_cpus[j].take(c)
+            }
+        };
+
+        for target in &inst.near {
+            if target.nodes.is_empty() {
+                continue;
+            }
+            let device_nodes = node_ids(&target.nodes);
+            let devices =
+                target.devices.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ");
+            let on = if target.spec == target.devices.join(",") {
+                format!("near {devices}")
+            } else {
+                format!("near `{}` ({devices})", target.spec)
+            };
+            if set.iter().any(|j| target.nodes.contains(j)) {
+                reasons.push(format!("{on}: on the device's node {device_nodes}"));
+            } else {
+                let d = p.near_distance(set, &target.nodes);
+                reasons.push(format!(
+                    "{on}: node {device_nodes} is not available, so the closest that is (distance {d})"
+                ));
+                violations.push(format!(
+                    "{}: not on the node of {devices} (node {device_nodes}, taken or not allowed): placed on node {nodes} at distance {d}",
+                    inst.name
+                ));
+            }
+        }
+
+        for &j in set {
+            if p.kept_free[j].is_empty() {
+                continue;
+            }
+            let kept_for = p.kept_free[j].join(", ");
+            reasons.push(format!(
+                "uses node {}, kept free for {kept_for}, as a last resort",
+                p.nodes[j].id
+            ));
+            violations.push(kept_free_violation(p, &outcome.assignment, &occupants, i, j));
+        }
+
+        let mut memory_nodes = NodeSet::new();
+        if inst.policy.takes_nodes() {
+            memory_nodes = nodes.union(&inst.memory_only_nodes);
+            if !inst.memory_only_nodes.is_empty() {
+                reasons.push(format!(
+                    "memory-only node{} {} added to its memory nodes (named in only-nodes)",
+                    plural(inst.memory_only_nodes.len()),
+                    inst.memory_only_nodes
+                ));
+            }
+        }
+        if inst.memory > 0 {
+            let capacity = match inst.shape {
+                Shape::Shared(_) => p.nodes[set[0]].memory,
+                _ => p.memory_of(set),
+            };
+            let what = format!("{} {}", inst.policy, format_bytes(inst.memory));
+            match capacity {
+                Some(cap) if inst.memory > cap => {
+                    reasons.push(format!(
+                        "memory {what} is more than node {nodes} can hold ({}): it spills to other nodes",
+                        format_bytes(cap)
+                    ));
+                    violations.push(format!(
+                        "{}: expects {} but node {nodes} holds {} after the memory reserve; `{}` lets it spill to other nodes",
+                        inst.name,
+                        format_bytes(inst.memory),
+                        format_bytes(cap),
+                        inst.policy
+                    ));
+                }
+                Some(cap) => reasons.push(format!(
+                    "memory {what} fits node {nodes} ({} after the reserve)",
+                    format_bytes(cap)
+                )),
+                None => {
+                    reasons.push(format!("memory {what}: node {nodes} has unknown memory size"))
+                }
+            }
+        }
+        if inst.policy == MemoryPolicy::Preferred && memory_nodes.len() > 1 {
+            warnings.push(format!(
+                "{}: `preferred` prefers only the first node of {memory_nodes} (the kernel takes \
+                 one preferred node); `preferred-many` prefers all of them",
+                inst.name
+            ));
+        }
+        placements.push(Placement {
+            instance: inst.name.clone(),
+            service: inst.service.clone(),
+            nodes,
+            cpus,
+            memory_policy: inst.policy,
+            memory_nodes,
+            reasons,
+        });
+    }
+
+    // Shared nodes whose instances together expect more memory than the node holds.
+    for (j, on_node) in occupants.iter().enumerate() {
+        let shared: Vec<usize> = on_node
+            .iter()
+            .copied()
+            .filter(|&k| matches!(p.instances[k].shape, Shape::Shared(_)))
+            .collect();
+        let total: u64 = shared.iter().map(|&k| p.instances[k].memory).sum();
+        if let Some(cap) = p.nodes[j].memory {
+            if shared.len() > 1 && total > cap {
+                let names: Vec<&str> =
+                    shared.iter().map(|&k| p.instances[k].name.as_str()).collect();
+                violations.push(format!(
+                    "node {}: {} together expect {} but it holds {} after the memory reserve; the ones not under `bind` spill to other nodes",
+                    p.nodes[j].id,
+                    names.join(", "),
+                    format_bytes(total),
+                    format_bytes(cap)
+                ));
+            }
+        }
+    }
+
+    if p.strict && !violations.is_empty() {
+        return Err(PlanError::Strict { violations });
+    }
+    if !outcome.exhaustive {
+        warnings.push(format!(
+            "the search stopped at its step budget: this is the best plan found, not one proven \
+             optimal (cost {:?})",
+            outcome.cost.terms()
+        ));
+    }
+    let mut all_warnings = violations;
+    all_warnings.append(&mut warnings);
+
+    let used: NodeSet = placements.iter().fold(NodeSet::new(), |acc, pl| acc.union(&pl.nodes));
+    let all: NodeSet = p.nodes.iter().map(|node| node.id).collect();
+    let kept: NodeSet =
+        (0..n).filter(|&j| !p.kept_free[j].is_empty()).map(|j| p.nodes[j].id).collect();
+    let free_nodes = all.difference(&used);
+    Ok(Plan {
+        kept_free_nodes: kept.intersection(&free_nodes),
+        free_nodes,
+        placements,
+        warnings: all_warnings,
+        cost: outcome.cost,
+        optimal: outcome.exhaustive,
+    })
+}
+
+/// ", package 0, distance 12" for a multi-node set; nothing for one node.
+fn closeness(p: &Problem, set: &[usize]) -> String {
+    if set.len() < 2 {
+        return String::new();
+    }
+    let mut packages: Vec<u32> = set.iter().filter_map(|&j| p.nodes[j].package).collect();
+    packages.sort_unstable();
+    packages.dedup();
+    let mut distances: Vec<u32> = Vec::new();
+    for (a, &x) in set.iter().enumerate() {
+        for &y in &set[a + 1..] {
+            distances.push(p.distance[x][y]);
+        }
+    }
+    let worst = distances.iter().copied().max().unwrap_or(0);
+    let where_ = match packages.as_slice() {
+        [] => String::new(),
+        [one] => format!("one package ({one}), "),
+        many => format!(
+            "packages {} (no single package had room), ",
+            many.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    format!(": {where_}largest distance between them {worst}")
+}
+
+/// The `--strict` message for an instance placed on kept-free node `j`: what it needed and
+/// why nothing else was left.
+fn kept_free_violation(
+    p: &Problem,
+    assignment: &[Vec<usize>],
+    occupants: &[Vec<usize>],
+    i: usize,
+    j: usize,
+) -> String {
+    let inst = &p.instances[i];
+    let kept_for = p.kept_free[j].join(", ");
+    let node = p.nodes[j].id;
+    match inst.shape {
+        Shape::Whole(k) => {
+            let total = p.nodes.len();
+            let taken = (0..total)
+                .filter(|&x| occupants[x].iter().any(|&o| o != i))
+                .filter(|&x| assignment[i].iter().all(|&y| y != x))
+                .count();
+            let kept = (0..total).filter(|&x| !p.kept_free[x].is_empty()).count();
+            format!(
+                "{} needs {k} whole node{}: {total} nodes, {taken} taken, {kept} kept free for {kept_for}; it uses node {node}",
+                inst.name,
+                plural(k as usize)
+            )
+        }
+        _ => format!(
+            "{} uses node {node}, kept free for {kept_for}: no other node had room",
+            inst.name
+        ),
+    }
+}

@@ -1,0 +1,607 @@
+//! The planning problem in index form, and the cost of a complete or partial assignment.
+//!
+//! [`Problem::evaluate`] computes the cost of an assignment from scratch, independently of the
+//! search: the search uses it on every complete plan it keeps, and the brute-force tests use it
+//! to rank every feasible assignment.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use pinctl_config::{Config, InstanceSize, KeepFree};
+use pinctl_topology::{CpuId, MemoryPolicy, NodeId, NodeSet, Topology};
+
+use crate::{PlanError, PlanInputs, format_bytes, plural};
+
+/// Distance assumed between two different nodes when the topology has no SLIT table.
+const UNKNOWN_REMOTE_DISTANCE: u32 = 20;
+/// Distance of a node to itself when the topology has no SLIT table.
+const LOCAL_DISTANCE: u32 = 10;
+
+/// A node as the planner sees it, by position in `Topology::nodes`.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeInfo {
+    pub(crate) id: NodeId,
+    /// CPUs services may get (online, in the allowed cpuset, not in `reserve-cpus`), grouped
+    /// by core (SMT siblings together), cores in order of their first CPU.
+    pub(crate) cores: Vec<Vec<CpuId>>,
+    pub(crate) cpu_count: u32,
+    /// Memory services may get under `bind`: MemTotal minus the reserve; `None` = unknown.
+    pub(crate) memory: Option<u64>,
+    pub(crate) package: Option<u32>,
+    /// Whether any instance may run here (usable CPUs, memory allowed by the cpuset).
+    pub(crate) placeable: bool,
+    /// Why nothing may run here, for messages.
+    pub(crate) excluded_because: Option<&'static str>,
+}
+
+impl NodeInfo {
+    pub(crate) fn cpu_count(&self) -> u32 {
+        self.cpu_count
+    }
+}
+
+/// How an instance occupies nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// `nodes = N`: exactly N nodes, owned.
+    Whole(u32),
+    /// `cpus = N` larger than any candidate node: the fewest nodes holding N CPUs, owned.
+    Spanning(u32),
+    /// `cpus = N` that fits one node: N CPUs of one node, which other `cpus` instances may share.
+    Shared(u32),
+}
+
+impl Shape {
+    pub(crate) fn owns_nodes(self) -> bool {
+        !matches!(self, Shape::Shared(_))
+    }
+}
+
+/// One `near` entry of an instance, resolved to nodes.
+#[derive(Debug, Clone)]
+pub(crate) struct NearTarget {
+    /// As written in the config.
+    pub(crate) spec: String,
+    pub(crate) devices: Vec<String>,
+    /// Node indices of the devices; empty when unknown (then the entry does not steer).
+    pub(crate) nodes: Vec<usize>,
+}
+
+/// One instance as the planner sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct InstanceInfo {
+    pub(crate) name: String,
+    pub(crate) service: String,
+    pub(crate) shape: Shape,
+    /// Expected resident memory, 0 when not given.
+    pub(crate) memory: u64,
+    pub(crate) policy: MemoryPolicy,
+    /// Node indices this instance may use (only-nodes, placeable).
+    pub(crate) candidates: Vec<usize>,
+    pub(crate) is_candidate: Vec<bool>,
+    pub(crate) near: Vec<NearTarget>,
+    /// Instances with the same class are interchangeable (same service, same near nodes).
+    pub(crate) class: usize,
+    /// Memory-only nodes the service named in `only-nodes`: added to its memory nodes.
+    pub(crate) memory_only_nodes: NodeSet,
+}
+
+impl InstanceInfo {
+    pub(crate) fn binds(&self) -> bool {
+        !self.policy.may_spill() && self.memory > 0
+    }
+}
+
+/// The whole problem: nodes, distances, instances, kept-free nodes.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub(crate) nodes: Vec<NodeInfo>,
+    pub(crate) distance: Vec<Vec<u32>>,
+    pub(crate) instances: Vec<InstanceInfo>,
+    /// Per node index: the keep-free entries (NIC names or `node N`) that name it.
+    pub(crate) kept_free: Vec<Vec<String>>,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) strict: bool,
+}
+
+/// The cost of a plan: compared field by field, in declaration order, lower is better
+/// (docs/planning.md explains each term and the rule it comes from).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cost {
+    /// Rule 1: bytes of expected memory beyond the capacity of the nodes they are on (only
+    /// policies that may spill can exceed; `bind` never does).
+    pub memory_overflow: u64,
+    /// Rule 2: `near` entries (per instance) whose device node the instance is not on.
+    pub near_misses: u64,
+    /// Rule 2: for each missed entry, the distance from the instance's nodes to the device's.
+    pub near_distance: u64,
+    /// Rule 3: kept-free nodes that host an instance.
+    pub kept_free_used: u64,
+    /// Rule 4: nodes used, summed over instances.
+    pub node_count: u64,
+    /// Rule 4: pairs of an instance's nodes in different packages, summed over instances.
+    pub cross_package_pairs: u64,
+    /// Rule 4: SLIT distances between an instance's nodes (each pair once), summed.
+    pub node_distance: u64,
+    /// Rule 5: node loads (CPUs used / usable; owned nodes full), highest first.
+    pub spread: Vec<Load>,
+    /// Rule 6: each instance's node ids, ascending, in config order.
+    pub tie_break: Vec<Vec<NodeId>>,
+}
+
+/// The load of a node as an exact fraction.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    pub used: u32,
+    pub capacity: u32,
+}
+
+impl Ord for Load {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let a = u64::from(self.used) * u64::from(other.capacity.max(1));
+        let b = u64::from(other.used) * u64::from(self.capacity.max(1));
+        a.cmp(&b)
+    }
+}
+
+impl PartialOrd for Load {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Load {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Load {}
+
+/// The numeric terms of a cost (everything before `spread`), as one comparable array.
+pub(crate) type Terms = [u64; 7];
+
+impl Cost {
+    pub(crate) fn terms(&self) -> Terms {
+        [
+            self.memory_overflow,
+            self.near_misses,
+            self.near_distance,
+            self.kept_free_used,
+            self.node_count,
+            self.cross_package_pairs,
+            self.node_distance,
+        ]
+    }
+}
+
+pub(crate) fn add_terms(a: &Terms, b: &Terms) -> Terms {
+    let mut out = *a;
+    for (o, v) in out.iter_mut().zip(b) {
+        *o += v;
+    }
+    out
+}
+
+impl Problem {
+    /// Prepares the problem: usable CPUs and memory of every node, each instance's shape,
+    /// candidate nodes and near targets, the kept-free nodes. Fails on what no search can fix
+    /// (a `bind` that no set of nodes of its size can hold, an instance with no candidate node).
+    pub fn new(
+        topology: &Topology,
+        config: &Config,
+        inputs: &PlanInputs,
+    ) -> Result<Problem, PlanError> {
+        let mut warnings = Vec::new();
+        let online = topology.online_cpus();
+        let reserve = &config.host.reserve_cpus;
+        let nodes: Vec<NodeInfo> = topology
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut usable = n.cpus.intersection(&online).difference(reserve);
+                if let Some(allowed) = &topology.host.allowed_cpus {
+                    usable = usable.intersection(allowed);
+                }
+                let memory_allowed =
+                    topology.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(n.id));
+                let memory = n.memory_bytes.map(|total| {
+                    let reserve = config.host.memory_reserve.unwrap_or(total / 50);
+                    total.saturating_sub(reserve)
+                });
+                let excluded_because = if !n.has_cpu || n.cpus.is_empty() {
+                    Some("memory-only")
+                } else if usable.is_empty() {
+                    Some("no usable CPUs (reserve-cpus or cpuset)")
+                } else if !memory_allowed {
+                    Some("memory outside the cpuset")
+                } else {
+                    None
+                };
+                NodeInfo {
+                    id: n.id,
+                    cores: crate::cpus::cores(topology, &usable),
+                    cpu_count: usable.len() as u32,
+                    memory,
+                    package: topology.package_of_node(n.id),
+                    placeable: excluded_because.is_none(),
+                    excluded_because,
+                }
+            })
+            .collect();
+        let n = nodes.len();
+        let distance = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        topology.distances.get(i).and_then(|row| row.get(j)).copied().unwrap_or(
+                            if i == j { LOCAL_DISTANCE } else { UNKNOWN_REMOTE_DISTANCE },
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+
+        let index_of = |id: NodeId| topology.node_index(id);
+        let mut kept_free: Vec<Vec<String>> = vec![Vec::new(); n];
+        let entries: Vec<KeepFree> = match &config.host.keep_free {
+            Some(list) => list.clone(),
+            None => inputs.default_keep_free.iter().cloned().map(KeepFree::Nic).collect(),
+        };
+        for entry in &entries {
+            match entry {
+                KeepFree::Node(id) => match index_of(*id) {
+                    Some(i) => kept_free[i].push(format!("node {id}")),
+                    None => warnings.push(format!(
+                        "keep-free names node {id}, which this topology does not have: ignored"
+                    )),
+                },
+                KeepFree::Nic(name) => match topology.device(name) {
+                    Some(d) if !d.nodes.is_empty() => {
+                        for id in d.nodes.iter() {
+                            if let Some(i) = index_of(id) {
+                                kept_free[i].push(format!("`{name}`"));
+                            }
+                        }
+                    }
+                    Some(_) => warnings.push(format!(
+                        "keep-free names `{name}`, whose node is unknown: no node is kept free for it"
+                    )),
+                    None => warnings.push(format!(
+                        "keep-free names `{name}`, which this topology does not have: ignored"
+                    )),
+                },
+            }
+        }
+
+        let mut instances = Vec::new();
+        let mut classes: BTreeMap<(usize, Vec<Vec<usize>>), usize> = BTreeMap::new();
+        for (service_index, service) in config.services.iter().enumerate() {
+            let mut candidates = Vec::new();
+            let mut memory_only_nodes = NodeSet::new();
+            for (i, node) in nodes.iter().enumerate() {
+                let listed = service.only_nodes.as_ref().is_none_or(|o| o.contains(node.id));
+                if listed && node.placeable {
+                    candidates.push(i);
+                }
+                if node.excluded_because == Some("memory-only")
+                    && service.only_nodes.as_ref().is_some_and(|o| o.contains(node.id))
+                {
+                    memory_only_nodes.insert(node.id);
+                }
+            }
+            let max_node_cpus = candidates.iter().map(|&i| nodes[i].cpu_count()).max().unwrap_or(0);
+            let shape = match service.size {
+                InstanceSize::Nodes(k) => Shape::Whole(k),
+                InstanceSize::Cpus(c) if c <= max_node_cpus => Shape::Shared(c),
+                InstanceSize::Cpus(c) => Shape::Spanning(c),
+            };
+            let mut is_candidate = vec![false; n];
+            for &i in &candidates {
+                is_candidate[i] = true;
+            }
+            for instance in &service.instances {
+                let info_name = instance.name.clone();
+                if candidates.is_empty() {
+                    return Err(PlanError::Infeasible {
+                        instance: info_name,
+                        reason: no_candidate_reason(&nodes, service.only_nodes.as_ref()),
+                    });
+                }
+                let mut near = Vec::new();
+                for spec in &instance.near {
+                    let devices = inputs.near.get(spec).cloned().unwrap_or_default();
+                    let mut target = NodeSet::new();
+                    let mut unknown = Vec::new();
+                    for d in &devices {
+                        match topology.device(d) {
+                            Some(dev) if !dev.nodes.is_empty() => target = target.union(&dev.nodes),
+                            _ => unknown.push(d.as_str()),
+                        }
+                    }
+                    if devices.is_empty() {
+                        warnings.push(format!(
+                            "{info_name}: near `{spec}` resolves to no device: placed without it"
+                        ));
+                    } else if target.is_empty() {
+                        warnings.push(format!(
+                            "{info_name}: near `{spec}`: the node of {} is unknown: placed without it",
+                            quoted_list(&unknown)
+                        ));
+                    }
+                    let nodes_idx: Vec<usize> = target.iter().filter_map(index_of).collect();
+                    near.push(NearTarget { spec: spec.clone(), devices, nodes: nodes_idx });
+                }
+                let key = (service_index, near.iter().map(|t| t.nodes.clone()).collect());
+                let next = classes.len();
+                let class = *classes.entry(key).or_insert(next);
+                let info = InstanceInfo {
+                    name: info_name,
+                    service: service.name.clone(),
+                    shape,
+                    memory: service.memory.unwrap_or(0),
+                    policy: service.memory_policy,
+                    candidates: candidates.clone(),
+                    is_candidate: is_candidate.clone(),
+                    near,
+                    class,
+                    memory_only_nodes: memory_only_nodes.clone(),
+                };
+                check_bind_capacity(&nodes, &info)?;
+                instances.push(info);
+            }
+        }
+        Ok(Problem { nodes, distance, instances, kept_free, warnings, strict: inputs.strict })
+    }
+
+    /// Number of instances, in config order.
+    pub fn instance_count(&self) -> usize {
+        self.instances.len()
+    }
+
+    /// Number of nodes (positions in `Topology::nodes`).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Name of instance `i` (config order).
+    pub fn instance_name(&self, i: usize) -> &str {
+        &self.instances[i].name
+    }
+
+    /// The cost of an assignment of node-index sets to instances (config order; `None` =
+    /// not placed yet, contributing nothing), or `None` when it breaks a hard rule: a shape
+    /// that does not match the instance's size, a node outside its candidates, a node owned
+    /// twice or shared with an owner, CPUs or `bind` memory over a node's capacity.
+    pub fn evaluate(&self, assignment: &[Option<Vec<usize>>]) -> Option<Cost> {
+        let n = self.nodes.len();
+        let mut owner = vec![false; n];
+        let mut used = vec![0u32; n];
+        let mut bind_memory = vec![0u64; n];
+        let mut total_memory = vec![0u64; n];
+        let mut occupied = vec![false; n];
+        let mut cost = Cost {
+            memory_overflow: 0,
+            near_misses: 0,
+            near_distance: 0,
+            kept_free_used: 0,
+            node_count: 0,
+            cross_package_pairs: 0,
+            node_distance: 0,
+            spread: Vec::new(),
+            tie_break: Vec::new(),
+        };
+        for (inst, set) in self.instances.iter().zip(assignment) {
+            let Some(set) = set else {
+                cost.tie_break.push(Vec::new());
+                continue;
+            };
+            if !self.valid_shape(inst, set) {
+                return None;
+            }
+            match inst.shape {
+                Shape::Whole(_) | Shape::Spanning(_) => {
+                    for &j in set {
+                        if owner[j] || occupied[j] {
+                            return None;
+                        }
+                        owner[j] = true;
+                        occupied[j] = true;
+                    }
+                    if let Some(capacity) = self.memory_of(set) {
+                        if inst.memory > capacity {
+                            if inst.binds() {
+                                return None;
+                            }
+                            cost.memory_overflow += inst.memory - capacity;
+                        }
+                    }
+                }
+                Shape::Shared(c) => {
+                    let j = set[0];
+                    if owner[j] {
+                        return None;
+                    }
+                    occupied[j] = true;
+                    used[j] += c;
+                    if used[j] > self.nodes[j].cpu_count() {
+                        return None;
+                    }
+                    total_memory[j] += inst.memory;
+                    if inst.binds() {
+                        bind_memory[j] += inst.memory;
+                        if self.nodes[j].memory.is_some_and(|m| bind_memory[j] > m) {
+                            return None;
+                        }
+                    }
+                }
+            }
+            let terms = self.placement_terms(inst, set);
+            cost.near_misses += terms[1];
+            cost.near_distance += terms[2];
+            cost.node_count += terms[4];
+            cost.cross_package_pairs += terms[5];
+            cost.node_distance += terms[6];
+            cost.tie_break.push(set.iter().map(|&j| self.nodes[j].id).collect());
+        }
+        for j in 0..n {
+            if let Some(m) = self.nodes[j].memory {
+                cost.memory_overflow += total_memory[j].saturating_sub(m);
+            }
+            if occupied[j] && !self.kept_free[j].is_empty() {
+                cost.kept_free_used += 1;
+            }
+        }
+        cost.spread = self.spread(&owner, &used);
+        Some(cost)
+    }
+
+    /// Node loads, highest first, over placeable nodes.
+    pub(crate) fn spread(&self, owner: &[bool], used: &[u32]) -> Vec<Load> {
+        let mut loads: Vec<Load> = (0..self.nodes.len())
+            .filter(|&j| self.nodes[j].placeable)
+            .map(|j| {
+                let capacity = self.nodes[j].cpu_count();
+                Load { used: if owner[j] { capacity } else { used[j] }, capacity }
+            })
+            .collect();
+        loads.sort_by(|a, b| b.cmp(a));
+        loads
+    }
+
+    /// Whether `set` (ascending node indices) has the shape the instance's size asks for.
+    pub(crate) fn valid_shape(&self, inst: &InstanceInfo, set: &[usize]) -> bool {
+        if set.is_empty()
+            || !set.windows(2).all(|w| w[0] < w[1])
+            || !set.iter().all(|&j| j < self.nodes.len() && inst.is_candidate[j])
+        {
+            return false;
+        }
+        match inst.shape {
+            Shape::Whole(k) => set.len() == k as usize,
+            Shape::Shared(c) => set.len() == 1 && self.nodes[set[0]].cpu_count() >= c,
+            Shape::Spanning(c) => {
+                let cpus: Vec<u32> = set.iter().map(|&j| self.nodes[j].cpu_count()).collect();
+                let sum: u32 = cpus.iter().sum();
+                let smallest = cpus.iter().copied().min().unwrap_or(0);
+                // Minimal: dropping its smallest node would leave too few CPUs.
+                sum >= c && sum - smallest < c
+            }
+        }
+    }
+
+    /// Memory `bind` may use on these nodes; `None` when any of them has unknown memory.
+    pub(crate) fn memory_of(&self, set: &[usize]) -> Option<u64> {
+        set.iter().map(|&j| self.nodes[j].memory).sum()
+    }
+
+    /// The terms one placement adds on its own (near, node count, closeness); memory and
+    /// kept-free terms depend on the other placements and are left at 0.
+    pub(crate) fn placement_terms(&self, inst: &InstanceInfo, set: &[usize]) -> Terms {
+        let mut t = [0u64; 7];
+        for target in inst.near.iter().filter(|t| !t.nodes.is_empty()) {
+            if !set.iter().any(|j| target.nodes.contains(j)) {
+                t[1] += 1;
+                t[2] += u64::from(self.near_distance(set, &target.nodes));
+            }
+        }
+        t[4] = set.len() as u64;
+        for (a, &x) in set.iter().enumerate() {
+            for &y in &set[a + 1..] {
+                let (px, py) = (self.nodes[x].package, self.nodes[y].package);
+                if px.is_some() && py.is_some() && px != py {
+                    t[5] += 1;
+                }
+                t[6] += u64::from(self.distance[x][y]);
+            }
+        }
+        t
+    }
+
+    /// The smallest distance from any node of `set` to any node of `targets`.
+    pub(crate) fn near_distance(&self, set: &[usize], targets: &[usize]) -> u32 {
+        set.iter()
+            .flat_map(|&j| targets.iter().map(move |&t| (j, t)))
+            .map(|(j, t)| self.distance[j][t])
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+fn quoted_list(items: &[&str]) -> String {
+    items.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+}
+
+fn no_candidate_reason(nodes: &[NodeInfo], only: Option<&NodeSet>) -> String {
+    let mut parts = Vec::new();
+    let listed: Vec<&NodeInfo> =
+        nodes.iter().filter(|n| only.is_none_or(|o| o.contains(n.id))).collect();
+    if let Some(only) = only {
+        parts.push(format!(
+            "only-nodes {only} names {} node{}",
+            listed.len(),
+            plural(listed.len())
+        ));
+    }
+    let mut by_reason: BTreeMap<&str, NodeSet> = BTreeMap::new();
+    for n in &listed {
+        if let Some(why) = n.excluded_because {
+            by_reason.entry(why).or_default().insert(n.id);
+        }
+    }
+    for (why, set) in by_reason {
+        parts.push(format!("node{} {set}: {why}", plural(set.len())));
+    }
+    format!("has no node to run on ({})", parts.join("; "))
+}
+
+/// A `bind` instance whose memory no set of nodes of its size can hold: no search helps.
+fn check_bind_capacity(nodes: &[NodeInfo], inst: &InstanceInfo) -> Result<(), PlanError> {
+    if !inst.binds() {
+        return Ok(());
+    }
+    let mut memories: Vec<u64> = Vec::new();
+    for &j in &inst.candidates {
+        match nodes[j].memory {
+            Some(m) => memories.push(m),
+            None => return Ok(()),
+        }
+    }
+    memories.sort_unstable_by(|a, b| b.cmp(a));
+    let count = match inst.shape {
+        Shape::Whole(k) => k as usize,
+        Shape::Shared(_) => 1,
+        // The fewest nodes a spanning instance takes; more nodes only if the planner must.
+        Shape::Spanning(_) => memories.len(),
+    };
+    let best: u64 = memories.iter().take(count).sum();
+    if inst.memory <= best {
+        return Ok(());
+    }
+    let mut needed = 0;
+    let mut acc = 0u64;
+    for m in &memories {
+        needed += 1;
+        acc += m;
+        if acc >= inst.memory {
+            break;
+        }
+    }
+    let more = if acc >= inst.memory && matches!(inst.shape, Shape::Whole(_)) {
+        format!(" or `nodes = {needed}`")
+    } else {
+        String::new()
+    };
+    let what = match inst.shape {
+        Shape::Whole(k) => format!("{k} node{}", plural(k as usize)),
+        Shape::Shared(c) => format!("the node of its {c} CPUs"),
+        Shape::Spanning(_) => "its nodes".to_string(),
+    };
+    Err(PlanError::BindTooSmall {
+        instance: inst.name.clone(),
+        memory: format_bytes(inst.memory),
+        placement: what,
+        available: format_bytes(best),
+        suggestion: format!("use `memory-policy = \"preferred\"`{more}"),
+    })
+}
