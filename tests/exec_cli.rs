@@ -174,3 +174,54 @@ fn an_unsupported_policy_is_refused_unless_ignored() {
         .assert()
         .success();
 }
+
+#[test]
+fn service_placement_comes_from_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pinctl.toml");
+    std::fs::write(
+        &config,
+        "[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"/bin/true\"]\nmemory-policy = \"preferred\"\n",
+    )
+    .unwrap();
+    let out = pinctl()
+        .args(["exec", "-c"])
+        .arg(&config)
+        .args(["--service", "db", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["memory_policy"], "preferred");
+    let node = v["memory_nodes"].as_str().unwrap().parse::<u32>().unwrap();
+    assert_eq!(v["cpus"], node_cpulist(node));
+    // And for real: the child runs on those CPUs.
+    pinctl()
+        .args(["exec", "-c"])
+        .arg(&config)
+        .args(["--service", "db", "--", "grep", "Cpus_allowed_list", "/proc/self/status"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(node_cpulist(node)));
+    pinctl()
+        .args(["exec", "-c"])
+        .arg(&config)
+        .args(["--service", "nope", "--", "true"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no instance `nope` (instances: db)"));
+}
+
+#[test]
+fn near_a_path_uses_the_node_of_its_block_device() {
+    // The root filesystem's device may have no NUMA node on a VM (numa_node -1) or none at
+    // all (overlay): either the placement names a node or the error says why.
+    let out = pinctl().args(["exec", "--near", "/", "--dry-run", "--json"]).output().unwrap();
+    if out.status.success() {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["memory_policy"], "bind");
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--near `/`"), "{err}");
+    }
+}

@@ -5,6 +5,7 @@
 
 mod host;
 mod launch;
+mod planned;
 mod spec;
 
 use std::ffi::OsString;
@@ -18,6 +19,11 @@ use crate::exit::{CmdResult, Failed, Status};
 
 pub(crate) use launch::{CpuTarget, Launch, Nodes, Request, Resolved};
 pub(crate) use spec::{Kind, Spec};
+
+/// The plan on this machine, as `pinctl exec -c` computes it (for `pinctl plan` to share, so
+/// both always agree).
+#[allow(unused_imports)]
+pub(crate) use planned::{plan_inputs, plan_live};
 
 pub(crate) mod numactl_support {
     //! What the numactl personality shares with `pinctl exec`.
@@ -174,10 +180,10 @@ impl ExecArgs {
         if let Some(n) = &self.nodes {
             home = Some(node_spec(n)?);
         } else if let Some(near) = &self.near {
-            home = Some(Nodes::Set(launch::near_nodes(near).map_err(Failed::from)?));
+            home = Some(Nodes::Set(planned::near_nodes(near)?));
         } else if let (Some(config), Some(service)) = (&self.config, &self.service) {
-            let placement = plan_placement(config, service)?;
-            home_policy = placement.policy;
+            let placement = planned::placement(config, service)?;
+            home_policy = placement.memory_policy;
             home_cpus = Some(placement.cpus);
             home = Some(Nodes::Set(placement.memory_nodes));
         }
@@ -286,21 +292,4 @@ fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Resul
             .map_err(anyhow::Error::from)?;
     }
     Ok(())
-}
-
-/// The placement the plan gives one service instance.
-struct PlannedPlacement {
-    cpus: pinctl_topology::CpuSet,
-    policy: MemoryPolicy,
-    memory_nodes: pinctl_topology::NodeSet,
-}
-
-fn plan_placement(config: &std::path::Path, service: &str) -> Result<PlannedPlacement, Failed> {
-    let _ = (config, service);
-    Err(Failed::new(
-        Status::Failure,
-        anyhow::anyhow!(
-            "`pinctl exec -c FILE --service NAME` needs the planner, which is not built yet"
-        ),
-    ))
 }

@@ -526,7 +526,9 @@ mod tests {
         assert_eq!(action(&["-i", "0", "-m", "0"]).unwrap_err(), "Conflicting policies");
         assert!(action(&["-m", "0", "-a"]).unwrap_err().contains("--all/-a option must be before"));
         assert!(action(&["-m", "same"]).unwrap_err().contains("same needs previous"));
-        let Ok(Action::Run(r)) = action(&["-N", "0", "-m", "same", "-b"]) else { panic!() };
+        // -b must come before the policy, as numactl requires.
+        assert!(action(&["-m", "0", "-b"]).is_err());
+        let Ok(Action::Run(r)) = action(&["-b", "-N", "0", "-m", "same"]) else { panic!() };
         assert!(r.balancing && matches!(r.memory, Some((MemoryPolicy::Bind, Some(_)))));
         assert!(action(&["--shm", "/tmp/k", "-m", "0"]).unwrap_err().contains("not supported"));
         let Ok(Action::Run(r)) = action(&["-l"]) else { panic!() };

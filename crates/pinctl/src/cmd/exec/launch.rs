@@ -105,30 +105,6 @@ pub(crate) fn device_nodes(device: &Device) -> Result<NodeSet, ResolveError> {
     })
 }
 
-/// Resolves `--near DEVICE|PATH`: a path on a filesystem (its block device), `/dev/NAME`, a
-/// network interface, a block device name, or a PCI address.
-pub(crate) fn near_nodes(spec: &str) -> Result<NodeSet, ResolveError> {
-    let device = if let Some(dev) = spec.strip_prefix("/dev/") {
-        Device::Block(dev.to_string())
-    } else if spec.starts_with('/') || spec.starts_with('.') {
-        Device::File(spec.to_string())
-    } else if std::path::Path::new("/sys/class/net").join(spec).exists() {
-        Device::Netdev(spec.to_string())
-    } else if std::path::Path::new("/sys/class/block").join(spec).exists() {
-        Device::Block(spec.to_string())
-    } else if host::pci_address(spec).is_some() {
-        Device::Pci(spec.to_string())
-    } else {
-        return Err(HostError::Device {
-            device: spec.to_string(),
-            reason: "not a network interface, block device, PCI address or path on this machine"
-                .to_string(),
-        }
-        .into());
-    };
-    device_nodes(&device)
-}
-
 impl Request {
     /// The ids this request names on this host.
     pub(crate) fn resolve(&self, allowed: &Allowed) -> Result<Resolved, ResolveError> {
