@@ -1,0 +1,240 @@
+# Helpers for the guest's scenario scripts (busybox sh). A scenario reports each assertion with
+# `pass NAME` or `fail NAME REASON`; /init counts them. Every assertion compares with what the
+# kernel reports (/proc/PID/numa_maps and status, /sys), never with what pinctl prints about
+# itself, except where the point is that pinctl's report matches the kernel's.
+
+PROBE=/vm/bin/pinctl-alloc-probe
+PINCTL=/vm/bin/pinctl
+PINCTL_NUMACTL=/vm/pinctl-numactl/numactl
+NUMACTL=/vm/bin/numactl
+LAYOUT_JSON=/vm/layout.json
+
+_record() { [ -n "${SCENARIO:-}" ] && echo "$1" >>"/tmp/scenarios/$SCENARIO/checks"; }
+
+pass() {
+    _record pass
+    echo "PINCTL-VM: PASS $SCENARIO/$1"
+}
+
+# fail NAME REASON...: the reason names what was expected and what the kernel said.
+fail() {
+    _name=$1
+    shift
+    _record fail
+    echo "PINCTL-VM: FAIL $SCENARIO/$_name: $*"
+}
+
+# Shows a file under the preceding failure, indented (console only; not a result line).
+detail() {
+    for _f in "$@"; do
+        [ -s "$_f" ] || continue
+        echo "    --- $(basename "$_f")"
+        head -n 40 "$_f" | sed 's/^/    | /'
+    done
+}
+
+note() { echo "  [$SCENARIO] $*"; }
+
+# ---------------------------------------------------------------- id lists
+# Kernel list format (`0-2,5`) to one id per comma, sorted, no ranges: comparable as strings.
+list_expand() {
+    echo "$1" | awk -F, '{
+        for (i = 1; i <= NF; i++) {
+            if ($i == "") continue
+            n = split($i, r, "-")
+            lo = r[1] + 0; hi = (n == 2 ? r[2] + 0 : lo)
+            for (x = lo; x <= hi; x++) seen[x] = 1
+            if (hi > max) max = hi
+        }
+        out = ""
+        for (x = 0; x <= max; x++) if (x in seen) out = out (out == "" ? "" : ",") x
+        print out
+    }'
+}
+
+# check_eq NAME WANT GOT [FILE...]: exact string comparison.
+check_eq() {
+    _n=$1 _want=$2 _got=$3
+    shift 3
+    if [ "$_want" = "$_got" ]; then
+        pass "$_n"
+    else
+        fail "$_n" "expected \`$_want\`, got \`$_got\`"
+        detail "$@"
+    fi
+}
+
+# check_list NAME WANT GOT [FILE...]: same set of ids, whatever the formatting.
+check_list() {
+    _n=$1 _want=$2 _got=$3
+    shift 3
+    if [ -n "$_got" ] && [ "$(list_expand "$_want")" = "$(list_expand "$_got")" ]; then
+        pass "$_n"
+    else
+        fail "$_n" "expected \`$_want\`, got \`$_got\`"
+        detail "$@"
+    fi
+}
+
+# ---------------------------------------------------------------- the layout
+# /vm/layout.env is the layout file as variables (tests/vm/run writes it): jq costs most of a
+# second per start under TCG, so it is kept for pinctl's JSON output.
+[ -f /vm/layout.env ] && . /vm/layout.env
+node_ids() { echo "$LAYOUT_NODE_IDS"; }
+node_cpus() { eval "echo \"\$LAYOUT_NODE_CPUS_$1\""; }
+node_distances() { eval "echo \"\$LAYOUT_DIST_$1\""; }
+all_cpus() { for _n in $(echo "$LAYOUT_NODE_IDS" | tr ',' ' '); do node_cpus "$_n"; done | paste -sd, -; }
+node_count() { echo "$LAYOUT_NODE_IDS" | tr ',' '\n' | wc -l; }
+# Layout devices as `kind/key/node` words; key is the NVMe serial or the NIC MAC.
+layout_devices() { echo "$LAYOUT_DEVICES"; }
+
+# Prints `key=kernel-name` for every device of the layout; fails while one has not appeared.
+resolve_devices() {
+    _missing=""
+    for _dev in $LAYOUT_DEVICES; do
+        _kind=${_dev%%/*} _key=${_dev#*/}
+        _key=${_key%/*}
+        _found=""
+        case $_kind in
+            nvme)
+                for _c in /sys/class/nvme/nvme*; do
+                    [ -f "$_c/serial" ] || continue
+                    [ "$(tr -d ' ' <"$_c/serial")" = "$_key" ] || continue
+                    for _ns in "$_c"/nvme*n1; do [ -e "$_ns" ] && _found=$(basename "$_ns"); done
+                done
+                [ -n "$_found" ] && [ ! -b "/dev/$_found" ] && _found=""
+                ;;
+            nic)
+                for _i in /sys/class/net/*; do
+                    [ "$(cat "$_i/address" 2>/dev/null)" = "$_key" ] && _found=$(basename "$_i")
+                done
+                ;;
+        esac
+        if [ -n "$_found" ]; then echo "$_key=$_found"; else _missing="$_missing $_key"; fi
+    done
+    [ -z "$_missing" ] || { echo "missing:$_missing" >&2; return 1; }
+}
+
+# Kernel name of the layout device with this serial or MAC (`nvme0n1`, `eth0`).
+device_name() { sed -n "s/^$1=//p" /tmp/devices.env; }
+# Node the layout puts the device with this serial or MAC on.
+device_node() { for _d in $LAYOUT_DEVICES; do case $_d in */"$1"/*) echo "${_d##*/}" ;; esac; done; }
+device_kind() { for _d in $LAYOUT_DEVICES; do case $_d in */"$1"/*) echo "${_d%%/*}" ;; esac; done; }
+# Kernel names of the layout's devices of one kind, in layout order.
+devices_of_kind() {
+    for _d in $LAYOUT_DEVICES; do
+        case $_d in "$1"/*) _k=${_d#*/}; device_name "${_k%/*}" ;; esac
+    done
+}
+
+# ---------------------------------------------------------------- running things
+# run_to PREFIX COMMAND...: stdout to PREFIX.out, stderr to PREFIX.err, status to PREFIX.rc.
+run_to() {
+    _p=$1
+    shift
+    echo "$*" >"$_p.cmd"
+    "$@" >"$_p.out" 2>"$_p.err"
+    echo $? >"$_p.rc"
+}
+
+rc_of() { cat "$1.rc" 2>/dev/null || echo none; }
+
+# Value of KEY in a probe report.
+kv() { sed -n "s/^$2=//p" "$1.out" 2>/dev/null | head -n 1; }
+
+# check_ran NAME PREFIX: the command exited 0 and the probe finished its report.
+check_ran() {
+    if [ "$(rc_of "$2")" = 0 ] && grep -qx ready "$2.out" 2>/dev/null; then
+        pass "$1"
+        return 0
+    fi
+    fail "$1" "\`$(cat "$2.cmd" 2>/dev/null)\` exited with status $(rc_of "$2") without a probe report: $(head -c 300 "$2.err" 2>/dev/null | tr '\n' ' ')"
+    detail "$2.out"
+    return 1
+}
+
+# check_pages_on NAME PREFIX NODES: every resident page of the probe's allocation is on one
+# of NODES, and every touched page is resident.
+check_pages_on() {
+    _pages=$(kv "$2" node_pages)
+    _resident=$(kv "$2" resident_pages)
+    _touched=$(kv "$2" touched_pages)
+    _allowed=",$(list_expand "$3"),"
+    _off=$(echo "$_pages" | tr ',' '\n' | while IFS=: read -r _node _count; do
+        [ -n "$_node" ] || continue
+        case $_allowed in *",$_node,"*) ;; *) echo "$_count pages on node $_node" ;; esac
+    done | tr '\n' ' ')
+    if [ -z "$_pages" ]; then
+        fail "$1" "no per-node page counts in the probe report (command status $(rc_of "$2"))"
+    elif [ -n "$_off" ]; then
+        fail "$1" "expected every page on node(s) $3, numa_maps has $_off(all: $_pages)"
+        detail "$2.out"
+    elif [ "${_resident:-0}" -lt "${_touched:-1}" ]; then
+        fail "$1" "only $_resident of $_touched touched pages are resident"
+    else
+        pass "$1"
+    fi
+}
+
+# The pages of one node in a `node:pages,...` list (0 when absent).
+pages_on() { echo "$1" | tr ',' '\n' | awk -F: -v n="$2" '$1 == n { print $2; f = 1 } END { if (!f) print 0 }'; }
+
+# MemFree of a node in MiB, from its own meminfo.
+node_free_mib() {
+    awk '/MemFree:/ { print int($4 / 1024) }' "/sys/devices/system/node/node$1/meminfo"
+}
+
+# How the kernel prints a pinctl policy name with its nodes in numa_maps.
+numa_maps_policy() {
+    case $1 in
+        bind) echo "bind:$2" ;;
+        preferred) echo "prefer:$2" ;;
+        preferred-many) echo "prefer (many):$2" ;;
+        interleave) echo "interleave:$2" ;;
+        weighted-interleave) echo "weighted interleave:$2" ;;
+        local) echo "local" ;;
+        default) echo "default" ;;
+        *) echo "unknown-policy-$1" ;;
+    esac
+}
+
+# start_held PREFIX COMMAND...: starts a holding probe in the background and waits (10 s at
+# most) for its report; PREFIX.pid holds the PID the shell started.
+start_held() {
+    _p=$1
+    shift
+    echo "$*" >"$_p.cmd"
+    "$@" >"$_p.out" 2>"$_p.err" &
+    echo $! >"$_p.pid"
+    _i=0
+    while [ $_i -lt 100 ] && ! grep -qx ready "$_p.out" 2>/dev/null; do
+        kill -0 "$(cat "$_p.pid")" 2>/dev/null || break
+        usleep 100000
+        _i=$((_i + 1))
+    done
+    if grep -qx ready "$_p.out" 2>/dev/null; then echo 0 >"$_p.rc"; else echo "not-ready" >"$_p.rc"; fi
+}
+
+stop_held() {
+    kill "$(cat "$1.pid")" 2>/dev/null
+    wait "$(cat "$1.pid")" 2>/dev/null
+    return 0
+}
+
+# The numa_maps line of the probe's allocation as read from OUTSIDE the probe.
+outside_numa_maps_line() {
+    _start=$(kv "$1" mapping | cut -d- -f1)
+    [ -n "$_start" ] || return 0
+    grep "^$_start " "/proc/$(cat "$1.pid")/numa_maps" 2>/dev/null
+}
+
+# A /proc/PID/status field of the held probe, read from outside.
+outside_status() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$(cat "$1.pid")/status" 2>/dev/null; }
+
+# Per-node pages of a numa_maps line as `node:pages,...`.
+numa_maps_nodes() {
+    echo "$1" | tr ' ' '\n' | sed -n 's/^N\([0-9]*\)=\([0-9]*\)$/\1:\2/p' | tr '\n' ',' | sed 's/,$//'
+}
+
+# pinctl is missing when the host could not build it: say so in every pinctl check.
+pinctl_present() { [ -x "$PINCTL" ]; }
