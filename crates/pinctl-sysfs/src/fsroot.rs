@@ -7,6 +7,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::DiscoveryError;
+use crate::memtree::{MemTree, join};
 use crate::parse::ParseError;
 
 /// What discovery touched, in the order it did.
@@ -38,8 +39,11 @@ impl Recorder {
 /// (`sys/devices/system/node/online`), normalized, and never pass through a symbolic link
 /// except where [`FsRoot::link`] resolved it.
 #[derive(Debug)]
-pub(crate) struct FsRoot {
+pub(crate) struct FsRoot<'t> {
+    /// The directory, or for an in-memory tree the archive's path (for messages).
     root: PathBuf,
+    /// An archive read into memory and the folder of it that is the root.
+    tree: Option<(&'t MemTree, String)>,
     path: PathBuf,
     bytes: Vec<u8>,
     recorder: Option<Recorder>,
@@ -52,10 +56,11 @@ fn is_absent(e: &io::Error) -> bool {
         || matches!(e.raw_os_error(), Some(ENXIO | ENODEV))
 }
 
-impl FsRoot {
+impl<'t> FsRoot<'t> {
     pub(crate) fn new(root: &Path) -> Self {
         FsRoot {
             root: root.to_path_buf(),
+            tree: None,
             path: PathBuf::with_capacity(256),
             bytes: Vec::with_capacity(4096),
             recorder: None,
@@ -64,6 +69,12 @@ impl FsRoot {
 
     pub(crate) fn recording(root: &Path) -> Self {
         FsRoot { recorder: Some(Recorder::default()), ..FsRoot::new(root) }
+    }
+
+    /// The folder `root` of an in-memory archive; `archive` names it in messages.
+    pub(crate) fn in_memory(tree: &'t MemTree, root: &str, archive: &Path) -> Self {
+        let shown = if root.is_empty() { archive.to_path_buf() } else { archive.join(root) };
+        FsRoot { tree: Some((tree, root.to_string())), ..FsRoot::new(&shown) }
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -89,16 +100,27 @@ impl FsRoot {
     pub(crate) fn read(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
         self.set_path(rel);
         self.bytes.clear();
-        let res = fs::File::open(&self.path).and_then(|mut f| f.read_to_end(&mut self.bytes));
-        match res {
-            Ok(_) => {}
-            Err(e) if is_absent(&e) => return Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
-            Err(source) => return Err(DiscoveryError::Io { path: self.path.clone(), source }),
+        if let Some((tree, top)) = &self.tree {
+            match tree.read(&join(top, rel)) {
+                Some(data) => self.bytes.extend_from_slice(data),
+                None => return Ok(None),
+            }
+        } else {
+            let res = fs::File::open(&self.path).and_then(|mut f| f.read_to_end(&mut self.bytes));
+            match res {
+                Ok(_) => {}
+                Err(e) if is_absent(&e) => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
+                Err(source) => return Err(DiscoveryError::Io { path: self.path.clone(), source }),
+            }
         }
         if let Some(rec) = &mut self.recorder {
             let bytes = &self.bytes;
             rec.add(rel, || Recorded::File(rel.to_string(), bytes.clone()));
+        }
+        // Some captures (hwloc's) end sysfs values with a NUL byte.
+        while self.bytes.last() == Some(&0) {
+            self.bytes.pop();
         }
         match std::str::from_utf8(&self.bytes) {
             Ok(s) => Ok(Some(s)),
@@ -123,6 +145,9 @@ impl FsRoot {
 
     /// Names in a directory (unsorted), `None` when it does not exist.
     pub(crate) fn list(&mut self, rel: &str) -> Result<Option<Vec<String>>, DiscoveryError> {
+        if let Some((tree, top)) = &self.tree {
+            return Ok(tree.list(&join(top, rel)));
+        }
         self.set_path(rel);
         let rd = match fs::read_dir(&self.path) {
             Ok(rd) => rd,
@@ -147,6 +172,14 @@ impl FsRoot {
     /// are taken relative to the root), `rel` itself when it is not a link, `None` when it does
     /// not exist.
     pub(crate) fn link(&mut self, rel: &str) -> Result<Option<String>, DiscoveryError> {
+        if let Some((tree, top)) = &self.tree {
+            return Ok(match tree.read_link(&join(top, rel)) {
+                None => None,
+                Some(None) => Some(rel.to_string()),
+                Some(Some(t)) if t.starts_with('/') => Some(normalize(t)),
+                Some(Some(t)) => Some(normalize(&format!("{}/{t}", parent(rel)))),
+            });
+        }
         self.set_path(rel);
         match fs::read_link(&self.path) {
             Ok(target) => {
@@ -171,6 +204,9 @@ impl FsRoot {
 
     /// Whether `rel` exists as a directory.
     pub(crate) fn is_dir(&mut self, rel: &str) -> bool {
+        if let Some((tree, top)) = &self.tree {
+            return tree.is_dir(&join(top, rel));
+        }
         self.set_path(rel);
         self.path.is_dir()
     }

@@ -14,6 +14,7 @@ mod devices;
 mod discover;
 mod error;
 mod fsroot;
+mod memtree;
 mod near;
 pub mod parse;
 mod source;
@@ -22,4 +23,6 @@ pub use capture::{CaptureSummary, capture_topology};
 pub use discover::read_topology;
 pub use error::{DiscoveryError, NearError};
 pub use near::{default_route_interfaces, resolve_near};
-pub use source::{LoadedTopology, TopologySource, UnpackedTree, load_topology, unpack_tarball};
+pub use source::{
+    LoadedTopology, TopologySource, UnpackedTree, load_topology, read_tarball, unpack_tarball,
+};

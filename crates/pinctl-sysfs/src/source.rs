@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 
 use pinctl_topology::Topology;
 
-use crate::discover::read_topology;
+use crate::discover::{read_topology, read_with};
 use crate::error::DiscoveryError;
+use crate::fsroot::FsRoot;
+use crate::memtree::MemTree;
 
 /// Where a topology comes from: `--topology SRC` or the live machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,11 +111,7 @@ pub fn load_topology(src: &TopologySource) -> Result<LoadedTopology, DiscoveryEr
     let (topology, fs_root, is_live) = match src {
         TopologySource::Live => (read_topology(Path::new("/"))?, Some(PathBuf::from("/")), true),
         TopologySource::Root(dir) => (read_topology(dir)?, Some(dir.clone()), false),
-        TopologySource::Tarball(path) => {
-            // The temporary tree is removed as soon as it has been read.
-            let tree = unpack_tarball(path)?;
-            (read_topology(tree.root())?, None, false)
-        }
+        TopologySource::Tarball(path) => (read_tarball(path)?, None, false),
         TopologySource::Snapshot(path) => (read_snapshot(path)?, None, false),
         TopologySource::HwlocXml(path) => (read_hwloc(path)?, None, false),
     };
@@ -172,31 +170,51 @@ fn compression(head: &[u8]) -> Compression {
     }
 }
 
-/// Unpacks a (possibly gzip, bzip2 or xz compressed) tarball of a sysfs/procfs tree into a
-/// temporary directory and finds its root: the top folder, or the single folder below it, that
-/// holds `sys/` or `proc/`. Only regular files, folders and links are unpacked (device nodes
-/// and fifos in a capture are skipped), and nothing is written outside the temporary folder.
-pub fn unpack_tarball(path: &Path) -> Result<UnpackedTree, DiscoveryError> {
+/// A tarball's contents, decompressed by its magic bytes (gzip, bzip2, xz or none).
+fn decompressed(path: &Path) -> Result<Box<dyn Read>, DiscoveryError> {
     let err = |source| DiscoveryError::Tarball { path: path.to_path_buf(), source };
     let file = fs::File::open(path)
         .map_err(|source| DiscoveryError::Io { path: path.to_path_buf(), source })?;
     let mut reader = BufReader::new(file);
-    let kind = compression(reader.fill_buf().map_err(err)?);
-    let dir = tempfile::Builder::new().prefix("pinctl-topology-").tempdir().map_err(err)?;
-    match kind {
-        Compression::None => unpack(reader, dir.path()),
-        Compression::Gzip => unpack(flate2::read::MultiGzDecoder::new(reader), dir.path()),
-        Compression::Bzip2 => unpack(bzip2::read::MultiBzDecoder::new(reader), dir.path()),
+    Ok(match compression(reader.fill_buf().map_err(err)?) {
+        Compression::None => Box::new(reader),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(reader)),
+        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(reader)),
         Compression::Xz => {
             // lzma-rs decodes whole streams only; captures are a few MiB at most.
             let mut raw = Vec::new();
             lzma_rs::xz_decompress(&mut reader, &mut raw)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
                 .map_err(err)?;
-            unpack(io::Cursor::new(raw), dir.path())
+            Box::new(io::Cursor::new(raw))
         }
-    }
-    .map_err(err)?;
+    })
+}
+
+/// Reads the topology of a (possibly gzip, bzip2 or xz compressed) tarball of a sysfs/procfs
+/// tree in memory, without unpacking it. Its root is the top folder, or the single folder
+/// below it, that holds `sys/` or `proc/`; absolute link targets are taken below that root.
+pub fn read_tarball(path: &Path) -> Result<Topology, DiscoveryError> {
+    let reader = decompressed(path)?;
+    let mut tree = MemTree::from_tar(reader)
+        .map_err(|source| DiscoveryError::Tarball { path: path.to_path_buf(), source })?;
+    let root = tree
+        .find_root()
+        .ok_or_else(|| DiscoveryError::NoRootInTarball { path: path.to_path_buf() })?;
+    tree.set_root(&root);
+    read_with(&mut FsRoot::in_memory(&tree, &root, path))
+}
+
+/// Unpacks a (possibly compressed) tarball of a sysfs/procfs tree into a temporary directory
+/// and finds its root, for tools that need a real directory (`read_tarball` reads the same
+/// without touching the disk). Only regular files, folders and links are unpacked (device
+/// nodes and fifos in a capture are skipped), and nothing is written outside the temporary
+/// folder.
+pub fn unpack_tarball(path: &Path) -> Result<UnpackedTree, DiscoveryError> {
+    let err = |source| DiscoveryError::Tarball { path: path.to_path_buf(), source };
+    let reader = decompressed(path)?;
+    let dir = tempfile::Builder::new().prefix("pinctl-topology-").tempdir().map_err(err)?;
+    unpack(reader, dir.path()).map_err(err)?;
     let root = find_root(dir.path())
         .ok_or_else(|| DiscoveryError::NoRootInTarball { path: path.to_path_buf() })?;
     Ok(UnpackedTree { _dir: dir, root })
