@@ -74,29 +74,37 @@ pub fn read_hwloc_xml(path: &Path) -> Result<Topology, HwlocError> {
 
 /// Parses an XML document already in memory; `path` only names it in errors.
 fn topology_from_xml(xml: &str, path: &Path) -> Result<Topology, HwlocError> {
-    let rejected = |source: HwlocCause| HwlocError::Rejected { path: path.to_path_buf(), source };
-    let hw = hwlocality::Topology::builder()
-        .from_xml(xml)
-        .map_err(|e| rejected(e.into()))?
-        // Disallowed PUs and nodes (outside the exporting process's cpuset) stay in the model:
-        // they exist and are online; the allowed sets go to the host facts as in sysfs.
-        .with_flags(BuildFlags::INCLUDE_DISALLOWED)
-        .map_err(|e| rejected(e.into()))?
-        // Without an I/O filter libhwloc drops every PCI and OS device while importing.
-        .with_io_type_filter(TypeFilter::KeepAll)
-        .map_err(|e| rejected(e.into()))?
-        .build()
-        .map_err(|e| {
-            rejected(match (xml_format_major(xml), e.errno) {
-                (Some(major), _) if major > LIBHWLOC_XML_MAJOR => format!(
-                    "it is hwloc XML format {major}.x, which libhwloc {} cannot read",
-                    libhwloc_api_version()
-                )
-                .into(),
-                (_, Some(errno)) => format!("libhwloc failed to load it: {errno}").into(),
-                (_, None) => e.into(),
-            })
-        })?;
+    let load = || -> Result<hwlocality::Topology, HwlocCause> {
+        let hw = hwlocality::Topology::builder()
+            .from_xml(xml)?
+            // Disallowed PUs and nodes (outside the exporting process's cpuset) stay in the
+            // model: they exist and are online; the allowed sets go to the host facts, as
+            // the sysfs reader does with the cgroup cpuset.
+            .with_flags(BuildFlags::INCLUDE_DISALLOWED)?
+            // Without an I/O filter libhwloc drops every PCI and OS device while importing.
+            .with_io_type_filter(TypeFilter::KeepAll)?
+            .build()
+            .map_err(|e| -> HwlocCause {
+                match e.errno {
+                    Some(errno) => format!("libhwloc failed to load it: {errno}").into(),
+                    None => e.into(),
+                }
+            })?;
+        Ok(hw)
+    };
+    let hw = load().map_err(|cause| {
+        // libhwloc says only EINVAL for a format it does not know; name the format instead.
+        let source = match xml_format_major(xml) {
+            Some(major) if major > LIBHWLOC_XML_MAJOR => format!(
+                "it is hwloc XML format {major}.x, written by hwloc {major}; the linked libhwloc \
+                 (API {}) reads formats 1.x and 2.x only",
+                libhwloc_api_version()
+            )
+            .into(),
+            _ => cause,
+        };
+        HwlocError::Rejected { path: path.to_path_buf(), source }
+    })?;
     convert(&hw).map_err(|what| HwlocError::Unusable { path: path.to_path_buf(), what })
 }
 
@@ -435,6 +443,46 @@ mod tests {
         assert_eq!(load(&two_nodes(&both)).distances, vec![vec![10, 21], vec![21, 10]]);
         assert!(load(&two_nodes(BANDWIDTH)).distances.is_empty());
         assert!(load(&two_nodes("")).distances.is_empty());
+    }
+
+    #[test]
+    fn a_matrix_that_leaves_out_a_node_is_refused() {
+        let package = |i: u32| {
+            format!(
+                r#"<object type="Package" os_index="{i}" cpuset="{m:#x}" complete_cpuset="{m:#x}" nodeset="{m:#x}" complete_nodeset="{m:#x}" gp_index="{g}">
+      <object type="NUMANode" os_index="{i}" cpuset="{m:#x}" complete_cpuset="{m:#x}" nodeset="{m:#x}" complete_nodeset="{m:#x}" gp_index="{g1}" local_memory="4096"/>
+      <object type="PU" os_index="{i}" cpuset="{m:#x}" complete_cpuset="{m:#x}" nodeset="{m:#x}" complete_nodeset="{m:#x}" gp_index="{g2}"/>
+    </object>"#,
+                m = 1u32 << i,
+                g = 10 * i + 10,
+                g1 = 10 * i + 11,
+                g2 = 10 * i + 12
+            )
+        };
+        let xml = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x7" complete_cpuset="0x7" allowed_cpuset="0x7" nodeset="0x7" complete_nodeset="0x7" allowed_nodeset="0x7" gp_index="1">
+    {}
+    {}
+    {}
+  </object>
+  <distances2 type="NUMANode" nbobjs="2" kind="5" name="NUMALatency" indexing="os">
+    <indexes length="4">0 2 </indexes>
+    <u64values length="12">10 20 20 10 </u64values>
+  </distances2>
+</topology>
+"#,
+            package(0),
+            package(1),
+            package(2)
+        );
+        let err = topology_from_xml(&xml, Path::new("partial.xml")).expect_err("accepted");
+        assert_eq!(
+            err.to_string(),
+            "hwloc XML `partial.xml`: its NUMA distance matrix leaves out node `1`"
+        );
     }
 
     #[test]

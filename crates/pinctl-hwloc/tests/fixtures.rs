@@ -359,7 +359,7 @@ fn malformed_xml_is_refused_naming_the_file() -> Result<()> {
         (
             "v3.xml",
             b"<?xml version=\"1.0\"?>\n<topology version=\"3.0\">\n<object type=\"Bogus\"/>\n</topology>\n",
-            "format 3.x",
+            "format 3.x, written by hwloc 3",
         ),
     ];
     let dir = tempfile::tempdir()?;
