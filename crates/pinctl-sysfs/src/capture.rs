@@ -53,6 +53,13 @@ pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, Disco
                 tar.append_data(&mut h, format!("{TOP}/{rel}"), bytes.as_slice()).map_err(werr)?;
                 files += 1;
             }
+            Recorded::Placeholder { rel, is_dir: true } => {
+                append_dir(&mut tar, &format!("{TOP}/{rel}")).map_err(werr)?;
+            }
+            Recorded::Placeholder { rel, is_dir: false } => {
+                let mut h = header(tar::EntryType::Regular, 0o444);
+                tar.append_data(&mut h, format!("{TOP}/{rel}"), io::empty()).map_err(werr)?;
+            }
             Recorded::Link(rel, target) => {
                 let mut h = header(tar::EntryType::Symlink, 0o777);
                 tar.append_link(&mut h, format!("{TOP}/{rel}"), target).map_err(werr)?;

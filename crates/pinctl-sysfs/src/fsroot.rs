@@ -1,7 +1,7 @@
 //! File access relative to a root directory, with one reusable buffer, and an optional record
 //! of everything read (what `pinctl topology --capture` packs).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -19,18 +19,29 @@ pub(crate) enum Recorded {
     Link(String, PathBuf),
     /// A directory that was listed.
     Dir(String),
+    /// A name seen in a listed directory but not read: an empty file or folder stands in for
+    /// it so the listing is the same in the capture.
+    Placeholder { rel: String, is_dir: bool },
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
-    seen: HashSet<String>,
+    seen: HashMap<String, usize>,
     pub(crate) items: Vec<Recorded>,
 }
 
 impl Recorder {
     fn add(&mut self, rel: &str, item: impl FnOnce() -> Recorded) {
-        if self.seen.insert(rel.to_string()) {
-            self.items.push(item());
+        match self.seen.get(rel) {
+            // What discovery really read replaces a stand-in from a listing.
+            Some(&i) if matches!(self.items[i], Recorded::Placeholder { .. }) => {
+                self.items[i] = item();
+            }
+            Some(_) => {}
+            None => {
+                self.seen.insert(rel.to_string(), self.items.len());
+                self.items.push(item());
+            }
         }
     }
 }
@@ -158,9 +169,20 @@ impl<'t> FsRoot<'t> {
         for entry in rd {
             let entry =
                 entry.map_err(|source| DiscoveryError::Io { path: self.path.clone(), source })?;
-            if let Ok(name) = entry.file_name().into_string() {
-                names.push(name);
+            let Ok(name) = entry.file_name().into_string() else { continue };
+            if let Some(rec) = &mut self.recorder {
+                let child = format!("{rel}/{name}");
+                let kind = entry.file_type().ok();
+                if kind.is_some_and(|k| k.is_symlink()) {
+                    if let Ok(target) = fs::read_link(entry.path()) {
+                        rec.add(&child, || Recorded::Link(child.clone(), target));
+                    }
+                } else {
+                    let is_dir = kind.is_some_and(|k| k.is_dir());
+                    rec.add(&child, || Recorded::Placeholder { rel: child.clone(), is_dir });
+                }
             }
+            names.push(name);
         }
         if let Some(rec) = &mut self.recorder {
             rec.add(rel, || Recorded::Dir(rel.to_string()));

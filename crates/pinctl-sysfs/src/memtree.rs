@@ -93,7 +93,8 @@ impl MemTree {
     /// Follows symbolic links in every component of `rel` (and in the last one when
     /// `follow_last`), returning the path of the entry reached.
     fn resolve(&self, rel: &str, follow_last: bool) -> Option<String> {
-        let mut pending: Vec<String> = rel.split('/').filter(|c| !c.is_empty()).map(str::to_string).collect();
+        let mut pending: Vec<String> =
+            rel.split('/').filter(|c| !c.is_empty()).map(str::to_string).collect();
         pending.reverse();
         let mut current = String::new();
         let mut hops = 0;
@@ -117,7 +118,9 @@ impl MemTree {
                     if target.starts_with('/') {
                         current = self.root.clone();
                     }
-                    pending.extend(target.split('/').filter(|c| !c.is_empty()).rev().map(str::to_string));
+                    pending.extend(
+                        target.split('/').filter(|c| !c.is_empty()).rev().map(str::to_string),
+                    );
                 }
                 Entry::HardLink(target) if !last => {
                     hops += 1;
@@ -183,8 +186,7 @@ impl MemTree {
     /// The folder holding `sys/` or `proc/`: the top, or the single folder (or the single
     /// folder in the single folder) below it.
     pub(crate) fn find_root(&self) -> Option<String> {
-        let is_root =
-            |p: &str| ["sys", "proc"].iter().any(|d| self.is_dir(&join(p, d)));
+        let is_root = |p: &str| ["sys", "proc"].iter().any(|d| self.is_dir(&join(p, d)));
         let mut dir = String::new();
         for _ in 0..3 {
             if is_root(&dir) {
@@ -247,7 +249,10 @@ mod tests {
         t.set_root("cap");
         assert_eq!(t.read("cap/proc/self/status"), Some(&b"x"[..]));
         assert_eq!(t.read("cap/sys/class/net/eth0/numa_node"), Some(&b"1\n"[..]));
-        assert_eq!(t.read_link("cap/sys/class/net/eth0"), Some(Some("../../devices/pci0000:00/0000:00:02.0")));
+        assert_eq!(
+            t.read_link("cap/sys/class/net/eth0"),
+            Some(Some("../../devices/pci0000:00/0000:00:02.0"))
+        );
         assert_eq!(t.read_link("cap/sys/devices"), Some(None));
         assert_eq!(t.read_link("cap/sys/nothing"), None);
         assert_eq!(t.list("cap/sys/class/net"), Some(vec!["eth0".to_string()]));
