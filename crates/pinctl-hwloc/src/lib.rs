@@ -402,9 +402,8 @@ mod tests {
     fn maps_nodes_cpus_devices_and_host_facts() {
         let t = load(&two_nodes(LATENCY));
         assert_eq!(t.node_ids().to_string(), "0-1");
-        assert_eq!(t.node(1).map(|n| (n.cpus.to_string(), n.memory_bytes)), {
-            Some(("2-3".to_string(), Some(2 << 30)))
-        });
+        let node1 = t.node(1).unwrap();
+        assert_eq!((node1.cpus.to_string(), node1.memory_bytes), ("2-3".into(), Some(2 << 30)));
         assert_eq!(t.distances, vec![vec![10, 21], vec![21, 10]]);
         assert_eq!(t.cpus.iter().map(|c| c.id).collect::<CpuSet>().to_string(), "0-5");
         assert_eq!(t.online_cpus().to_string(), "0-3");
@@ -540,9 +539,8 @@ mod tests {
             device_kind(OSDeviceType::CoProcessor, "opencl0d1", Some("OpenCL")),
             DeviceKind::Gpu
         );
-        assert_eq!(device_kind(OSDeviceType::CoProcessor, "ve0", Some("VectorEngine")), {
-            DeviceKind::Other
-        });
+        let vector_engine = device_kind(OSDeviceType::CoProcessor, "ve0", Some("VectorEngine"));
+        assert_eq!(vector_engine, DeviceKind::Other);
         assert_eq!(device_kind(OSDeviceType::CoProcessor, "mic0", Some("MIC")), DeviceKind::Other);
         assert_eq!(device_kind(OSDeviceType::DMA, "dma0chan0", None), DeviceKind::Other);
     }
