@@ -29,8 +29,28 @@ pub(crate) enum HostError {
     Device { device: String, reason: String },
 }
 
+/// Reads a procfs/sysfs file. These report size 0, so `fs::read_to_string` would grow its
+/// buffer from 32 bytes in eight reads for `/proc/self/status`; one page takes one.
 pub(crate) fn read(path: &Path) -> Result<String, HostError> {
-    fs::read_to_string(path).map_err(|source| HostError::Read { path: path.to_path_buf(), source })
+    use std::io::Read;
+    let err = |source| HostError::Read { path: path.to_path_buf(), source };
+    let mut f = fs::File::open(path).map_err(err)?;
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf)
+        .map_err(|e| err(io::Error::new(io::ErrorKind::InvalidData, e.utf8_error())))
 }
 
 fn parse_list(path: &Path, text: &str) -> Result<IdSet, HostError> {
@@ -71,13 +91,15 @@ impl Allowed {
 /// CPUs of a node (`nodeN/cpulist`).
 pub(crate) fn node_cpus(node: NodeId) -> Result<CpuSet, HostError> {
     let path = PathBuf::from(format!("{NODE_DIR}/node{node}/cpulist"));
-    match fs::read_to_string(&path) {
+    match read(&path) {
         Ok(text) => parse_list(&path, &text),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(HostError::NoSuchNode {
-            node,
-            online: online_nodes().map(|s| s.to_string()).unwrap_or_else(|_| "unknown".into()),
-        }),
-        Err(source) => Err(HostError::Read { path, source }),
+        Err(HostError::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Err(HostError::NoSuchNode {
+                node,
+                online: online_nodes().map(|s| s.to_string()).unwrap_or_else(|_| "unknown".into()),
+            })
+        }
+        Err(e) => Err(e),
     }
 }
 
