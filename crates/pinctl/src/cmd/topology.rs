@@ -1,18 +1,194 @@
-//! `pinctl topology`.
+//! `pinctl topology`: the machine as pinctl sees it, for people (in the spirit of
+//! `numactl --hardware`, plus devices) or as the JSON contract of docs/topology.md.
 
+use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
+use pinctl_sysfs::{TopologySource, capture_topology, load_topology};
+use pinctl_topology::{Device, Locality, Topology};
 
 use crate::exit::{CmdResult, Failed, Status};
 
 /// Arguments of `pinctl topology`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct TopologyArgs {}
-
-pub(crate) fn run(_args: TopologyArgs) -> CmdResult {
-    Err(Failed::new(Status::Failure, anyhow::anyhow!("`pinctl topology` is being built")))
+pub(crate) struct TopologyArgs {
+    /// Read this instead of the live machine: a sysfs/procfs directory, a tarball of one
+    /// (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML
+    /// file (needs the `hwloc` feature).
+    #[arg(long, value_name = "SRC")]
+    topology: Option<PathBuf>,
+    /// Print the topology as JSON (the format docs/topology.md specifies).
+    #[arg(long, conflicts_with = "capture")]
+    json: bool,
+    /// Write every file pinctl reads on this host into FILE (a .tar.gz) that `--topology`
+    /// accepts on any other machine.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
 }
 
-#[allow(dead_code)]
-fn _ok() -> ExitCode {
-    ExitCode::SUCCESS
+pub(crate) fn run(args: TopologyArgs) -> CmdResult {
+    let source = TopologySource::from_arg(args.topology.as_deref())
+        .map_err(|e| Failed::new(Status::Failure, e))?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if let Some(file) = &args.capture {
+        let root = match &source {
+            TopologySource::Live | TopologySource::Root(_) => source.path().to_path_buf(),
+            other => {
+                let e = pinctl_sysfs::DiscoveryError::NotCapturable { what: other.to_string() };
+                return Err(Failed::new(Status::Failure, e));
+            }
+        };
+        let summary = capture_topology(&root, file).map_err(|e| Failed::new(Status::Failure, e))?;
+        writeln!(
+            out,
+            "captured {} files, {} links and {} folders of {source} into `{}`",
+            summary.files,
+            summary.links,
+            summary.dirs,
+            file.display()
+        )
+        .context("writing to stdout")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let loaded = load_topology(&source).map_err(|e| Failed::new(Status::Failure, e))?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &loaded.topology).context("writing JSON")?;
+        writeln!(out).context("writing to stdout")?;
+    } else {
+        render(&mut out, &loaded.topology, &source).context("writing to stdout")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human form: header facts, each node with its CPUs, memory and devices, the distance
+/// matrix, devices on several nodes or none, then warnings.
+pub(crate) fn render(
+    out: &mut impl Write,
+    t: &Topology,
+    source: &TopologySource,
+) -> io::Result<()> {
+    writeln!(out, "topology of {source}")?;
+    let h = &t.host;
+    let opt = |v: Option<u32>| v.map_or_else(|| "unknown".to_string(), |v| v.to_string());
+    writeln!(
+        out,
+        "kernel: {}, numa_balancing: {}, zone_reclaim_mode: {}",
+        h.kernel.as_deref().unwrap_or("unknown"),
+        opt(h.numa_balancing),
+        opt(h.zone_reclaim_mode)
+    )?;
+    let set = |s: &Option<pinctl_topology::IdSet>| {
+        s.as_ref().map_or_else(|| "unknown".to_string(), |s| s.to_string())
+    };
+    writeln!(out, "allowed: cpus {}, nodes {}", set(&h.allowed_cpus), set(&h.allowed_nodes))?;
+    writeln!(out, "available: {} nodes ({})", t.nodes.len(), t.node_ids())?;
+    if !h.offline_nodes.is_empty() {
+        writeln!(out, "offline nodes: {}", h.offline_nodes)?;
+    }
+    let offline: pinctl_topology::CpuSet =
+        t.cpus.iter().filter(|c| !c.online).map(|c| c.id).collect();
+    if !offline.is_empty() {
+        writeln!(out, "offline cpus: {offline}")?;
+    }
+    for n in &t.nodes {
+        let mut notes = Vec::new();
+        if let Some(p) = t.package_of_node(n.id) {
+            notes.push(format!("package {p}"));
+        }
+        match (n.has_cpu, n.has_memory) {
+            (true, true) => {}
+            (true, false) => notes.push("CPU-only: no memory".to_string()),
+            (false, true) => notes.push("memory-only".to_string()),
+            (false, false) => notes.push("no CPUs, no memory".to_string()),
+        }
+        let notes =
+            if notes.is_empty() { String::new() } else { format!(" [{}]", notes.join(", ")) };
+        let cpus = if n.cpus.is_empty() { "none".to_string() } else { n.cpus.to_string() };
+        writeln!(out, "node {} cpus: {cpus} ({} CPUs){notes}", n.id, n.cpus.len())?;
+        writeln!(out, "node {} size: {}", n.id, mib(n.memory_bytes))?;
+        writeln!(out, "node {} free: {}", n.id, mib(n.memory_free_bytes))?;
+        let devs: Vec<String> =
+            t.devices.iter().filter(|d| d.node == Some(n.id)).map(describe).collect();
+        if !devs.is_empty() {
+            writeln!(out, "node {} devices: {}", n.id, devs.join(", "))?;
+        }
+    }
+    if !t.distances.is_empty() {
+        writeln!(out, "node distances:")?;
+        write!(out, "node")?;
+        for n in &t.nodes {
+            write!(out, " {:>3}", n.id)?;
+        }
+        writeln!(out)?;
+        for (n, row) in t.nodes.iter().zip(&t.distances) {
+            write!(out, "{:>3}:", n.id)?;
+            for d in row {
+                write!(out, " {d:>3}")?;
+            }
+            writeln!(out)?;
+        }
+    } else if !t.nodes.is_empty() {
+        writeln!(out, "node distances: unknown (the source has no distance files)")?;
+    }
+    let elsewhere: Vec<&Device> =
+        t.devices.iter().filter(|d| d.node.is_some_and(|n| t.node(n).is_none())).collect();
+    if !elsewhere.is_empty() {
+        writeln!(out, "devices on nodes this topology does not list:")?;
+        for d in elsewhere {
+            writeln!(out, "  node {}: {}", d.nodes, describe(d))?;
+        }
+    }
+    let spanning: Vec<&Device> = t.devices.iter().filter(|d| d.nodes.len() > 1).collect();
+    if !spanning.is_empty() {
+        writeln!(out, "devices on several nodes:")?;
+        for d in spanning {
+            writeln!(out, "  nodes {}: {}", d.nodes, describe(d))?;
+        }
+    }
+    let unknown: Vec<&Device> = t.devices.iter().filter(|d| d.nodes.is_empty()).collect();
+    if !unknown.is_empty() {
+        writeln!(out, "devices of unknown locality:")?;
+        for d in unknown {
+            writeln!(out, "  {}", describe(d))?;
+        }
+    }
+    if !t.warnings.is_empty() {
+        writeln!(out, "warnings:")?;
+        for w in &t.warnings {
+            writeln!(out, "  - {w}")?;
+        }
+    }
+    Ok(())
+}
+
+fn mib(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "unknown".to_string(), |b| format!("{} MiB", b >> 20))
+}
+
+/// `nvme0n1 (nvme 0000:00:02.0, via local_cpulist)`, `bond0 (nic, members eth0 eth1)`.
+fn describe(d: &Device) -> String {
+    let kind = serde_json::to_value(d.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut parts = vec![kind];
+    if let Some(pci) = &d.pci {
+        parts[0] = format!("{} {pci}", parts[0]);
+    }
+    match d.locality {
+        Locality::NumaNode | Locality::Unknown => {}
+        Locality::LocalCpulist => parts.push("via local_cpulist".to_string()),
+        Locality::Hwloc => parts.push("via hwloc".to_string()),
+        Locality::MultipathControllers => {
+            parts.push(format!("controllers {}", d.members.join(" ")));
+        }
+        Locality::Members => parts.push(format!("members {}", d.members.join(" "))),
+    }
+    if d.locality == Locality::Unknown && !d.members.is_empty() {
+        parts.push(format!("members {}", d.members.join(" ")));
+    }
+    format!("{} ({})", d.name, parts.join(", "))
 }
