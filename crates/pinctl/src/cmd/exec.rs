@@ -293,3 +293,55 @@ fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Resul
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        exec: ExecArgs,
+    }
+
+    fn request(args: &[&str]) -> Result<Request, String> {
+        let cli = Cli::try_parse_from(std::iter::once("exec").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cli.exec.request().map_err(|f| format!("{:#}", f.error))
+    }
+
+    fn policy(r: &Request) -> Option<MemoryPolicy> {
+        r.memory.as_ref().map(|(p, _)| *p)
+    }
+
+    #[test]
+    fn nodes_mean_their_cpus_and_bind_unless_mem_says_otherwise() {
+        let r = request(&["--nodes", "0", "--", "true"]).unwrap();
+        assert!(matches!(r.cpus, Some(CpuTarget::Nodes(_))));
+        assert_eq!(policy(&r), Some(MemoryPolicy::Bind));
+        let r = request(&["--nodes", "0", "--mem", "preferred", "true"]).unwrap();
+        assert_eq!(policy(&r), Some(MemoryPolicy::Preferred));
+        let r = request(&["--nodes", "0", "--cpus", "1", "true"]).unwrap();
+        assert!(matches!(r.cpus, Some(CpuTarget::Cpus(_))));
+        let r = request(&["--mem", "local", "true"]).unwrap();
+        assert!(matches!(r.memory, Some((MemoryPolicy::Local, None))));
+        assert!(r.cpus.is_none());
+    }
+
+    #[test]
+    fn numactl_options_mix_with_pinctl_options() {
+        let r = request(&["-N", "0", "--mem", "interleave", "--mem-nodes", "all", "cmd"]).unwrap();
+        assert_eq!(policy(&r), Some(MemoryPolicy::Interleave));
+        let r = request(&["-b", "-m", "0", "cmd", "-m", "1"]).unwrap();
+        assert!(r.balancing);
+        assert_eq!(policy(&r), Some(MemoryPolicy::Bind));
+        assert!(request(&["-m", "0", "--mem", "bind", "cmd"]).unwrap_err().contains("conflicting"));
+        assert!(request(&["-l", "-p", "0", "cmd"]).unwrap_err().contains("conflicting"));
+        assert!(request(&["-b", "-p", "0", "cmd"]).unwrap_err().contains("bind policy only"));
+        assert!(request(&["-m", "0", "--mem-nodes", "0", "cmd"]).is_err());
+        assert!(request(&["--cpus", "0", "-C", "0", "cmd"]).is_err());
+        assert!(request(&["--service", "x", "cmd"]).is_err(), "--service needs -c");
+    }
+}

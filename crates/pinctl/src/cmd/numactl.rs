@@ -277,9 +277,10 @@ pub(crate) fn run(args: &[OsString]) -> CmdResult {
                 return Err(print_usage(usage_error("")));
             }
             let allowed = Allowed::read().map_err(anyhow::Error::from)?;
+            // numactl refuses a list it cannot resolve as a usage error (status 1).
             let resolved = match req.resolve(&allowed) {
                 Ok(r) => r,
-                Err(e) => return Err(Failed::from(e)),
+                Err(e) => return Err(print_usage(usage_error(e.to_string()))),
             };
             if resolved.memory_policy == Some(MemoryPolicy::Preferred)
                 && resolved.memory_nodes.as_ref().is_some_and(|n| n.len() != 1)
