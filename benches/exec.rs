@@ -4,6 +4,8 @@
 //! report gives the median and 90th percentile wall time of a fork+exec+wait and the ratios.
 //!
 //! Run with `cargo bench --bench exec` (release build). Numbers are reported, never asserted.
+//! `PINCTL_BENCH_ALT=/path/to/pinctl` adds the two pinctl rows for another build of the binary
+//! (e.g. a static, LTO, panic=abort one) to the same interleaved run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -102,6 +104,24 @@ fn main() {
         "--".into(),
         truebin.clone(),
     ];
+    if let Some(alt) = std::env::var_os("PINCTL_BENCH_ALT") {
+        let alt = alt.to_string_lossy().into_owned();
+        let swap = |argv: &[String]| -> Vec<String> {
+            std::iter::once(alt.clone()).chain(argv[1..].iter().cloned()).collect()
+        };
+        rows.push(Row {
+            name: "alt: pinctl exec --nodes 0 -- true".into(),
+            argv: swap(&rows[1].argv),
+            times: vec![],
+        });
+        if runs_ok(&planned).is_ok() {
+            rows.push(Row {
+                name: "alt: pinctl exec -c FILE --service bench".into(),
+                argv: swap(&planned),
+                times: vec![],
+            });
+        }
+    }
     match runs_ok(&planned) {
         Ok(()) => rows.push(Row {
             name: "pinctl exec -c FILE --service bench -- true".into(),
