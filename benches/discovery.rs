@@ -1,1 +1,137 @@
-fn main() {}
+//! Topology discovery time, side by side with the tools people use for the same question, in
+//! one run: pinctl's discovery in-process on the live machine and on a captured fixture (G01,
+//! unpacked once), then `numactl --hardware`, `lstopo-no-graphics --of xml` and
+//! `pinctl topology --json` as processes. Prints medians and ratios; targets: live discovery
+//! (devices included) under 2 ms and no slower than `numactl --hardware`.
+//!
+//! Run: `cargo bench --bench discovery` (baselines: `apt-get install numactl hwloc`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+/// Median of `runs` calls of `f` after a few warm-up calls.
+fn time(runs: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..runs.min(5) {
+        f();
+    }
+    median(
+        (0..runs)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+/// Median wall time of running a program to completion, or why it cannot be run.
+fn time_process(runs: usize, program: &str, args: &[&str]) -> Result<Duration, String> {
+    let run = || {
+        Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("{program}: {e}"))
+            .and_then(
+                |s| if s.success() { Ok(()) } else { Err(format!("{program} exited with {s}")) },
+            )
+    };
+    run()?;
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        run()?;
+        samples.push(start.elapsed());
+    }
+    Ok(median(samples))
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:8.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn fixture_tarball() -> Option<PathBuf> {
+    let raw = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/topologies/G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax/raw");
+    std::fs::read_dir(raw)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains(".tar"))
+}
+
+fn main() {
+    let root = Path::new("/");
+    let live = pinctl_sysfs::read_topology(root).expect("live discovery");
+    println!(
+        "live machine: {} nodes, {} CPUs, {} devices",
+        live.nodes.len(),
+        live.cpus.len(),
+        live.devices.len()
+    );
+    let live_in_process = time(2000, || {
+        std::hint::black_box(pinctl_sysfs::read_topology(root).unwrap());
+    });
+    println!("pinctl discovery, live, in-process        {}", ms(live_in_process));
+
+    match fixture_tarball() {
+        Some(tarball) => {
+            let tree = pinctl_sysfs::unpack_tarball(&tarball).expect("unpacking G01");
+            let fixture = time(2000, || {
+                std::hint::black_box(pinctl_sysfs::read_topology(tree.root()).unwrap());
+            });
+            println!("pinctl discovery, G01 fixture, in-process {}", ms(fixture));
+            let in_memory = time(20, || {
+                std::hint::black_box(pinctl_sysfs::read_tarball(&tarball).unwrap());
+            });
+            println!("pinctl G01 tarball (bz2 + tar + discovery) {}", ms(in_memory));
+        }
+        None => {
+            println!("G01 fixture skipped: ../shared/fixtures/topologies is not beside the repo")
+        }
+    }
+
+    let pinctl = env!("CARGO_BIN_EXE_pinctl");
+    let pinctl_json = time_process(200, pinctl, &["topology", "--json"]);
+    let numactl = time_process(200, "numactl", &["--hardware"]);
+    let lstopo = time_process(30, "lstopo-no-graphics", &["--of", "xml"]);
+    for (name, r) in [
+        ("pinctl topology --json (process)         ", &pinctl_json),
+        ("numactl --hardware (process)             ", &numactl),
+        ("lstopo-no-graphics --of xml (process)    ", &lstopo),
+    ] {
+        match r {
+            Ok(d) => println!("{name} {}", ms(*d)),
+            Err(e) => println!("{name} skipped: {e} (apt-get install numactl hwloc)"),
+        }
+    }
+
+    println!();
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    if let Ok(n) = numactl {
+        println!("live discovery / numactl --hardware:      {:6.3}x", ratio(live_in_process, n));
+        if let Ok(p) = pinctl_json {
+            println!("pinctl process / numactl process:         {:6.3}x", ratio(p, n));
+        }
+    }
+    if let Ok(l) = lstopo {
+        println!("live discovery / lstopo --of xml:         {:6.3}x", ratio(live_in_process, l));
+        if let Ok(p) = pinctl_json {
+            println!("pinctl process / lstopo process:          {:6.3}x", ratio(p, l));
+        }
+    }
+    let target = Duration::from_millis(2);
+    println!(
+        "target: live discovery under 2 ms: {} ({})",
+        if live_in_process < target { "met" } else { "MISSED" },
+        ms(live_in_process).trim()
+    );
+}

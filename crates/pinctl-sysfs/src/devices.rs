@@ -96,6 +96,12 @@ fn is_drm_card(name: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// `<prefix><digits>`, as `loop7`.
+fn is_numbered(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// `nvme<ctrl>n<ns>` (a namespace block device).
 fn is_nvme_namespace(name: &str) -> bool {
     let Some(rest) = name.strip_prefix("nvme") else { return false };
@@ -125,7 +131,10 @@ fn block_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), Discov
     let names = sorted(names);
     let known: HashSet<&str> = names.iter().map(String::as_str).collect();
     for name in &names {
-        if is_nvme_path_device(name) {
+        // Path devices of multipath namespaces, and RAM-backed devices that never have
+        // members (skipped by name to save two syscalls each on every run).
+        if is_nvme_path_device(name) || ["loop", "ram", "zram"].iter().any(|p| is_numbered(name, p))
+        {
             continue;
         }
         let Some(path) = fs.link(&format!("{dir}/{name}"))? else { continue };

@@ -117,7 +117,7 @@ impl<'t> FsRoot<'t> {
                 None => return Ok(None),
             }
         } else {
-            let res = fs::File::open(&self.path).and_then(|mut f| f.read_to_end(&mut self.bytes));
+            let res = fs::File::open(&self.path).and_then(|f| read_all(f, &mut self.bytes));
             match res {
                 Ok(_) => {}
                 Err(e) if is_absent(&e) => return Ok(None),
@@ -231,6 +231,21 @@ impl<'t> FsRoot<'t> {
         }
         self.set_path(rel);
         self.path.is_dir()
+    }
+}
+
+/// Reads a whole file into `buf` without `read_to_end`'s size probe (a `statx` per file:
+/// sysfs reports 4096 for every attribute, procfs 0, so the probe never helps here).
+fn read_all(mut f: fs::File, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut chunk = [0u8; 4096];
+    let start = buf.len();
+    loop {
+        match f.read(&mut chunk) {
+            Ok(0) => return Ok(buf.len() - start),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -32,7 +32,7 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
     let source = TopologySource::from_arg(args.topology.as_deref())
         .map_err(|e| Failed::new(Status::Failure, e))?;
     let stdout = io::stdout();
-    let mut out = stdout.lock();
+    let mut out = io::BufWriter::new(stdout.lock());
     if let Some(file) = &args.capture {
         let root = match &source {
             TopologySource::Live | TopologySource::Root(_) => source.path().to_path_buf(),
@@ -51,6 +51,7 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
             file.display()
         )
         .context("writing to stdout")?;
+        out.flush().context("writing to stdout")?;
         return Ok(ExitCode::SUCCESS);
     }
     let loaded = load_topology(&source).map_err(|e| Failed::new(Status::Failure, e))?;
@@ -60,6 +61,7 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
     } else {
         render(&mut out, &loaded.topology, &source).context("writing to stdout")?;
     }
+    out.flush().context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
 }
 
