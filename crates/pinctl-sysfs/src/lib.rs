@@ -17,12 +17,14 @@ mod fsroot;
 mod memtree;
 mod near;
 pub mod parse;
+mod process;
 mod source;
 
 pub use capture::{CaptureSummary, capture_topology};
 pub use discover::read_topology;
 pub use error::{DiscoveryError, NearError};
 pub use near::{default_route_interfaces, resolve_near};
+pub use process::{Pid, read_allowed, read_cgroup_numa_stat, read_node_numastat, read_numa_maps};
 pub use source::{
     LoadedTopology, TopologySource, UnpackedTree, load_topology, read_tarball, unpack_tarball,
 };
