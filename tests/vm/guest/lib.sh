@@ -3,11 +3,11 @@
 # kernel reports (/proc/PID/numa_maps and status, /sys), never with what pinctl prints about
 # itself, except where the point is that pinctl's report matches the kernel's.
 
+# shellcheck disable=SC2034 # used by the scenario scripts that source this file
 PROBE=/vm/bin/pinctl-alloc-probe
 PINCTL=/vm/bin/pinctl
 PINCTL_NUMACTL=/vm/pinctl-numactl/numactl
 NUMACTL=/vm/bin/numactl
-LAYOUT_JSON=/vm/layout.json
 
 _record() { [ -n "${SCENARIO:-}" ] && echo "$1" >>"/tmp/scenarios/$SCENARIO/checks"; }
 

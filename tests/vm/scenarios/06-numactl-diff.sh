@@ -50,4 +50,4 @@ while read -r expect where opts; do
     fi
 done <lines
 note "$i numactl command lines compared"
-[ "$i" -ge 20 ] && pass lines-at-least-20 || fail lines-at-least-20 "only $i lines"
+if [ "$i" -ge 20 ]; then pass lines-at-least-20; else fail lines-at-least-20 "only $i lines"; fi
