@@ -35,7 +35,8 @@ pub(crate) fn plan_inputs(config: &Config, loaded: &LoadedTopology) -> Result<Pl
         }
     }
     let root = loaded.fs_root.clone().unwrap_or_else(|| "/".into());
-    let default_keep_free = if loaded.is_live {
+    // The planner only reads the default route's NICs when the file sets no `keep-free`.
+    let default_keep_free = if loaded.is_live && config.host.keep_free.is_none() {
         default_route_interfaces(&root).context("cannot read the default route")?
     } else {
         Vec::new()
