@@ -82,3 +82,27 @@ fn live_capture_reads_back_identically() {
     let tree = pinctl_sysfs::unpack_tarball(&out).unwrap();
     assert_eq!(read_topology(tree.root()).unwrap(), summary.topology);
 }
+
+/// `/dev/NAME` of every block device on this machine leads to that device; a filesystem with no
+/// block device (procfs) is an error that says so; `/` resolves to a device or says why not.
+#[test]
+fn live_near_resolves_dev_nodes_and_paths() {
+    use pinctl_sysfs::{NearError, resolve_near};
+    use pinctl_topology::DeviceKind;
+    let loaded = load_topology(&TopologySource::Live).unwrap();
+    for d in &loaded.topology.devices {
+        let dev = format!("/dev/{}", d.name);
+        if matches!(d.kind, DeviceKind::Nvme | DeviceKind::Disk)
+            && std::path::Path::new(&dev).exists()
+        {
+            assert_eq!(resolve_near(&loaded, &dev).unwrap(), [d.name.clone()], "{dev}");
+        }
+    }
+    assert!(matches!(resolve_near(&loaded, "/proc"), Err(NearError::NotOnBlockDevice { .. })));
+    match resolve_near(&loaded, "/") {
+        Ok(names) => assert!(loaded.topology.device(&names[0]).is_some()),
+        Err(NearError::NotOnBlockDevice { .. } | NearError::DeviceNotInTopology { .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
+    assert!(matches!(resolve_near(&loaded, "/no/such/path"), Err(NearError::Io { .. })));
+}
