@@ -1,0 +1,32 @@
+# layouts: 4node
+# Scenario 6b: scripts parse `numactl --hardware` and `numactl --show`, so pinctl's numactl mode
+# must print them in numactl's shape. --hardware is compared line by line with Debian's numactl
+# on the same guest, except the `free` lines (free memory moves between two runs). --show is
+# compared exactly, each run under a different placement applied by the same tool.
+run_to hw-numactl "$NUMACTL" --hardware
+run_to hw-pinctl "$PINCTL_NUMACTL" --hardware
+grep -v ' free: ' hw-numactl.out >hw-numactl.cmp
+grep -v ' free: ' hw-pinctl.out >hw-pinctl.cmp
+if [ "$(rc_of hw-pinctl)" = 0 ] && [ -s hw-numactl.cmp ] && diff hw-numactl.cmp hw-pinctl.cmp >hw.diff; then
+    pass hardware
+else
+    fail hardware "\`numactl --hardware\` differs between numactl and pinctl's numactl mode (status $(rc_of hw-pinctl)): $(head -c 200 hw-pinctl.err | tr '\n' ' ')"
+    detail hw.diff
+fi
+# The free lines still name every node, in order.
+check_eq hardware-free-lines "$(grep ' free: ' hw-numactl.out | cut -d' ' -f1-2 | paste -sd' ' -)" \
+    "$(grep ' free: ' hw-pinctl.out | cut -d' ' -f1-2 | paste -sd' ' -)"
+
+i=0
+for opts in "" "-N 1 -m 1" "-C 2-5 -i 0,2" "-p 3" "--localalloc -N 2" "-m 0-1 -C 7" "--preferred-many=1-2"; do
+    i=$((i + 1))
+    run_to "show$i-numactl" "$NUMACTL" $opts "$NUMACTL" --show
+    run_to "show$i-pinctl" "$PINCTL_NUMACTL" $opts "$PINCTL_NUMACTL" --show
+    if [ "$(rc_of "show$i-numactl")" = 0 ] && [ "$(rc_of "show$i-pinctl")" = 0 ] && [ -s "show$i-numactl.out" ] &&
+        diff "show$i-numactl.out" "show$i-pinctl.out" >"show$i.diff"; then
+        pass "show$i"
+    else
+        fail "show$i" "\`numactl $opts numactl --show\` differs (status numactl $(rc_of "show$i-numactl"), pinctl $(rc_of "show$i-pinctl")): $(head -c 200 "show$i-pinctl.err" | tr '\n' ' ')"
+        detail "show$i.diff"
+    fi
+done
