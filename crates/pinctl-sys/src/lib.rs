@@ -15,6 +15,7 @@ mod mode;
 mod probe;
 pub mod raw;
 mod setup;
+mod spawn;
 
 pub use kernel::{Call, Kernel, LinuxKernel, RecordingKernel};
 pub use mask::{Mask, maxnode_for_bits};
@@ -29,6 +30,7 @@ pub use setup::{
     Applied, ChildSetup, MemoryPolicyRequest, SetupError, Stage, default_cpu_mask_bits,
     default_node_mask_bits,
 };
+pub use spawn::CommandPlacement;
 
 /// The errnos callers interpret, so they need not depend on libc themselves.
 pub mod errno {
