@@ -5,6 +5,9 @@
 //! (devices included) under 2 ms and no slower than `numactl --hardware`.
 //!
 //! Run: `cargo bench --bench discovery` (baselines: `apt-get install numactl hwloc`).
+//! `PINCTL_BENCH_FIXTURE=<fixture folder>` times another capture of ../shared (e.g.
+//! `G03-hwloc-power7-8n-sparse`, 256 CPUs; set `TMPDIR=/dev/shm` where unpacking 16,000 small
+//! files to disk is slow).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -58,9 +61,13 @@ fn ms(d: Duration) -> String {
     format!("{:8.3} ms", d.as_secs_f64() * 1e3)
 }
 
-fn fixture_tarball() -> Option<PathBuf> {
+const DEFAULT_FIXTURE: &str = "G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax";
+
+fn fixture_tarball(id: &str) -> Option<PathBuf> {
     let raw = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/topologies/G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax/raw");
+        .join("../shared/fixtures/topologies")
+        .join(id)
+        .join("raw");
     std::fs::read_dir(raw)
         .ok()?
         .filter_map(Result::ok)
@@ -82,21 +89,28 @@ fn main() {
     });
     println!("pinctl discovery, live, in-process        {}", ms(live_in_process));
 
-    match fixture_tarball() {
+    let id = std::env::var("PINCTL_BENCH_FIXTURE").unwrap_or_else(|_| DEFAULT_FIXTURE.into());
+    let short = id.split('-').next().unwrap_or(&id).to_string();
+    match fixture_tarball(&id) {
         Some(tarball) => {
-            let tree = pinctl_sysfs::unpack_tarball(&tarball).expect("unpacking G01");
+            let tree = pinctl_sysfs::unpack_tarball(&tarball).expect("unpacking the fixture");
+            let t = pinctl_sysfs::read_topology(tree.root()).unwrap();
+            println!(
+                "fixture {short}: {} nodes, {} CPUs, {} devices",
+                t.nodes.len(),
+                t.cpus.len(),
+                t.devices.len()
+            );
             let fixture = time(2000, || {
                 std::hint::black_box(pinctl_sysfs::read_topology(tree.root()).unwrap());
             });
-            println!("pinctl discovery, G01 fixture, in-process {}", ms(fixture));
+            println!("pinctl discovery, {short} unpacked, in-process {}", ms(fixture));
             let in_memory = time(20, || {
                 std::hint::black_box(pinctl_sysfs::read_tarball(&tarball).unwrap());
             });
-            println!("pinctl G01 tarball (bz2 + tar + discovery) {}", ms(in_memory));
+            println!("pinctl {short} tarball (decompress + tar + discovery) {}", ms(in_memory));
         }
-        None => {
-            println!("G01 fixture skipped: ../shared/fixtures/topologies is not beside the repo")
-        }
+        None => println!("fixture {id} skipped: not found under ../shared/fixtures/topologies"),
     }
 
     let pinctl = env!("CARGO_BIN_EXE_pinctl");
