@@ -288,7 +288,11 @@ fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Resul
                     if resolved.numa_balancing { "yes" } else { "no" }
                 )
             })
-            .and_then(|()| writeln!(out, "command: {}", command.join(" ")))
+            .and_then(|()| {
+                let shown =
+                    if command.is_empty() { "(none)".to_string() } else { command.join(" ") };
+                writeln!(out, "command: {shown}")
+            })
             .map_err(anyhow::Error::from)?;
     }
     Ok(())

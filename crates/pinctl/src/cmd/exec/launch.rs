@@ -72,6 +72,8 @@ pub(crate) enum ResolveError {
     EmptyNodes { policy: MemoryPolicy },
     #[error("the CPU list is empty")]
     EmptyCpus,
+    #[error("nodes {0} have no CPUs to run on (memory-only nodes): choose CPUs with --cpus")]
+    NodesWithoutCpus(NodeSet),
     #[error("--preferred takes exactly one node, `{0}` names {1}")]
     PreferredNeedsOne(String, usize),
 }
@@ -126,7 +128,14 @@ impl Request {
                     unreachable!("CPU lists hold no devices")
                 })?)
             }
-            Some(CpuTarget::Nodes(n)) => Some(host::cpus_of_nodes(&nodes(n)?)?),
+            Some(CpuTarget::Nodes(n)) => {
+                let nodes = nodes(n)?;
+                let cpus = host::cpus_of_nodes(&nodes)?;
+                if cpus.is_empty() && !nodes.is_empty() {
+                    return Err(ResolveError::NodesWithoutCpus(nodes));
+                }
+                Some(cpus)
+            }
         };
         let (memory_policy, memory_nodes) = match &self.memory {
             None => (None, None),
