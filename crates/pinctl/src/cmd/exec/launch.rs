@@ -3,7 +3,7 @@
 //! failure, and exec. Shared by `pinctl exec` and the numactl personality.
 
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::process::CommandExt;
 
 use pinctl_sys::{
@@ -201,9 +201,8 @@ pub(crate) fn apply(resolved: &Resolved, allowed: &Allowed, launch: Launch) -> R
             Some(MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave)
         ) || req.mode & MPOL_F_NUMA_BALANCING != 0;
         if newer {
-            let support = probe_support(&kernel, node_bits).map_err(|e| {
-                explain(SetupError::from_io(Stage::SetMemoryPolicy, &e), resolved, allowed)
-            })?;
+            let support = probe_support(&kernel, node_bits)
+                .map_err(|e| explain(setup_error(Stage::SetMemoryPolicy, &e), resolved, allowed))?;
             if !support.supports(req.mode) {
                 let what = if req.mode & MPOL_F_NUMA_BALANCING != 0
                     && support.supports(req.mode & !MPOL_F_NUMA_BALANCING)
@@ -226,11 +225,7 @@ pub(crate) fn apply(resolved: &Resolved, allowed: &Allowed, launch: Launch) -> R
                         ),
                     ));
                 }
-                let mut err = io::stderr().lock();
-                let _ = io::Write::write_fmt(
-                    &mut err,
-                    format_args!("pinctl: warning: this kernel does not support {what}; ignored\n"),
-                );
+                warn(format_args!("this kernel does not support {what}; running without it"));
                 if support.supports(req.mode & !MPOL_F_NUMA_BALANCING) {
                     req.mode &= !MPOL_F_NUMA_BALANCING;
                 } else {
@@ -255,13 +250,9 @@ pub(crate) fn apply(resolved: &Resolved, allowed: &Allowed, launch: Launch) -> R
         {
             // systemd's rule: no NUMA support in the kernel means run without a policy. The
             // affinity was already applied.
-            let mut err = io::stderr().lock();
-            let _ = io::Write::write_fmt(
-                &mut err,
-                format_args!(
-                    "pinctl: warning: the kernel has no NUMA memory policy support; running without one\n"
-                ),
-            );
+            warn(format_args!(
+                "the kernel has no NUMA memory policy support ({e}); running without a policy"
+            ));
             Ok(())
         }
         Err(e) => {
@@ -285,14 +276,14 @@ fn kernel_release() -> String {
         .unwrap_or_else(|_| "Linux".to_string())
 }
 
-trait FromIo {
-    fn from_io(stage: Stage, e: &io::Error) -> SetupError;
+/// A warning on stderr, in the shape `exit::report` gives errors. A failed write is ignored:
+/// the warning must not stop the service from starting.
+fn warn(message: std::fmt::Arguments<'_>) {
+    let _ = writeln!(io::stderr().lock(), "warning: {message}");
 }
 
-impl FromIo for SetupError {
-    fn from_io(stage: Stage, e: &io::Error) -> SetupError {
-        SetupError { stage, errno: e.raw_os_error().unwrap_or(0) }
-    }
+fn setup_error(stage: Stage, e: &io::Error) -> SetupError {
+    SetupError { stage, errno: e.raw_os_error().unwrap_or(0) }
 }
 
 fn explain(e: SetupError, resolved: &Resolved, allowed: &Allowed) -> Failed {
