@@ -1,1 +1,164 @@
-fn main() {}
+//! Planner time on two synthetic hosts: 64 instances on 16 nodes (target under 5 ms) and 1,000
+//! instances on 256 nodes (target under 1 s). Prints the median, fastest and slowest of several
+//! runs and whether the search proved the plan optimal within its step budget.
+//!
+//! Run: `cargo bench --bench plan`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use pinctl_config::Config;
+use pinctl_plan::PlanInputs;
+use pinctl_topology::{
+    Cpu, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeSet, Topology,
+};
+
+const GIB: u64 = 1 << 30;
+
+/// `sockets` x `per_socket` nodes of `cores` cores with 2 SMT threads each; distances
+/// 10 / 12 within a socket / 32 across; `nvme{i}n1` on every `stride`-th node, `eth0` on the
+/// last node.
+fn host(sockets: u32, per_socket: u32, cores: u32, drives: u32) -> Topology {
+    let n = sockets * per_socket;
+    let threads = n * cores;
+    let mut nodes = Vec::new();
+    let mut cpus = Vec::new();
+    for node in 0..n {
+        let first = node * cores;
+        let set: CpuSet =
+            (first..first + cores).chain(threads + first..threads + first + cores).collect();
+        for c in set.iter() {
+            cpus.push(Cpu {
+                id: c,
+                online: true,
+                package: Some(node / per_socket),
+                core: Some(c % threads),
+                node: Some(node),
+            });
+        }
+        nodes.push(Node {
+            id: node,
+            cpus: set,
+            memory_bytes: Some(64 * GIB),
+            memory_free_bytes: None,
+            has_cpu: true,
+            has_memory: true,
+        });
+    }
+    cpus.sort_by_key(|c| c.id);
+    let distances = (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| match (i, j) {
+                    _ if i == j => 10,
+                    _ if i / per_socket == j / per_socket => 12,
+                    _ => 32,
+                })
+                .collect()
+        })
+        .collect();
+    let stride = n / drives;
+    let mut devices: Vec<Device> = (0..drives)
+        .map(|d| (format!("nvme{d}n1"), DeviceKind::Nvme, d * stride + 1))
+        .chain([("eth0".to_string(), DeviceKind::Nic, n - 1)])
+        .map(|(name, kind, node)| Device {
+            name,
+            kind,
+            pci: None,
+            node: Some(node),
+            nodes: NodeSet::from_iter([node]),
+            locality: Locality::NumaNode,
+            members: Vec::new(),
+        })
+        .collect();
+    devices.sort_by(|a, b| a.name.cmp(&b.name));
+    Topology { nodes, distances, cpus, devices, host: HostFacts::default(), warnings: Vec::new() }
+}
+
+fn service(name: &str, instances: u32, size: &str, memory: &str, near: bool) -> String {
+    let near = if near { "near = [\"nvme{instance}n1\"]\n" } else { "" };
+    format!(
+        "[service.{name}]\ncommand = [\"/usr/bin/{name}\"]\ninstances = {instances}\n{size}\n\
+         memory = \"{memory}\"\nmemory-policy = \"bind\"\n{near}\n"
+    )
+}
+
+fn config(text: &str) -> Config {
+    pinctl_config::parse(Path::new("bench.toml"), text)
+        .unwrap_or_else(|e| panic!("{}", e.render(false)))
+}
+
+fn inputs(topology: &Topology, config: &Config) -> PlanInputs {
+    let mut near = BTreeMap::new();
+    for (_, instance) in config.instances() {
+        for spec in &instance.near {
+            let found = topology.device(spec).map(|d| vec![d.name.clone()]).unwrap_or_default();
+            near.insert(spec.clone(), found);
+        }
+    }
+    PlanInputs { near, default_keep_free: Vec::new(), strict: false }
+}
+
+fn bench(label: &str, topology: &Topology, config: &Config, runs: usize, target: Duration) {
+    let inputs = inputs(topology, config);
+    let mut times = Vec::with_capacity(runs);
+    let mut last = None;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let plan = pinctl_plan::plan(topology, config, &inputs);
+        times.push(start.elapsed());
+        last = Some(plan);
+    }
+    let plan = match last {
+        Some(Ok(plan)) => plan,
+        Some(Err(e)) => panic!("{label}: {e}"),
+        None => return,
+    };
+    times.sort();
+    let median = times[times.len() / 2];
+    println!(
+        "{label}: median {:.3} ms (min {:.3}, max {:.3}, {runs} runs; target < {} ms) {} instances, \
+         {} warnings, optimal: {}",
+        median.as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3,
+        times[times.len() - 1].as_secs_f64() * 1e3,
+        target.as_millis(),
+        plan.placements.len(),
+        plan.warnings.len(),
+        plan.optimal,
+    );
+    for w in plan.warnings.iter().take(3) {
+        println!("  warning: {w}");
+    }
+}
+
+fn main() {
+    // 16 nodes (2 sockets x 8) of 8 cores / 16 CPUs: 4 storage instances next to their
+    // drives, 2 two-node analytics instances, 16 API servers of 4 CPUs, 42 workers of 1 CPU.
+    let small = host(2, 8, 8, 4);
+    let text = format!(
+        "[host]\nkeep-free = [\"eth0\"]\n\n{}{}{}{}",
+        service("store", 4, "nodes = 1", "32GiB", true),
+        service("analytics", 2, "nodes = 2", "64GiB", false),
+        service("api", 16, "cpus = 4", "4GiB", false),
+        service("worker", 42, "cpus = 1", "1GiB", false),
+    );
+    let small_config = config(&text);
+    assert_eq!(small_config.instances().count(), 64);
+    bench("64 instances / 16 nodes", &small, &small_config, 51, Duration::from_millis(5));
+
+    // 256 nodes (8 sockets x 32) of 4 cores / 8 CPUs: 32 storage instances next to their
+    // drives, 16 four-node instances, 100 of 4 CPUs, 852 of 1 CPU.
+    let large = host(8, 32, 4, 32);
+    let text = format!(
+        "[host]\nkeep-free = [\"eth0\"]\n\n{}{}{}{}",
+        service("store", 32, "nodes = 1", "32GiB", true),
+        service("olap", 16, "nodes = 4", "128GiB", false),
+        service("api", 100, "cpus = 4", "4GiB", false),
+        service("worker", 852, "cpus = 1", "1GiB", false),
+    );
+    let large_config = config(&text);
+    assert_eq!(large_config.instances().count(), 1000);
+    bench("1000 instances / 256 nodes", &large, &large_config, 7, Duration::from_secs(1));
+}

@@ -10,8 +10,16 @@ use std::cmp::{Ordering, Reverse};
 use crate::PlanError;
 use crate::problem::{Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms};
 
-/// Options tried after the first complete plan before the search settles for the best so far.
-pub(crate) const STEPS_AFTER_FIRST_PLAN: u64 = 20_000;
+/// Budget of each pass once it has a plan, in options tried times instances times nodes (the
+/// cost of an option grows with both), so small problems get many steps and large ones few;
+/// see [`step_budget`].
+const WORK_BUDGET: u64 = 4_000_000;
+
+/// Options a pass may try once it has a plan (after the first, or for the lowest-ids pass):
+/// `WORK_BUDGET / (instances x nodes)`, at least 5,000 and at most 200,000.
+pub(crate) fn step_budget(instances: usize, nodes: usize) -> u64 {
+    (WORK_BUDGET / (instances.max(1) * nodes.max(1)) as u64).clamp(5_000, 200_000)
+}
 /// Options tried without finding any complete plan before the search gives up.
 pub(crate) const STEPS_WITHOUT_PLAN: u64 = 2_000_000;
 /// Above this many node sets per instance, sets are grown from each seed node instead.
@@ -35,11 +43,28 @@ struct Option_ {
     load_before: Load,
 }
 
+/// What a search pass looks for.
+enum Goal {
+    /// The lowest (terms, spread), options tried cheapest first.
+    Optimise,
+    /// The first plan in config order and ascending node ids whose (terms, spread) is this
+    /// optimum: the lowest ids among all optimal plans (rule 6).
+    LowestIds { terms: Terms, spread: Vec<Load> },
+}
+
 struct Search<'p> {
     p: &'p Problem,
+    goal: Goal,
+    /// Whether a `LowestIds` pass found its plan (and stops).
+    done: bool,
+    budget: u64,
     order: Vec<usize>,
     /// Lower bound of the terms the instances `order[d..]` will add.
     remaining: Vec<Terms>,
+    /// CPUs the shared instances among `order[d..]` need.
+    shared_demand: Vec<u32>,
+    /// Nodes the owning instances among `order[d..]` take at least.
+    owner_demand: Vec<usize>,
     occupied: Vec<u32>,
     owner: Vec<bool>,
     used: Vec<u32>,
@@ -56,7 +81,6 @@ struct Search<'p> {
 }
 
 pub(crate) fn search(p: &Problem) -> Result<Outcome, PlanError> {
-    let n = p.nodes.len();
     let mut order: Vec<usize> = (0..p.instances.len()).collect();
     order.sort_by_key(|&i| {
         let inst = &p.instances[i];
@@ -67,34 +91,69 @@ pub(crate) fn search(p: &Problem) -> Result<Outcome, PlanError> {
         };
         (!inst.shape.owns_nodes(), !has_near, Reverse(size), inst.class, i)
     });
-    let mut remaining = vec![[0u64; 7]; order.len() + 1];
-    for d in (0..order.len()).rev() {
-        remaining[d] = add_terms(&remaining[d + 1], &lower_bound(p, &p.instances[order[d]]));
-    }
-    let mut s = Search {
-        p,
-        order,
-        remaining,
-        occupied: vec![0; n],
-        owner: vec![false; n],
-        used: vec![0; n],
-        bind_memory: vec![0; n],
-        total_memory: vec![0; n],
-        assignment: vec![None; p.instances.len()],
-        terms: [0; 7],
-        best: None,
-        steps: 0,
-        steps_at_first_plan: None,
-        out_of_budget: false,
-        dead_end: None,
+    let mut first = Search::new(p, order, Goal::Optimise);
+    first.descend(0);
+    let Some((cost, assignment)) = first.best.take() else {
+        if first.out_of_budget {
+            return Err(PlanError::SearchLimit { steps: first.steps });
+        }
+        let (_, instance, reason) = first.dead_end.unwrap_or_default();
+        return Err(PlanError::Infeasible { instance, reason });
     };
-    s.descend(0);
-    match s.best {
-        Some((cost, assignment)) => Ok(Outcome { assignment, cost, exhaustive: !s.out_of_budget }),
-        None if s.out_of_budget => Err(PlanError::SearchLimit { steps: s.steps }),
-        None => {
-            let (_, instance, reason) = s.dead_end.unwrap_or_default();
-            Err(PlanError::Infeasible { instance, reason })
+    if first.out_of_budget {
+        return Ok(Outcome { assignment, cost, exhaustive: false });
+    }
+    // The optimum is known; now the plan with the lowest node ids among those that reach it.
+    let goal = Goal::LowestIds { terms: cost.terms(), spread: cost.spread.clone() };
+    let mut second = Search::new(p, (0..p.instances.len()).collect(), goal);
+    second.descend(0);
+    match second.best {
+        Some((cost, assignment)) if second.done => {
+            Ok(Outcome { assignment, cost, exhaustive: true })
+        }
+        _ => Ok(Outcome { assignment, cost, exhaustive: false }),
+    }
+}
+
+impl<'p> Search<'p> {
+    fn new(p: &'p Problem, order: Vec<usize>, goal: Goal) -> Search<'p> {
+        let n = p.nodes.len();
+        let mut remaining = vec![[0u64; 7]; order.len() + 1];
+        let mut shared_demand = vec![0u32; order.len() + 1];
+        let mut owner_demand = vec![0usize; order.len() + 1];
+        for d in (0..order.len()).rev() {
+            let inst = &p.instances[order[d]];
+            let least = lower_bound(p, inst);
+            remaining[d] = add_terms(&remaining[d + 1], &least);
+            owner_demand[d] =
+                owner_demand[d + 1] + if inst.shape.owns_nodes() { least[4] as usize } else { 0 };
+            shared_demand[d] = shared_demand[d + 1]
+                + match inst.shape {
+                    Shape::Shared(c) => c,
+                    _ => 0,
+                };
+        }
+        Search {
+            p,
+            goal,
+            done: false,
+            budget: step_budget(p.instances.len(), n),
+            order,
+            remaining,
+            shared_demand,
+            owner_demand,
+            occupied: vec![0; n],
+            owner: vec![false; n],
+            used: vec![0; n],
+            bind_memory: vec![0; n],
+            total_memory: vec![0; n],
+            assignment: vec![None; p.instances.len()],
+            terms: [0; 7],
+            best: None,
+            steps: 0,
+            steps_at_first_plan: None,
+            out_of_budget: false,
+            dead_end: None,
         }
     }
 }
@@ -152,29 +211,43 @@ impl Search<'_> {
             return;
         }
         let i = self.order[depth];
+        if self.cannot_improve(depth, i) {
+            return;
+        }
         let options = self.options(depth, i);
         if options.is_empty() {
             let deeper = self.dead_end.as_ref().is_none_or(|(d, _, _)| depth > *d);
-            if deeper && self.best.is_none() {
+            if deeper && self.best.is_none() && matches!(self.goal, Goal::Optimise) {
                 let reason = self.diagnose(i);
                 self.dead_end = Some((depth, self.p.instances[i].name.clone(), reason));
             }
             return;
         }
         for option in options {
-            if self.budget_spent() {
+            if self.done || self.budget_spent() {
                 return;
             }
             self.steps += 1;
             let bound =
                 add_terms(&add_terms(&self.terms, &option.delta), &self.remaining[depth + 1]);
-            if let Some((best, _)) = &self.best {
-                match bound.cmp(&best.terms()) {
-                    // Options are sorted by their terms: every later one is worse too.
-                    Ordering::Greater => return,
+            let target = match &self.goal {
+                Goal::Optimise => self.best.as_ref().map(|(best, _)| (best.terms(), &best.spread)),
+                Goal::LowestIds { terms, spread } => Some((*terms, spread)),
+            };
+            if let Some((terms, spread)) = target {
+                match bound.cmp(&terms) {
+                    // Cheapest first: every later option is worse too.
+                    Ordering::Greater if matches!(self.goal, Goal::Optimise) => return,
+                    Ordering::Greater => continue,
                     Ordering::Equal => {
-                        let spread = self.spread_with(i, &option.set);
-                        if spread > best.spread {
+                        let bound = self.spread_bound(depth + 1, i, &option.set, true);
+                        // Optimising, an equal spread cannot improve; the lowest-ids pass
+                        // looks for exactly the optimum.
+                        let hopeless = match self.goal {
+                            Goal::Optimise => bound >= *spread,
+                            Goal::LowestIds { .. } => bound > *spread,
+                        };
+                        if hopeless {
                             continue;
                         }
                     }
@@ -184,43 +257,116 @@ impl Search<'_> {
             self.apply(i, &option.set, &option.delta, 1);
             self.descend(depth + 1);
             self.apply(i, &option.set, &option.delta, -1);
+            if self.cannot_improve(depth, i) {
+                return;
+            }
+        }
+    }
+
+    /// Whether no completion of the current partial plan (instances `order[..depth]`
+    /// placed) can beat the best plan: prunes a whole level at once once the best plan meets
+    /// the bound, instead of refuting its options one by one.
+    fn cannot_improve(&self, depth: usize, i: usize) -> bool {
+        let (Goal::Optimise, Some((best, _))) = (&self.goal, &self.best) else {
+            return false;
+        };
+        let bound = add_terms(&self.terms, &self.remaining[depth]);
+        match bound.cmp(&best.terms()) {
+            Ordering::Greater => true,
+            Ordering::Equal => self.spread_bound(depth, i, &[], true) >= best.spread,
+            Ordering::Less => false,
         }
     }
 
     fn budget_spent(&mut self) -> bool {
-        let spent = match self.steps_at_first_plan {
-            Some(first) => self.steps - first >= STEPS_AFTER_FIRST_PLAN,
-            None => self.steps >= STEPS_WITHOUT_PLAN,
+        let spent = match (&self.goal, self.steps_at_first_plan) {
+            (Goal::LowestIds { .. }, _) => self.steps >= self.budget,
+            (Goal::Optimise, Some(first)) => self.steps - first >= self.budget,
+            (Goal::Optimise, None) => self.steps >= STEPS_WITHOUT_PLAN,
         };
         self.out_of_budget |= spent;
         spent
     }
 
     fn leaf(&mut self) {
+        // The state holds the numeric terms; a full evaluation is only needed for a plan that
+        // is kept.
+        let spread = self.p.spread(&self.owner, &self.used);
+        let keep = match (&self.goal, &self.best) {
+            (Goal::Optimise, None) => true,
+            (Goal::Optimise, Some((best, _))) => {
+                (self.terms, &spread) < (best.terms(), &best.spread)
+            }
+            (Goal::LowestIds { terms, spread: target }, _) => {
+                self.terms == *terms && spread == *target
+            }
+        };
+        if !keep {
+            return;
+        }
         let Some(cost) = self.p.evaluate(&self.assignment) else {
             debug_assert!(false, "the search produced a plan that breaks a hard rule");
             return;
         };
-        if self.best.as_ref().is_none_or(|(best, _)| cost < *best) {
-            let assignment =
-                self.assignment.iter().map(|s| s.clone().unwrap_or_default()).collect();
-            self.best = Some((cost, assignment));
-            self.steps_at_first_plan.get_or_insert(self.steps);
-        }
+        debug_assert_eq!(cost.terms(), self.terms);
+        let assignment = self.assignment.iter().map(|s| s.clone().unwrap_or_default()).collect();
+        self.best = Some((cost, assignment));
+        self.steps_at_first_plan.get_or_insert(self.steps);
+        self.done = matches!(self.goal, Goal::LowestIds { .. });
     }
 
-    /// Spread of the current partial plan with instance `i` also on `set`.
-    fn spread_with(&self, i: usize, set: &[usize]) -> Vec<Load> {
-        let shape = self.p.instances[i].shape;
-        let mut owner = self.owner.clone();
-        let mut used = self.used.clone();
-        for &j in set {
-            match shape {
-                Shape::Shared(c) => used[j] += c,
-                _ => owner[j] = true,
+    /// A lower bound of the spread of every plan completing the current partial plan with
+    /// instance `i` on `set`: the CPUs the later shared instances need, poured like water into
+    /// the least loaded nodes that nobody owns (fractional water-filling minimises the sorted
+    /// load vector over all fractional distributions, so no real completion is below it).
+    fn spread_bound(&self, water_from: usize, i: usize, set: &[usize], tight: bool) -> Vec<Load> {
+        let p = self.p;
+        let shape = p.instances[i].shape;
+        let mut fixed: Vec<Load> = Vec::new();
+        let mut open: Vec<Load> = Vec::new();
+        for (j, node) in p.nodes.iter().enumerate().filter(|(_, n)| n.placeable) {
+            let capacity = node.cpu_count();
+            let mine = set.contains(&j);
+            if self.owner[j] || (mine && shape.owns_nodes()) {
+                fixed.push(Load { used: capacity, capacity });
+                continue;
+            }
+            let used = self.used[j]
+                + match shape {
+                    Shape::Shared(c) if mine => c,
+                    _ => 0,
+                };
+            // With the terms already at the target, a completion that reaches it adds no
+            // kept-free node: those stay as they are.
+            if tight && !p.kept_free[j].is_empty() && self.occupied[j] == 0 && !mine {
+                fixed.push(Load { used, capacity });
+            } else {
+                open.push(Load { used, capacity });
             }
         }
-        self.p.spread(&owner, &used)
+        // Later owners fill whole empty nodes; taking the smallest leaves the most room for
+        // the water, so the bound stays below every real completion.
+        let mut owners = self.owner_demand[water_from];
+        if owners > 0 {
+            open.sort_by_key(|l| (l.used != 0, l.capacity));
+            let empty = open.iter().take_while(|l| l.used == 0).count();
+            owners = owners.min(empty);
+            fixed.extend(std::iter::repeat_n(Load { used: 1, capacity: 1 }, owners));
+            open.drain(..owners);
+        }
+        let water = self.shared_demand[water_from];
+        open.sort();
+        let same_capacity = open.windows(2).all(|w| w[0].capacity == w[1].capacity);
+        if water > 0 && !open.is_empty() {
+            if same_capacity {
+                pour_units(&mut open, water);
+            } else {
+                pour_fraction(&mut open, water);
+            }
+        }
+        fixed.extend(open);
+        fixed.sort_by(|a, b| b.cmp(a));
+        fixed
     }
 
     fn apply(&mut self, i: usize, set: &[usize], delta: &Terms, sign: i32) {
@@ -262,9 +408,12 @@ impl Search<'_> {
     fn options(&self, depth: usize, i: usize) -> Vec<Option_> {
         let p = self.p;
         let inst = &p.instances[i];
-        // Interchangeable instances take their options in ascending order (symmetry).
+        // Interchangeable instances take their options in ascending order (symmetry), once a
+        // first plan exists: the first descent is a free greedy choice, and levels computed
+        // without the floor explore every option, so canonical orders stay reachable.
         let floor = depth
             .checked_sub(1)
+            .filter(|_| self.best.is_some() || matches!(self.goal, Goal::LowestIds { .. }))
             .map(|d| self.order[d])
             .filter(|&prev| p.instances[prev].class == inst.class)
             .and_then(|prev| self.assignment[prev].as_ref())
@@ -325,6 +474,10 @@ impl Search<'_> {
                     out.push(Option_ { set, delta, load_after: full, load_before: full });
                 }
             }
+        }
+        if matches!(self.goal, Goal::LowestIds { .. }) {
+            out.sort_by(|a, b| a.set.cmp(&b.set));
+            return out;
         }
         out.sort_by(|a, b| {
             a.delta
@@ -475,12 +628,58 @@ impl Search<'_> {
                     .unwrap_or(0);
                 let owned = inst.candidates.iter().filter(|&&j| self.owner[j]).count();
                 format!(
-                    "needs {c} CPUs on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}",
+                    "needs {c} CPU{} on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}",
+                    crate::plural(c as usize),
                     crate::plural(candidates),
                     list_names(&taken_by),
                 )
             }
         }
+    }
+}
+
+/// Raises the lowest loads (ascending, all of one capacity) with `water` single CPUs, one at
+/// a time to the least loaded node: the lowest sorted load vector any placement of that many
+/// CPUs can reach, since every instance brings at least one whole CPU.
+fn pour_units(open: &mut [Load], water: u32) {
+    let capacity = open[0].capacity;
+    let mut left = u64::from(water);
+    let mut level = u64::from(open[0].used);
+    let mut below = 1;
+    loop {
+        while below < open.len() && u64::from(open[below].used) <= level {
+            below += 1;
+        }
+        let next = open.get(below).map_or(u64::MAX, |l| u64::from(l.used));
+        let raise = (next - level).min(left / below as u64);
+        level += raise;
+        left -= raise * below as u64;
+        if level < next {
+            break;
+        }
+    }
+    // Fewer units are left than nodes at the level: one more on that many of them.
+    for (k, load) in open.iter_mut().take(below).enumerate() {
+        let used = level + u64::from((k as u64) < left);
+        *load = Load { used: used as u32, capacity };
+    }
+}
+
+/// Raises the lowest loads (ascending) to one common fraction holding `water` more CPUs:
+/// fractional water-filling, the lowest sorted load vector of any fractional distribution.
+fn pour_fraction(open: &mut [Load], water: u32) {
+    let (mut sum_used, mut sum_capacity, mut filled) = (0u32, 0u32, 0usize);
+    for (k, load) in open.iter().enumerate() {
+        sum_used += load.used;
+        sum_capacity += load.capacity;
+        filled = k + 1;
+        let level = Load { used: sum_used + water, capacity: sum_capacity };
+        if open.get(k + 1).is_none_or(|next| level <= *next) {
+            break;
+        }
+    }
+    for load in &mut open[..filled] {
+        *load = Load { used: sum_used + water, capacity: sum_capacity };
     }
 }
 
@@ -534,6 +733,27 @@ fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn water_fills_the_lowest_loads_first() {
+        let load = |used| Load { used, capacity: 16 };
+        let mut open = vec![load(0), load(2), load(9)];
+        pour_units(&mut open, 8);
+        let used: Vec<u32> = open.iter().map(|l| l.used).collect();
+        assert_eq!(used.iter().sum::<u32>(), 19);
+        let mut sorted = used.clone();
+        sorted.sort();
+        assert_eq!(sorted, [5, 5, 9]);
+        let mut open = vec![load(0), load(0)];
+        pour_units(&mut open, 3);
+        let mut used: Vec<u32> = open.iter().map(|l| l.used).collect();
+        used.sort();
+        assert_eq!(used, [1, 2]);
+        let mut open = vec![Load { used: 0, capacity: 1 }, Load { used: 0, capacity: 3 }];
+        pour_fraction(&mut open, 1);
+        assert_eq!(open[0], Load { used: 1, capacity: 4 });
+        assert_eq!(open[1], Load { used: 1, capacity: 4 });
+    }
 
     #[test]
     fn combinations_and_binomials_agree() {

@@ -1,0 +1,321 @@
+//! The planner against exhaustive search: on random small hosts and configs (up to 8 nodes,
+//! up to 6 instances, random distances, packages, memory, devices, keep-free and reserved CPUs)
+//! the plan has exactly the cost of the best of all feasible assignments, and the planner
+//! fails exactly when no assignment is feasible.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use pinctl_config::{Config, HostConfig, Instance, InstanceSize, KeepFree, Limits, Service};
+use pinctl_plan::{Cost, PlanError, PlanInputs, Problem};
+use pinctl_topology::{
+    Cpu, CpuSet, Device, DeviceKind, HostFacts, Locality, MemoryPolicy, Node, NodeSet, Topology,
+};
+use proptest::prelude::*;
+
+const GIB: u64 = 1 << 30;
+
+#[derive(Debug, Clone)]
+struct Case {
+    topology: Topology,
+    config: Config,
+    inputs: PlanInputs,
+}
+
+#[derive(Debug, Clone)]
+struct NodeSpec {
+    cpus: u32,
+    memory_gib: Option<u64>,
+    package: u32,
+}
+
+#[derive(Debug, Clone)]
+struct ServiceSpec {
+    size: InstanceSize,
+    memory_gib: u64,
+    policy: MemoryPolicy,
+    only_nodes: Option<Vec<bool>>,
+    near: Vec<Option<usize>>,
+}
+
+fn node_spec() -> impl Strategy<Value = NodeSpec> {
+    (prop_oneof![9 => 1u32..=4, 1 => Just(0u32)], prop::option::weighted(0.9, 2u64..=16), 0u32..2)
+        .prop_map(|(cpus, memory_gib, package)| NodeSpec { cpus, memory_gib, package })
+}
+
+fn service_spec() -> impl Strategy<Value = ServiceSpec> {
+    (
+        prop_oneof![
+            (1u32..=2).prop_map(InstanceSize::Nodes),
+            (1u32..=6).prop_map(InstanceSize::Cpus)
+        ],
+        prop_oneof![Just(0u64), 1u64..=6],
+        prop_oneof![
+            Just(MemoryPolicy::Bind),
+            Just(MemoryPolicy::Preferred),
+            Just(MemoryPolicy::Interleave)
+        ],
+        prop::option::weighted(0.2, prop::collection::vec(any::<bool>(), 8)),
+        prop::collection::vec(prop::option::weighted(0.5, 0usize..4), 1..=3),
+    )
+        .prop_map(|(size, memory_gib, policy, only_nodes, near)| ServiceSpec {
+            size,
+            memory_gib,
+            policy,
+            only_nodes,
+            near,
+        })
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::vec(node_spec(), 3..=8),
+        prop::collection::vec(11u32..=40, 28),
+        prop::collection::vec(prop::option::weighted(0.85, 0usize..8), 4),
+        prop::collection::vec(service_spec(), 1..=3),
+        prop::collection::vec(any::<bool>(), 8),
+        prop_oneof![Just(None), Just(Some(0usize)), Just(Some(3usize))],
+        0u32..2,
+    )
+        .prop_map(|(nodes, distances, devices, services, keep, nic, reserve)| {
+            build_case(nodes, distances, devices, services, keep, nic, reserve)
+        })
+}
+
+fn build_case(
+    node_specs: Vec<NodeSpec>,
+    distances: Vec<u32>,
+    device_nodes: Vec<Option<usize>>,
+    services: Vec<ServiceSpec>,
+    keep: Vec<bool>,
+    nic: Option<usize>,
+    reserve: u32,
+) -> Case {
+    let n = node_specs.len();
+    let mut nodes = Vec::new();
+    let mut cpus = Vec::new();
+    let mut next_cpu = 0;
+    for (i, spec) in node_specs.iter().enumerate() {
+        let set: CpuSet = (next_cpu..next_cpu + spec.cpus).collect();
+        for c in set.iter() {
+            // Pairs of CPUs share a core, so whole-core allocation is exercised.
+            cpus.push(Cpu {
+                id: c,
+                online: true,
+                package: Some(spec.package),
+                core: Some(c / 2),
+                node: Some(i as u32),
+            });
+        }
+        next_cpu += spec.cpus;
+        nodes.push(Node {
+            id: i as u32,
+            cpus: set,
+            memory_bytes: spec.memory_gib.map(|g| g * GIB),
+            memory_free_bytes: None,
+            has_cpu: spec.cpus > 0,
+            has_memory: true,
+        });
+    }
+    // Pair (i, j), i < j, takes the next random distance, row by row.
+    let pair_index = |i: usize, j: usize| i * (2 * n - i - 1) / 2 + (j - i - 1);
+    let matrix: Vec<Vec<u32>> = (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| match i.cmp(&j) {
+                    std::cmp::Ordering::Equal => 10,
+                    std::cmp::Ordering::Less => distances[pair_index(i, j)],
+                    std::cmp::Ordering::Greater => distances[pair_index(j, i)],
+                })
+                .collect()
+        })
+        .collect();
+    let names = ["eth0", "nvme0n1", "nvme1n1", "eth1"];
+    let devices: Vec<Device> = device_nodes
+        .iter()
+        .enumerate()
+        .map(|(d, node)| {
+            let nodes: NodeSet = node.filter(|&x| x < n).map(|x| x as u32).into_iter().collect();
+            Device {
+                name: names[d].to_string(),
+                kind: if names[d].starts_with("eth") { DeviceKind::Nic } else { DeviceKind::Nvme },
+                pci: None,
+                node: nodes.first().filter(|_| nodes.len() == 1),
+                nodes,
+                locality: Locality::NumaNode,
+                members: Vec::new(),
+            }
+        })
+        .collect();
+    let mut devices = devices;
+    devices.sort_by(|a, b| a.name.cmp(&b.name));
+    let topology = Topology {
+        nodes,
+        distances: matrix,
+        cpus,
+        devices,
+        host: HostFacts::default(),
+        warnings: Vec::new(),
+    };
+
+    let mut total = 0;
+    let mut config_services = Vec::new();
+    let mut near_map = BTreeMap::new();
+    for (s, spec) in services.iter().enumerate() {
+        let count = spec.near.len().min(6 - total);
+        if count == 0 {
+            break;
+        }
+        total += count;
+        let name = format!("s{s}");
+        let instances = (0..count)
+            .map(|i| {
+                let near: Vec<String> = match spec.near[i] {
+                    Some(d) if d < 3 => vec![names[d].to_string()],
+                    Some(_) => vec![format!("/data{i}")],
+                    None => vec![],
+                };
+                for spec in &near {
+                    let resolved = if spec.starts_with('/') { vec![] } else { vec![spec.clone()] };
+                    near_map.insert(spec.clone(), resolved);
+                }
+                Instance {
+                    name: if count == 1 { name.clone() } else { format!("{name}-{i}") },
+                    index: i as u32,
+                    command: vec!["/bin/true".into()],
+                    near,
+                    unit: None,
+                    working_dir: None,
+                    env: BTreeMap::new(),
+                }
+            })
+            .collect();
+        config_services.push(Service {
+            name,
+            size: spec.size,
+            memory: (spec.memory_gib > 0).then_some(spec.memory_gib * GIB),
+            memory_policy: spec.policy,
+            only_nodes: spec
+                .only_nodes
+                .as_ref()
+                .map(|mask| (0..n as u32).filter(|&i| mask[i as usize]).collect::<NodeSet>()),
+            instances,
+            user: None,
+            group: None,
+            restart: Default::default(),
+            stop_signal: "TERM".into(),
+            stop_timeout: Duration::from_secs(10),
+            limits: Limits::default(),
+        });
+    }
+    let keep_free = match nic {
+        None => Some((0..n as u32).filter(|&i| keep[i as usize]).map(KeepFree::Node).collect()),
+        Some(_) if keep[0] => None,
+        Some(d) => Some(vec![KeepFree::Nic(names[d].to_string())]),
+    };
+    let host = HostConfig { keep_free, reserve_cpus: (0..reserve).collect(), memory_reserve: None };
+    let config = Config::new("random.toml", host, config_services);
+    let inputs = PlanInputs {
+        near: near_map,
+        default_keep_free: nic.map(|d| names[d].to_string()).into_iter().collect(),
+        strict: false,
+    };
+    Case { topology, config, inputs }
+}
+
+/// The best cost over every assignment of node subsets to instances, by exhaustive search:
+/// each instance's valid shapes alone, then every combination that stays feasible.
+fn brute_force(problem: &Problem) -> Option<Cost> {
+    let m = problem.instance_count();
+    let n = problem.node_count();
+    let mut shapes: Vec<Vec<Vec<usize>>> = Vec::new();
+    for i in 0..m {
+        let mut mine = Vec::new();
+        for mask in 1u32..1 << n {
+            let set: Vec<usize> = (0..n).filter(|b| mask & (1 << b) != 0).collect();
+            let mut alone = vec![None; m];
+            alone[i] = Some(set.clone());
+            if problem.evaluate(&alone).is_some() {
+                mine.push(set);
+            }
+        }
+        shapes.push(mine);
+    }
+    let mut best = None;
+    let mut assignment = vec![None; m];
+    descend(problem, &shapes, 0, &mut assignment, &mut best);
+    best
+}
+
+fn descend(
+    problem: &Problem,
+    shapes: &[Vec<Vec<usize>>],
+    i: usize,
+    assignment: &mut Vec<Option<Vec<usize>>>,
+    best: &mut Option<Cost>,
+) {
+    if i == shapes.len() {
+        let cost = problem.evaluate(assignment).expect("checked at every level");
+        if best.as_ref().is_none_or(|b| cost < *b) {
+            *best = Some(cost);
+        }
+        return;
+    }
+    for set in &shapes[i] {
+        assignment[i] = Some(set.clone());
+        if problem.evaluate(assignment).is_some() {
+            descend(problem, shapes, i + 1, assignment, best);
+        }
+    }
+    assignment[i] = None;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn plan_has_the_brute_force_optimum_cost(case in case()) {
+        let result = pinctl_plan::plan(&case.topology, &case.config, &case.inputs);
+        let problem = Problem::new(&case.topology, &case.config, &case.inputs);
+        match (result, problem) {
+            (Ok(plan), Ok(problem)) => {
+                prop_assert!(plan.optimal, "small cases are searched exhaustively");
+                let best = brute_force(&problem);
+                prop_assert_eq!(Some(&plan.cost), best.as_ref());
+                check_invariants(&case, &plan)?;
+            }
+            (Err(PlanError::Infeasible { .. }), Ok(problem)) => {
+                prop_assert_eq!(brute_force(&problem), None);
+            }
+            (Err(e @ (PlanError::Infeasible { .. } | PlanError::BindTooSmall { .. })), Err(e2)) => {
+                prop_assert_eq!(e, e2, "preparation fails the same way");
+            }
+            (result, problem) => {
+                prop_assert!(false, "unexpected: {:?} / {:?}", result.err(), problem.err());
+            }
+        }
+    }
+}
+
+fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCaseError> {
+    let t = &case.topology;
+    let mut given = CpuSet::new();
+    for (p, (service, _)) in plan.placements.iter().zip(case.config.instances()) {
+        prop_assert!(p.cpus.is_disjoint(&given), "{} shares CPUs", p.instance);
+        given = given.union(&p.cpus);
+        prop_assert!(p.cpus.is_subset(&t.cpus_of(&p.nodes)));
+        prop_assert!(p.cpus.is_disjoint(&case.config.host.reserve_cpus));
+        match service.size {
+            InstanceSize::Cpus(c) => prop_assert_eq!(p.cpus.len(), c as usize),
+            InstanceSize::Nodes(k) => {
+                prop_assert_eq!(p.nodes.len(), k as usize);
+                let usable = t.cpus_of(&p.nodes).difference(&case.config.host.reserve_cpus);
+                prop_assert_eq!(&p.cpus, &usable);
+            }
+        }
+        if let Some(only) = &service.only_nodes {
+            prop_assert!(p.nodes.is_subset(only));
+        }
+    }
+    Ok(())
+}
