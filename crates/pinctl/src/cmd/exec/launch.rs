@@ -372,3 +372,74 @@ impl From<ResolveError> for Failed {
         Failed::with_code(code, e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowed() -> Allowed {
+        Allowed { cpus: "0-7".parse().unwrap(), nodes: "0-1".parse().unwrap() }
+    }
+
+    fn resolved() -> Resolved {
+        Resolved {
+            cpus: Some("8-15".parse().unwrap()),
+            memory_policy: Some(MemoryPolicy::Bind),
+            memory_nodes: Some("3".parse().unwrap()),
+            numa_balancing: false,
+        }
+    }
+
+    fn message(stage: Stage, errno: i32) -> (u8, String) {
+        let f = explain(SetupError { stage, errno }, &resolved(), &allowed());
+        (f.code, format!("{:#}", f.error))
+    }
+
+    #[test]
+    fn failures_name_the_step_the_errno_and_the_cause() {
+        let (code, m) = message(Stage::SetMemoryPolicy, pinctl_sys::errno::EINVAL);
+        assert_eq!(code, 242);
+        assert!(m.contains("set_mempolicy") && m.contains("os error 22"), "{m}");
+        assert!(m.contains("nodes 3 are outside this process's allowed nodes 0-1"), "{m}");
+
+        let (code, m) = message(Stage::SetAffinity, pinctl_sys::errno::EINVAL);
+        assert_eq!(code, 215);
+        assert!(m.contains("CPUs 8-15 are outside this process's allowed CPUs 0-7"), "{m}");
+
+        let (_, m) = message(Stage::SetAffinity, pinctl_sys::errno::EPERM);
+        assert!(m.contains("seccomp") && m.contains("CAP_SYS_NICE"), "{m}");
+
+        let (code, m) = message(Stage::SetMemoryPolicy, pinctl_sys::errno::ENOSYS);
+        assert_eq!(code, 242);
+        assert!(m.contains("--if-unsupported=ignore"), "{m}");
+
+        let (code, m) = message(Stage::AffinityMismatch, 0);
+        assert_eq!(code, 215);
+        assert!(m.contains("the cpuset allows only 0-7"), "{m}");
+    }
+
+    #[test]
+    fn checks_refuse_what_the_kernel_would_refuse_vaguely() {
+        let mut r = resolved();
+        r.memory_nodes = Some(NodeSet::new());
+        assert!(matches!(r.check(), Err(ResolveError::EmptyNodes { .. })));
+        r.memory_policy = Some(MemoryPolicy::Preferred);
+        r.memory_nodes = Some("0-1".parse().unwrap());
+        assert!(matches!(r.check(), Err(ResolveError::PreferredNeedsOne(..))));
+        r.memory_policy = Some(MemoryPolicy::Local);
+        r.memory_nodes = None;
+        assert!(r.check().is_ok());
+        assert_eq!(r.policy_request().unwrap().nodes, None);
+        r.cpus = Some(CpuSet::new());
+        assert!(matches!(r.check(), Err(ResolveError::EmptyCpus)));
+    }
+
+    #[test]
+    fn balancing_is_a_flag_of_bind_only() {
+        let mut r = resolved();
+        r.numa_balancing = true;
+        assert_eq!(r.policy_request().unwrap().mode, 2 | MPOL_F_NUMA_BALANCING);
+        r.memory_policy = Some(MemoryPolicy::Interleave);
+        assert_eq!(r.policy_request().unwrap().mode, 3);
+    }
+}
