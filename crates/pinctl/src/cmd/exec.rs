@@ -5,7 +5,8 @@
 
 mod host;
 mod launch;
-mod planned;
+/// The plan on this machine as `exec -c` computes it; `pinctl plan` shares it so both agree.
+pub(crate) mod planned;
 mod spec;
 
 use std::ffi::OsString;
@@ -19,11 +20,6 @@ use crate::exit::{CmdResult, Failed, Status};
 
 pub(crate) use launch::{CpuTarget, Launch, Nodes, Request, Resolved};
 pub(crate) use spec::{Kind, Spec};
-
-/// The plan on this machine, as `pinctl exec -c` computes it (for `pinctl plan` to share, so
-/// both always agree).
-#[allow(unused_imports)]
-pub(crate) use planned::{plan_inputs, plan_live};
 
 pub(crate) mod numactl_support {
     //! What the numactl personality shares with `pinctl exec`.
