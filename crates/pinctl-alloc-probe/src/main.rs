@@ -6,20 +6,28 @@
 //! pid=812
 //! mib=64
 //! touched_pages=16384
+//! get_mempolicy=bind:2
+//! get_mempolicy_addr=bind:2
 //! mapping=7f2a1c000000-7f2a20001000
 //! policy=bind:2
-//! node_pages=2:16385
-//! resident_pages=16385
+//! node_pages=2:16384
+//! resident_pages=16384
 //! kernelpagesize_kB=4
 //! cpus_allowed_list=4-5
 //! mems_allowed_list=0-3
-//! numa_maps=7f2a1c000000 bind:2 anon=16385 dirty=16385 N2=16385 kernelpagesize_kB=4
+//! numa_maps=7f2a1c000000 bind:2 anon=16384 dirty=16384 N2=16384 kernelpagesize_kB=4
 //! ready
 //! ```
 //!
+//! `policy` and `node_pages` are the allocation's numa_maps line; `get_mempolicy` (the task's
+//! policy) and `get_mempolicy_addr` (the allocation's) are what `get_mempolicy(2)` returns, in
+//! pinctl's policy names (`bind:2`, `preferred:2`, `default:`).
+//!
 //! With `--hold` it then waits until a signal ends it, so a test can read `/proc/PID/numa_maps`
-//! from outside. It sets no policy or affinity of its own: it observes the one it was started
-//! under.
+//! from outside. It sets no task policy or affinity of its own: it observes the ones it was
+//! started under. `--mbind POLICY:NODES` gives the allocation its own policy before the first
+//! touch, through pinctl-sys's `mbind`, so the syscall layer is exercised on a real multi-node
+//! kernel too.
 #![forbid(unsafe_code)]
 
 use std::io::Write;
@@ -29,23 +37,43 @@ use anyhow::{Context, bail};
 use pinctl_alloc_probe::{
     NodePages, mapping_containing, parse_maps, parse_numa_maps, status_field,
 };
+use pinctl_sys::{
+    MPOL_F_ADDR, MPOL_F_NUMA_BALANCING, MPOL_F_RELATIVE_NODES, MPOL_F_STATIC_NODES, Mask,
+    PolicyMode, mode_of,
+};
+use pinctl_topology::{MemoryPolicy, NodeSet};
 
 /// Writing one byte per 4 KiB touches every page whatever the kernel's base page size is on
 /// x86_64, and every 4 KiB piece of a transparent huge page.
 const TOUCH_STRIDE: usize = 4096;
 
-const USAGE: &str = "usage: pinctl-alloc-probe [--mib N] [--hold]\n\
-  --mib N   allocate and touch N MiB (default 64; 0 reports without allocating)\n\
-  --hold    after the report, wait until killed by a signal\n";
+/// Room for every node id the kernel can have (MAX_NUMNODES is 1024 on distribution kernels);
+/// get_mempolicy fails with EINVAL when the mask is smaller than the kernel's node id space.
+const NODE_MASK_BITS: usize = 1024;
+
+const USAGE: &str = "usage: pinctl-alloc-probe [--mib N] [--mbind POLICY:NODES] [--hold]\n\
+  --mib N               allocate and touch N MiB (default 64; 0 reports without allocating)\n\
+  --mbind POLICY:NODES  give the allocation this policy (bind:1, interleave:0-3) before touching\n\
+  --hold                after the report, wait until killed by a signal\n";
 
 #[derive(Debug)]
 struct Options {
     mib: usize,
+    mbind: Option<(MemoryPolicy, NodeSet)>,
     hold: bool,
 }
 
+fn parse_mbind(value: &str) -> anyhow::Result<(MemoryPolicy, NodeSet)> {
+    let (policy, nodes) = value.split_once(':').unwrap_or((value, ""));
+    let policy: MemoryPolicy =
+        policy.parse().with_context(|| format!("`--mbind {value}`: unknown policy"))?;
+    let nodes: NodeSet =
+        nodes.parse().with_context(|| format!("`--mbind {value}`: bad node list"))?;
+    Ok((policy, nodes))
+}
+
 fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Options>> {
-    let mut opts = Options { mib: 64, hold: false };
+    let mut opts = Options { mib: 64, mbind: None, hold: false };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -54,6 +82,10 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
                 opts.mib = value
                     .parse()
                     .with_context(|| format!("`--mib {value}`: not a whole number of MiB"))?;
+            }
+            "--mbind" => {
+                let value = args.next().context("`--mbind` needs POLICY:NODES")?;
+                opts.mbind = Some(parse_mbind(&value)?);
             }
             "--hold" => opts.hold = true,
             "-h" | "--help" => return Ok(None),
@@ -67,25 +99,61 @@ fn read(path: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read `{path}`"))
 }
 
+/// `get_mempolicy` as `name:nodes[=flag]` (`bind:2`, `interleave:0-3`, `default:`).
+fn read_policy(addr: Option<usize>) -> anyhow::Result<String> {
+    let mut nodes = Mask::with_bits(NODE_MASK_BITS);
+    let mode = match addr {
+        Some(a) => pinctl_sys::raw::get_mempolicy(Some(&mut nodes), a, MPOL_F_ADDR),
+        None => pinctl_sys::raw::get_mempolicy(Some(&mut nodes), 0, 0),
+    }
+    .context("get_mempolicy failed")?;
+    let name = mode_of(mode).map_or_else(|| format!("mode{mode}"), |p| p.name().to_owned());
+    let mut text = format!("{name}:{}", nodes.to_set());
+    for (flag, word) in [
+        (MPOL_F_STATIC_NODES, "static"),
+        (MPOL_F_RELATIVE_NODES, "relative"),
+        (MPOL_F_NUMA_BALANCING, "balancing"),
+    ] {
+        if mode & flag != 0 {
+            text.push('=');
+            text.push_str(word);
+        }
+    }
+    Ok(text)
+}
+
 fn run(opts: &Options) -> anyhow::Result<()> {
     let bytes = opts.mib.checked_mul(1 << 20).context("`--mib` is too large")?;
     // `vec![0; n]` gets fresh zero pages from mmap without writing them, so the writes below
-    // are the first touch of every page: that is when the policy decides the node.
-    let mut buf = vec![0u8; bytes];
+    // are the first touch of every page: that is when the policy decides the node. One page
+    // more than asked lets the measured range start on a page boundary (malloc puts a header
+    // first), which mbind needs and which makes it exactly `bytes / 4096` whole pages.
+    let mut buf = vec![0u8; bytes + TOUCH_STRIDE];
+    let skip = (TOUCH_STRIDE - buf.as_ptr() as usize % TOUCH_STRIDE) % TOUCH_STRIDE;
+    let range = &mut buf[skip..skip + bytes];
+    let start = range.as_ptr() as usize;
+    if let Some((policy, nodes)) = &opts.mbind {
+        let mask = Mask::from_set(nodes, NODE_MASK_BITS);
+        let mask = policy.takes_nodes().then_some(&mask);
+        pinctl_sys::raw::mbind(start, bytes, policy.mode(), mask, 0)
+            .with_context(|| format!("mbind({}:{nodes}) of {bytes} bytes failed", policy.name()))?;
+    }
     for i in (0..bytes).step_by(TOUCH_STRIDE) {
-        buf[i] = 1;
+        range[i] = 1;
     }
     // Reading the pages back through black_box keeps the writes from being optimised away.
     let touched: usize =
-        std::hint::black_box(&buf).iter().step_by(TOUCH_STRIDE).map(|&b| b as usize).sum();
+        std::hint::black_box(&*range).iter().step_by(TOUCH_STRIDE).map(|&b| b as usize).sum();
 
     let status = read("/proc/self/status")?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "pid={}", std::process::id())?;
     writeln!(out, "mib={}", opts.mib)?;
     writeln!(out, "touched_pages={touched}")?;
+    writeln!(out, "get_mempolicy={}", read_policy(None)?)?;
     if bytes > 0 {
-        let addr = buf.as_ptr() as u64;
+        writeln!(out, "get_mempolicy_addr={}", read_policy(Some(start))?)?;
+        let addr = start as u64;
         let maps = parse_maps(&read("/proc/self/maps")?).context("reading `/proc/self/maps`")?;
         let area = mapping_containing(&maps, addr)
             .with_context(|| format!("no mapping in `/proc/self/maps` contains {addr:#x}"))?;

@@ -2,7 +2,8 @@
 # Scenario 2: `pinctl exec --nodes 2` runs a command on node 2's CPUs with its memory bound to
 # node 2. Asserted on the kernel's view: every resident page of the probe's allocation in
 # /proc/PID/numa_maps is on node 2, Cpus_allowed_list is node 2's CPUs, the policy reads
-# `bind:2`. numactl's run of the same placement shows the test bed itself measures right.
+# `bind:2`, and so does get_mempolicy(2). numactl's run of the same placement shows the test
+# bed itself measures right.
 N=2
 CPUS=$(node_cpus $N)
 
@@ -11,6 +12,7 @@ bind_checks() { # LABEL PREFIX
     check_pages_on "$1/pages-on-node-$N" "$2" "$N"
     check_list "$1/cpus-allowed" "$CPUS" "$(kv "$2" cpus_allowed_list)" "$2.out"
     check_eq "$1/policy" "bind:$N" "$(kv "$2" policy)" "$2.out"
+    check_eq "$1/get-mempolicy" "bind:$N" "$(kv "$2" get_mempolicy)" "$2.out"
 }
 
 # The same facts read from outside the running process, through /proc/PID.
