@@ -50,6 +50,25 @@ impl SetupError {
 }
 
 /// Placement for a [`Command`] about to be spawned.
+///
+/// ```
+/// use pinctl_sys::{ChildSetup, CommandPlacement, Kernel, LinuxKernel, Mask, SetupError};
+///
+/// let k = LinuxKernel;
+/// // In the parent: size the masks and compute the placement (here: our own CPUs).
+/// let (cpu_bits, node_bits) = (k.cpu_mask_bits()?, k.node_mask_bits()?);
+/// let mut cpus = Mask::with_bits(cpu_bits);
+/// k.get_affinity(&mut cpus)?;
+/// let setup = ChildSetup::new(Some(&cpus.to_set()), None, cpu_bits, node_bits, true);
+/// match std::process::Command::new("true").placement(setup).status() {
+///     Ok(status) => assert!(status.success()),
+///     Err(e) => match SetupError::from_spawn_error(&e) {
+///         Some(failed) => panic!("{failed} (exit {})", failed.stage.exit_code()),
+///         None => panic!("cannot run `true`: {e}"),
+///     },
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub trait CommandPlacement {
     /// Applies `setup` in the child after `fork`, before `exec`: CPU affinity, memory policy,
     /// read-back. A failure makes `spawn` fail; [`SetupError::from_spawn_error`] tells which
