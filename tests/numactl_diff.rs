@@ -137,3 +137,18 @@ fn show_and_hardware_match_byte_for_byte() {
         hw.lines().any(|l| l.starts_with("node ") && l.contains(" free: ") && l.ends_with(" MB"))
     );
 }
+
+#[test]
+fn show_reports_the_options_before_it() {
+    let Some(numactl) = real_numactl() else {
+        eprintln!("skipped: numactl is not installed");
+        return;
+    };
+    let (_dir, pinctl) = pinctl_as_numactl();
+    // numactl applies options as it reads them, so `--show` sees those before it and
+    // ignores those after.
+    for line in ["-m 0 -s", "-i all --show", "-l -s", "-C 0 -s -m 0", "-N 0 -p 0 --show"] {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(run(&pinctl, &args), run(&numactl, &args), "numactl {line}");
+    }
+}

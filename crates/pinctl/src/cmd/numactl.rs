@@ -163,8 +163,11 @@ fn getopt(args: &[OsString]) -> Result<(Vec<Opt>, usize), UsageError> {
 /// What numactl was asked to do.
 #[derive(Debug)]
 enum Action {
-    Show,
-    Hardware { compress: bool },
+    /// `--show`, after applying the options before it (numactl applies each as it reads it).
+    Show(Request),
+    Hardware {
+        compress: bool,
+    },
     Run(Request),
 }
 
@@ -203,7 +206,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
     }
     for opt in opts {
         match opt {
-            Opt::Flag('s') => return Ok(Action::Show),
+            Opt::Flag('s') => return Ok(Action::Show(req)),
             Opt::Flag('H') => hardware = true,
             Opt::Flag('\u{1}') => compress = true,
             Opt::Flag('a') => {
@@ -269,7 +272,15 @@ pub(crate) fn run(args: &[OsString]) -> CmdResult {
         Err(e) => return Err(print_usage(e)),
     };
     match action {
-        Action::Show => show().map(|()| ExitCode::SUCCESS),
+        Action::Show(req) => {
+            let allowed = Allowed::read().map_err(anyhow::Error::from)?;
+            let resolved = match req.resolve(&allowed) {
+                Ok(r) => r,
+                Err(e) => return Err(print_usage(usage_error(e.to_string()))),
+            };
+            apply(&resolved, &allowed, Launch { verify: false, ignore_unsupported: true })?;
+            show().map(|()| ExitCode::SUCCESS)
+        }
         Action::Hardware { compress } => hardware(compress).map(|()| ExitCode::SUCCESS),
         Action::Run(req) => {
             let command = &args[cmd..];
@@ -522,7 +533,9 @@ mod tests {
 
     #[test]
     fn numactl_semantics() {
-        assert!(matches!(action(&["-s"]), Ok(Action::Show)));
+        assert!(matches!(action(&["-s"]), Ok(Action::Show(_))));
+        let Ok(Action::Show(r)) = action(&["-m", "0", "-s", "-i", "0"]) else { panic!() };
+        assert!(matches!(r.memory, Some((MemoryPolicy::Bind, _))), "options after -s are ignored");
         assert!(matches!(action(&["--hardware"]), Ok(Action::Hardware { compress: false })));
         assert_eq!(action(&["-i", "0", "-m", "0"]).unwrap_err(), "Conflicting policies");
         assert!(action(&["-m", "0", "-a"]).unwrap_err().contains("--all/-a option must be before"));
