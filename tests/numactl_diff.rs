@@ -102,9 +102,18 @@ fn refusals_agree() {
     };
     let (_dir, pinctl) = pinctl_as_numactl();
     // Nodes beyond this host, conflicting policies, bad lists, no command: numactl exits 1.
-    for line in
-        ["-m 1023", "-N 1023", "-i 0 -m 0", "-m x", "-m 0", "-m same", "-p 0,0-1023", "--bogus"]
-    {
+    for line in [
+        "-m 1023",
+        "-N 1023",
+        "-i 0 -m 0",
+        "-m x",
+        "-m 0",
+        "-m same",
+        "-p 0,0-1023",
+        "--bogus",
+        "-m 0 -H",
+        "-m 0 -b",
+    ] {
         let mut args: Vec<&str> = line.split_whitespace().collect();
         if line != "-m 0" {
             args.push("true");

@@ -207,7 +207,13 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
     for opt in opts {
         match opt {
             Opt::Flag('s') => return Ok(Action::Show(req)),
-            Opt::Flag('H') => hardware = true,
+            Opt::Flag('H') => {
+                // numactl's nopolicy(): --hardware after a policy is refused.
+                if policy_set {
+                    return Err(usage_error("specify policy after --shm/--file"));
+                }
+                hardware = true;
+            }
             Opt::Flag('\u{1}') => compress = true,
             Opt::Flag('a') => {
                 if did_spec {
