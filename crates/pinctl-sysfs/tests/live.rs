@@ -95,7 +95,11 @@ fn live_near_resolves_dev_nodes_and_paths() {
         if matches!(d.kind, DeviceKind::Nvme | DeviceKind::Disk)
             && std::path::Path::new(&dev).exists()
         {
-            assert_eq!(resolve_near(&loaded, &dev).unwrap(), [d.name.clone()], "{dev}");
+            assert_eq!(
+                resolve_near(&loaded, &dev).unwrap(),
+                std::slice::from_ref(&d.name),
+                "{dev}"
+            );
         }
     }
     assert!(matches!(resolve_near(&loaded, "/proc"), Err(NearError::NotOnBlockDevice { .. })));
