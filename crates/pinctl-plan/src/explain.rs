@@ -216,8 +216,13 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
     let kept: NodeSet =
         (0..n).filter(|&j| !p.kept_free[j].is_empty()).map(|j| p.nodes[j].id).collect();
     let free_nodes = all.difference(&used);
+    let kept_free_for = (0..n)
+        .filter(|&j| !p.kept_free[j].is_empty())
+        .map(|j| (p.nodes[j].id, p.kept_free[j].clone()))
+        .collect();
     Ok(Plan {
         kept_free_nodes: kept.intersection(&free_nodes),
+        kept_free_for,
         free_nodes,
         placements,
         warnings: all_warnings,

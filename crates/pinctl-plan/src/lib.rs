@@ -43,6 +43,9 @@ pub struct Plan {
     pub free_nodes: NodeSet,
     /// Kept-free nodes (keep-free entries) that the plan leaves empty.
     pub kept_free_nodes: NodeSet,
+    /// Every kept-free node (used or not) and the keep-free entries that name it
+    /// (`` `eth0` ``, `node 7`).
+    pub kept_free_for: BTreeMap<u32, Vec<String>>,
     /// Soft-rule violations and other things the user should know, in a stable order.
     pub warnings: Vec<String>,
     /// The plan's cost (docs/planning.md).

@@ -1,18 +1,84 @@
-//! `pinctl check`.
+//! `pinctl check`: validates a service file against a topology (the live machine by default):
+//! the file itself, each value against the machine, `near` entries, then whether a plan exists.
+//! Prints every error and warning, the host's warnings, and exits 0 (usable) or 1.
 
+use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::exit::{CmdResult, Failed, Status};
+use anyhow::Context;
+
+use crate::cmd::plan::prepare;
+use crate::exit::{CmdResult, Status};
 
 /// Arguments of `pinctl check`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct CheckArgs {}
-
-pub(crate) fn run(_args: CheckArgs) -> CmdResult {
-    Err(Failed::new(Status::Failure, anyhow::anyhow!("`pinctl check` is being built")))
+pub(crate) struct CheckArgs {
+    /// The service file.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: PathBuf,
+    /// Check against this topology instead of the live machine: a sysfs/procfs directory, a
+    /// tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file.
+    #[arg(long, value_name = "SRC")]
+    topology: Option<PathBuf>,
 }
 
-#[allow(dead_code)]
-fn _ok() -> ExitCode {
-    ExitCode::SUCCESS
+pub(crate) fn run(args: CheckArgs) -> CmdResult {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let failed = ExitCode::from(Status::Failure as u8);
+    let prepared = match prepare(&args.config, args.topology.as_deref(), false)? {
+        Ok(prepared) => prepared,
+        Err(report) => {
+            out.write_all(report.as_bytes()).context("writing to stdout")?;
+            out.flush().context("writing to stdout")?;
+            return Ok(failed);
+        }
+    };
+    let mut warnings = prepared.diagnostics.len();
+    if !prepared.diagnostics.is_empty() {
+        let text = pinctl_config::render_all(&prepared.diagnostics, Some(&args.config), false);
+        writeln!(out, "{text}").context("writing to stdout")?;
+    }
+    for w in &prepared.loaded.topology.warnings {
+        writeln!(out, "warning: host: {w}").context("writing to stdout")?;
+        warnings += 1;
+    }
+    let topology = &prepared.loaded.topology;
+    let code = match pinctl_plan::plan(topology, &prepared.config, &prepared.inputs) {
+        Ok(plan) => {
+            for w in &plan.warnings {
+                writeln!(out, "warning: plan: {w}").context("writing to stdout")?;
+                warnings += 1;
+            }
+            let used = plan
+                .placements
+                .iter()
+                .fold(pinctl_topology::NodeSet::new(), |acc, p| acc.union(&p.nodes));
+            writeln!(
+                out,
+                "ok: `{}` is valid for {}: {} instance{} on node{} {}{}",
+                args.config.display(),
+                prepared.loaded.source,
+                plan.placements.len(),
+                if plan.placements.len() == 1 { "" } else { "s" },
+                if used.len() == 1 { "" } else { "s" },
+                used,
+                match warnings {
+                    0 => String::new(),
+                    1 => ", 1 warning".to_string(),
+                    n => format!(", {n} warnings"),
+                }
+            )
+            .context("writing to stdout")?;
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            writeln!(out, "error: cannot place the services of `{}`: {e}", args.config.display())
+                .context("writing to stdout")?;
+            failed
+        }
+    };
+    out.flush().context("writing to stdout")?;
+    Ok(code)
 }

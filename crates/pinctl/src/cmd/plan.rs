@@ -1,18 +1,367 @@
-//! `pinctl plan`.
+//! `pinctl plan`: where every service instance would run on a topology, and why: a table, the
+//! `--json` contract of docs/planning.md, or drop-ins / command lines that apply it
+//! (`--emit systemd DIR`, `--emit numactl`). A dry run: it changes nothing on the host.
+//!
+//! Also the preparation `pinctl check` shares: loading the service file and the topology,
+//! checking one against the other, and resolving `near` entries and the default route.
 
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use anyhow::Context;
+use pinctl_config::{Config, Diagnostic, Severity};
+use pinctl_plan::{Placement, Plan, PlanInputs};
+use pinctl_sysfs::{LoadedTopology, TopologySource, default_route_interfaces, load_topology};
+use pinctl_topology::MemoryPolicy;
 
 use crate::exit::{CmdResult, Failed, Status};
 
 /// Arguments of `pinctl plan`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct PlanArgs {}
-
-pub(crate) fn run(_args: PlanArgs) -> CmdResult {
-    Err(Failed::new(Status::Failure, anyhow::anyhow!("`pinctl plan` is being built")))
+pub(crate) struct PlanArgs {
+    /// The service file.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: PathBuf,
+    /// Plan for this topology instead of the live machine: a sysfs/procfs directory, a tarball
+    /// of one, a `pinctl topology --json` snapshot, or an hwloc XML file.
+    #[arg(long, value_name = "SRC")]
+    topology: Option<PathBuf>,
+    /// Print the plan as JSON (the contract in docs/planning.md).
+    #[arg(long, conflicts_with = "emit")]
+    json: bool,
+    /// Fail when the best plan breaks a soft rule (memory over a node's capacity under a
+    /// policy that spills, an instance away from its `near` device, a kept-free node used).
+    #[arg(long)]
+    strict: bool,
+    /// Write what applies the plan: `systemd DIR` writes a drop-in per instance
+    /// (DIR/<unit>.d/50-pinctl.conf); `numactl` prints a numactl command line per instance.
+    #[arg(long, num_args = 1..=2, value_names = ["FORMAT", "DIR"])]
+    emit: Option<Vec<String>>,
 }
 
-#[allow(dead_code)]
-fn _ok() -> ExitCode {
-    ExitCode::SUCCESS
+/// What `--emit` asks for.
+enum Emit {
+    Systemd(PathBuf),
+    Numactl,
+}
+
+fn parse_emit(values: &[String]) -> Result<Emit, Failed> {
+    let usage = |msg: String| Failed::new(Status::Usage, anyhow::anyhow!(msg));
+    match values {
+        [format, dir] if format == "systemd" => Ok(Emit::Systemd(PathBuf::from(dir))),
+        [format] if format == "systemd" => {
+            Err(usage("`--emit systemd` needs a directory: `--emit systemd DIR`".into()))
+        }
+        [format] if format == "numactl" => Ok(Emit::Numactl),
+        [format, extra] if format == "numactl" => {
+            Err(usage(format!("`--emit numactl` takes no directory (got `{extra}`)")))
+        }
+        [format, ..] => {
+            Err(usage(format!("unknown `--emit` format `{format}`: expected systemd or numactl")))
+        }
+        [] => Err(usage("`--emit` needs a format: systemd DIR or numactl".into())),
+    }
+}
+
+pub(crate) fn run(args: PlanArgs) -> CmdResult {
+    let emit = args.emit.as_deref().map(parse_emit).transpose()?;
+    let mut err = io::stderr().lock();
+    let prepared = match prepare(&args.config, args.topology.as_deref(), args.strict)? {
+        Ok(prepared) => prepared,
+        Err(report) => {
+            err.write_all(report.as_bytes()).context("writing to stderr")?;
+            return Err(Failed::reported(Status::Failure));
+        }
+    };
+    if !prepared.diagnostics.is_empty() {
+        let text = pinctl_config::render_all(&prepared.diagnostics, Some(&args.config), false);
+        writeln!(err, "{text}").context("writing to stderr")?;
+    }
+    let plan = pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs)
+        .with_context(|| format!("cannot place the services of `{}`", args.config.display()))?;
+
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    match emit {
+        Some(Emit::Systemd(dir)) => {
+            emit_systemd(&mut out, &prepared.config, &plan, &args.config, &dir)?;
+        }
+        Some(Emit::Numactl) => {
+            emit_numactl(&mut out, &prepared.config, &plan).context("writing to stdout")?;
+        }
+        None if args.json => {
+            serde_json::to_writer_pretty(&mut out, &plan).context("writing JSON")?;
+            writeln!(out).context("writing to stdout")?;
+        }
+        None => render(&mut out, &plan, &args.config, &prepared.loaded.source)
+            .context("writing to stdout")?,
+    }
+    out.flush().context("writing to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A service file and topology ready to plan, with what checking one against the other found
+/// (warnings only; errors make [`prepare`] return the rendered report instead).
+pub(crate) struct Prepared {
+    pub(crate) config: Config,
+    pub(crate) loaded: LoadedTopology,
+    pub(crate) inputs: PlanInputs,
+    /// Parse warnings, machine checks and `near` entries that resolve to nothing.
+    pub(crate) diagnostics: Vec<Diagnostic>,
+}
+
+/// Loads the service file and the topology, checks the file against the machine, resolves
+/// `near` entries (unresolved: an error on the live machine, a warning on another host's
+/// topology) and the default route. `Ok(Err(report))` is a rendered report of errors in the
+/// file; `Err` is a failure to read the topology.
+pub(crate) fn prepare(
+    config_path: &Path,
+    topology: Option<&Path>,
+    strict: bool,
+) -> Result<Result<Prepared, String>, Failed> {
+    let config = match pinctl_config::load(config_path) {
+        Ok(config) => config,
+        Err(e) => return Ok(Err(e.render(false))),
+    };
+    let source = TopologySource::from_arg(topology).map_err(|e| Failed::new(Status::Failure, e))?;
+    let loaded = load_topology(&source).map_err(|e| Failed::new(Status::Failure, e))?;
+    let mut diagnostics = config.warnings.clone();
+    diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
+    let inputs = resolve_inputs(&config, &loaded, strict, &mut diagnostics)?;
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        return Ok(Err(pinctl_config::render_all(&diagnostics, Some(config_path), false)));
+    }
+    Ok(Ok(Prepared { config, loaded, inputs, diagnostics }))
+}
+
+/// `near` entries -> devices, and the default route's NICs when `keep-free` is not set.
+fn resolve_inputs(
+    config: &Config,
+    loaded: &LoadedTopology,
+    strict: bool,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<PlanInputs, Failed> {
+    let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
+    for service in &config.services {
+        let spans = config.service_spans(&service.name);
+        for instance in &service.instances {
+            for (k, spec) in instance.near.iter().enumerate() {
+                if inputs.near.contains_key(spec) {
+                    continue;
+                }
+                let devices = match pinctl_sysfs::resolve_near(loaded, spec) {
+                    Ok(devices) => devices,
+                    Err(e) => {
+                        let (severity, what) = if loaded.is_live {
+                            (Severity::Error, "")
+                        } else {
+                            (Severity::Warning, ": placed without it")
+                        };
+                        let span = spans.and_then(|s| s.near.get(k));
+                        diagnostics.push(config.diagnostic_at(
+                            span,
+                            severity,
+                            format!("{}: near {e}{what}", instance.name),
+                        ));
+                        Vec::new()
+                    }
+                };
+                inputs.near.insert(spec.clone(), devices);
+            }
+        }
+    }
+    if config.host.keep_free.is_none() {
+        match &loaded.fs_root {
+            Some(root) => match default_route_interfaces(root) {
+                Ok(nics) => inputs.default_keep_free = nics,
+                Err(e) if loaded.is_live => {
+                    return Err(Failed::new(
+                        Status::Failure,
+                        anyhow::Error::new(e).context("cannot read the default route"),
+                    ));
+                }
+                Err(e) => diagnostics.push(config.diagnostic_at(
+                    None,
+                    Severity::Warning,
+                    format!("`keep-free` is not set and {e}: no node is kept free"),
+                )),
+            },
+            None => diagnostics.push(config.diagnostic_at(
+                None,
+                Severity::Warning,
+                format!(
+                    "`keep-free` is not set and {} has no routing table to find the default \
+                     route's NIC: no node is kept free (set `keep-free` to choose)",
+                    loaded.source
+                ),
+            )),
+        }
+    }
+    Ok(inputs)
+}
+
+/// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and
+/// kept-free nodes, warnings.
+fn render(
+    out: &mut impl Write,
+    plan: &Plan,
+    config: &Path,
+    source: &TopologySource,
+) -> io::Result<()> {
+    writeln!(out, "plan for `{}` on {source}", config.display())?;
+    writeln!(out)?;
+    let rows: Vec<[String; 4]> = plan
+        .placements
+        .iter()
+        .map(|p| [p.instance.clone(), p.nodes.to_string(), p.cpus.to_string(), memory(p)])
+        .collect();
+    let header = ["INSTANCE", "NODES", "CPUS", "MEMORY"];
+    let mut width = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: [&str; 4]| {
+        let mut s = String::new();
+        for (k, cell) in cells.iter().enumerate() {
+            if k + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                let _ = write!(s, "{cell:<w$}  ", w = width[k]);
+            }
+        }
+        s
+    };
+    writeln!(out, "{}", line(header))?;
+    for (row, placement) in rows.iter().zip(&plan.placements) {
+        writeln!(out, "{}", line([&row[0], &row[1], &row[2], &row[3]]))?;
+        for reason in &placement.reasons {
+            writeln!(out, "    - {reason}")?;
+        }
+    }
+    writeln!(out)?;
+    let none = |s: String| if s.is_empty() { "none".to_string() } else { s };
+    writeln!(out, "free nodes: {}", none(plan.free_nodes.to_string()))?;
+    let kept: Vec<String> = plan
+        .kept_free_nodes
+        .iter()
+        .map(|n| match plan.kept_free_for.get(&n) {
+            Some(why) => format!("{n} (for {})", why.join(", ")),
+            None => n.to_string(),
+        })
+        .collect();
+    writeln!(out, "kept free:  {}", none(kept.join(", ")))?;
+    if !plan.warnings.is_empty() {
+        writeln!(out)?;
+        for w in &plan.warnings {
+            writeln!(out, "warning: {w}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `bind 2`, `preferred 2-3`, `local`.
+fn memory(p: &Placement) -> String {
+    if p.memory_nodes.is_empty() {
+        p.memory_policy.to_string()
+    } else {
+        format!("{} {}", p.memory_policy, p.memory_nodes)
+    }
+}
+
+/// A drop-in per instance: DIR/<unit>.d/50-pinctl.conf with CPUAffinity=, NUMAPolicy=,
+/// NUMAMask=. Units default to `<instance>.service`.
+fn emit_systemd(
+    out: &mut impl Write,
+    config: &Config,
+    plan: &Plan,
+    config_path: &Path,
+    dir: &Path,
+) -> Result<(), Failed> {
+    // Refuse before writing anything: systemd has no NUMAPolicy= for these.
+    for p in &plan.placements {
+        if matches!(p.memory_policy, MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave)
+        {
+            return Err(Failed::new(
+                Status::Failure,
+                anyhow::anyhow!(
+                    "{}: systemd's NUMAPolicy= has no `{}`; use `--emit numactl` or `pinctl exec`",
+                    p.instance,
+                    p.memory_policy
+                ),
+            ));
+        }
+    }
+    for p in &plan.placements {
+        let unit = config
+            .instance(&p.instance)
+            .and_then(|(_, i)| i.unit.clone())
+            .unwrap_or_else(|| format!("{}.service", p.instance));
+        let unit_dir = dir.join(format!("{unit}.d"));
+        fs::create_dir_all(&unit_dir)
+            .with_context(|| format!("cannot create `{}`", unit_dir.display()))?;
+        let file = unit_dir.join("50-pinctl.conf");
+        let mut text = format!(
+            "# Written by `pinctl plan -c {} --emit systemd`: instance {} of service {}.\n\
+             [Service]\nCPUAffinity={}\nNUMAPolicy={}\n",
+            config_path.display(),
+            p.instance,
+            p.service,
+            p.cpus,
+            p.memory_policy
+        );
+        if !p.memory_nodes.is_empty() {
+            let _ = writeln!(text, "NUMAMask={}", p.memory_nodes);
+        }
+        fs::write(&file, text).with_context(|| format!("cannot write `{}`", file.display()))?;
+        writeln!(out, "{}", file.display()).context("writing to stdout")?;
+    }
+    Ok(())
+}
+
+/// A numactl command line per instance, preceded by a comment naming it.
+fn emit_numactl(out: &mut impl Write, config: &Config, plan: &Plan) -> io::Result<()> {
+    for p in &plan.placements {
+        let nodes = p.memory_nodes.to_string();
+        let policy = match p.memory_policy {
+            MemoryPolicy::Default => String::new(),
+            MemoryPolicy::Local => " --localalloc".to_string(),
+            MemoryPolicy::Bind => format!(" --membind={nodes}"),
+            MemoryPolicy::Preferred => format!(" --preferred={nodes}"),
+            MemoryPolicy::PreferredMany => format!(" --preferred-many={nodes}"),
+            MemoryPolicy::Interleave => format!(" --interleave={nodes}"),
+            MemoryPolicy::WeightedInterleave => format!(" --weighted-interleave={nodes}"),
+        };
+        let command = config
+            .instance(&p.instance)
+            .map(|(_, i)| i.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default();
+        writeln!(out, "# {}", p.instance)?;
+        writeln!(out, "numactl --physcpubind={}{policy} -- {command}", p.cpus)?;
+    }
+    Ok(())
+}
+
+/// `arg` as one POSIX shell word.
+fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
+    if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', r"'\''")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words() {
+        assert_eq!(shell_quote("/usr/bin/x"), "/usr/bin/x");
+        assert_eq!(shell_quote("daemon off;"), "'daemon off;'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
 }
