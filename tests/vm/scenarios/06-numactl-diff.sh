@@ -25,7 +25,7 @@ in_cgroup() {
     sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$_dir" "$@"
 }
 
-facts() { echo "cpus=$(kv "$1" cpus_allowed_list) mems=$(kv "$1" mems_allowed_list) policy=$(kv "$1" policy)"; }
+facts() { echo "cpus=$(kv "$1" cpus_allowed_list) mems=$(kv "$1" mems_allowed_list) policy=$(kv "$1" policy) get_mempolicy=$(kv "$1" get_mempolicy)"; }
 
 i=0
 grep -v '^#' /vm/scenarios/numactl-lines.txt | sed "s|@NVME@|$NVME|g; s|@NIC@|$NIC|g" >lines
