@@ -81,7 +81,7 @@ fn soft_rule_violations_are_warnings() {
         .success()
         .stdout(predicate::str::contains("`keep-free` is not set"))
         .stdout(predicate::str::contains(
-            "warning: plan: tikv: expects 100GiB but node 0 holds 62.7GiB",
+            "warning: plan: tikv: expects 100GiB but node 0 can hold 62.7GiB",
         ))
         .stdout(predicate::str::contains("2 warnings"));
 }

@@ -25,6 +25,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
 
     for (i, (inst, set)) in p.instances.iter().zip(&outcome.assignment).enumerate() {
         let nodes = node_ids(set);
+        let on_nodes = format!("node{} {nodes}", plural(nodes.len()));
         let mut reasons = Vec::new();
         let cpus = match inst.shape {
             Shape::Whole(k) => {
@@ -99,7 +100,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
                     "{on}: node {device_nodes} is not available, so the closest that is (distance {d})"
                 ));
                 violations.push(format!(
-                    "{}: not on the node of {devices} (node {device_nodes}, taken or not allowed): placed on node {nodes} at distance {d}",
+                    "{}: not on the node of {devices} (node {device_nodes}, taken or not allowed): placed on {on_nodes} at distance {d}",
                     inst.name
                 ));
             }
@@ -137,11 +138,11 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
             match capacity {
                 Some(cap) if inst.memory > cap => {
                     reasons.push(format!(
-                        "memory {what} is more than node {nodes} can hold ({}): it spills to other nodes",
+                        "memory {what} is more than {on_nodes} can hold ({}): it spills to other nodes",
                         format_bytes(cap)
                     ));
                     violations.push(format!(
-                        "{}: expects {} but node {nodes} holds {} after the memory reserve; `{}` lets it spill to other nodes",
+                        "{}: expects {} but {on_nodes} can hold {} after the memory reserve; `{}` lets it spill to other nodes",
                         inst.name,
                         format_bytes(inst.memory),
                         format_bytes(cap),
@@ -149,11 +150,11 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
                     ));
                 }
                 Some(cap) => reasons.push(format!(
-                    "memory {what} fits node {nodes} ({} after the reserve)",
+                    "memory {what} fits {on_nodes} ({} after the reserve)",
                     format_bytes(cap)
                 )),
                 None => {
-                    reasons.push(format!("memory {what}: node {nodes} has unknown memory size"))
+                    reasons.push(format!("memory {what}: {on_nodes} has unknown memory size"))
                 }
             }
         }

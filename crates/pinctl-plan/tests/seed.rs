@@ -184,7 +184,7 @@ fn b_100g_tikv_under_preferred_is_placed_with_a_warning() {
     assert_eq!(tikv.memory_nodes.to_string(), "2");
     assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
     assert!(
-        plan.warnings[0].contains("expects 100GiB but node 2 holds 62.7GiB"),
+        plan.warnings[0].contains("expects 100GiB but node 2 can hold 62.7GiB"),
         "{:?}",
         plan.warnings
     );
