@@ -1,0 +1,54 @@
+# layouts: 4node
+# Scenario 9: what pinctl exec refuses on a real kernel, and that a refused command never runs.
+# Inside a cgroup v2 cpuset of CPUs 2-7 and nodes 1-3, a node or CPU outside it is refused with
+# systemd's statuses (242 memory policy, 215 CPU affinity) naming what is allowed. A policy the
+# kernel lacks (weighted interleave before Linux 6.9) is refused with 242 unless
+# `--if-unsupported=ignore`, which runs the command without it. `--balancing` (Linux 5.12+)
+# reaches the kernel as MPOL_F_NUMA_BALANCING.
+mkdir -p /sys/fs/cgroup
+mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
+echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/narrow9
+echo 2-7 >/sys/fs/cgroup/narrow9/cpuset.cpus
+echo 1-3 >/sys/fs/cgroup/narrow9/cpuset.mems
+narrow() { sh -c 'echo $$ >/sys/fs/cgroup/narrow9/cgroup.procs && exec "$@"' narrow "$@"; }
+
+# refused NAME PREFIX STATUS TEXT: exited STATUS, said TEXT on stderr, and the probe never ran.
+refused() {
+    check_eq "$1/status" "$3" "$(rc_of "$2")" "$2.err"
+    if grep -q -- "$4" "$2.err"; then pass "$1/says-$4"; else
+        fail "$1/says-$4" "stderr does not mention \`$4\`: $(head -c 300 "$2.err" | tr '\n' ' ')"; fi
+    if grep -qx ready "$2.out" 2>/dev/null; then fail "$1/did-not-run" "the command ran anyway"; else
+        pass "$1/did-not-run"; fi
+}
+
+run_to node-outside narrow "$PINCTL" exec --nodes 0 -- "$PROBE" --mib 1
+refused node-outside node-outside 242 "1-3"
+run_to cpu-outside narrow "$PINCTL" exec --cpus 0 --nodes 1 -- "$PROBE" --mib 1
+refused cpu-outside cpu-outside 215 "2-7"
+
+run_to inside narrow "$PINCTL" exec --nodes 1-3 -- "$PROBE" --mib 4
+check_ran inside/ran inside
+check_eq inside/mems-allowed "1-3" "$(kv inside mems_allowed_list)"
+check_eq inside/policy "bind:1-3" "$(kv inside policy)"
+
+release=$(uname -r)
+major=${release%%.*} minor=${release#*.}
+minor=${minor%%[!0-9]*}
+ALL=$(list_compress "$(node_ids)")
+run_to weighted "$PINCTL" exec --nodes "$ALL" --mem weighted-interleave -- "$PROBE" --mib 4
+run_to weighted-ignored "$PINCTL" exec --nodes "$ALL" --mem weighted-interleave --if-unsupported=ignore -- "$PROBE" --mib 4
+if [ "$major" -lt 6 ] || { [ "$major" = 6 ] && [ "$minor" -lt 9 ]; }; then
+    refused weighted-unsupported weighted 242 "weighted"
+    check_ran weighted-ignored/ran weighted-ignored
+    check_eq weighted-ignored/policy-left-default "default" "$(kv weighted-ignored policy)"
+    check_list weighted-ignored/cpus-still-applied "$(all_cpus)" "$(kv weighted-ignored cpus_allowed_list)"
+else
+    check_ran weighted/ran weighted
+    check_eq weighted/policy "weighted interleave:$ALL" "$(kv weighted policy)"
+fi
+
+run_to balancing "$PINCTL" exec --balancing --nodes 2 -- "$PROBE" --mib 4
+check_ran balancing/ran balancing
+check_eq balancing/get-mempolicy "bind:2=balancing" "$(kv balancing get_mempolicy)" balancing.out
+check_pages_on balancing/pages-on-node-2 balancing 2
