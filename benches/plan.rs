@@ -161,4 +161,23 @@ fn main() {
     let large_config = config(&text);
     assert_eq!(large_config.instances().count(), 1000);
     bench("1000 instances / 256 nodes", &large, &large_config, 7, Duration::from_secs(1));
+
+    // The same host with 13 more CPUs of demand than it has: how long the planner takes to
+    // say no (it has to search before giving up).
+    let text = format!(
+        "[host]\nkeep-free = [\"eth0\"]\n\n{}{}{}{}",
+        service("store", 32, "nodes = 1", "32GiB", true),
+        service("olap", 16, "nodes = 4", "128GiB", false),
+        service("api", 110, "cpus = 4", "4GiB", false),
+        service("worker", 853, "cpus = 1", "1GiB", false),
+    );
+    let too_big = config(&text);
+    let inputs = inputs(&large, &too_big);
+    let start = Instant::now();
+    let result = pinctl_plan::plan(&large, &too_big, &inputs);
+    println!(
+        "infeasible 1011 instances / 256 nodes: {:.3} ms to fail: {}",
+        start.elapsed().as_secs_f64() * 1e3,
+        result.err().map_or_else(|| "no error?".to_string(), |e| e.to_string())
+    );
 }

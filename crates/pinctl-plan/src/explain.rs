@@ -153,9 +153,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
                     "memory {what} fits {on_nodes} ({} after the reserve)",
                     format_bytes(cap)
                 )),
-                None => {
-                    reasons.push(format!("memory {what}: {on_nodes} has unknown memory size"))
-                }
+                None => reasons.push(format!("memory {what}: {on_nodes} has unknown memory size")),
             }
         }
         if inst.policy == MemoryPolicy::Preferred && memory_nodes.len() > 1 {

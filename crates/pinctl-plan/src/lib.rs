@@ -99,12 +99,13 @@ pub enum PlanError {
     /// `--strict`, and the best plan breaks soft rules.
     #[error("--strict: the best plan breaks {} soft rule{}:\n  {}", .violations.len(), plural(.violations.len()), .violations.join("\n  "))]
     Strict { violations: Vec<String> },
-    /// The search tried its whole budget without finding any plan.
+    /// The search tried its whole budget without finding any plan (docs/planning.md); the
+    /// deepest point it reached names the instance it could not place there.
     #[error(
-        "no placement found within {steps} search steps: the config is too tightly packed to \
-         place; give services fewer CPUs or fewer instances"
+        "no placement found within {steps} search steps; the furthest attempt could not place \
+         {instance}: it {reason}"
     )]
-    SearchLimit { steps: u64 },
+    SearchLimit { steps: u64, instance: String, reason: String },
 }
 
 /// Computes the plan: the placement of lowest cost (docs/planning.md) that keeps every hard

@@ -552,6 +552,9 @@ fn no_candidate_reason(nodes: &[NodeInfo], only: Option<&NodeSet>) -> String {
     for (why, set) in by_reason {
         parts.push(format!("node{} {set}: {why}", plural(set.len())));
     }
+    if parts.is_empty() {
+        parts.push("the topology has no nodes".to_string());
+    }
     format!("has no node to run on ({})", parts.join("; "))
 }
 

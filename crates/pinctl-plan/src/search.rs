@@ -21,7 +21,14 @@ pub(crate) fn step_budget(instances: usize, nodes: usize) -> u64 {
     (WORK_BUDGET / (instances.max(1) * nodes.max(1)) as u64).clamp(5_000, 200_000)
 }
 /// Options tried without finding any complete plan before the search gives up.
-pub(crate) const STEPS_WITHOUT_PLAN: u64 = 2_000_000;
+const WORK_WITHOUT_PLAN: u64 = 100_000_000;
+
+/// Options the first pass may try before it has any plan: `100,000,000 / (instances x
+/// nodes)`, at least 50,000 and at most 2,000,000 (a tightly packed config is a bin-packing
+/// problem; past this the planner says it could not find a placement rather than run on).
+pub(crate) fn steps_without_plan(instances: usize, nodes: usize) -> u64 {
+    (WORK_WITHOUT_PLAN / (instances.max(1) * nodes.max(1)) as u64).clamp(50_000, 2_000_000)
+}
 /// Above this many node sets per instance, sets are grown from each seed node instead.
 const MAX_ENUMERATED_SETS: u64 = 4096;
 
@@ -58,6 +65,7 @@ struct Search<'p> {
     /// Whether a `LowestIds` pass found its plan (and stops).
     done: bool,
     budget: u64,
+    budget_without_plan: u64,
     order: Vec<usize>,
     /// Lower bound of the terms the instances `order[d..]` will add.
     remaining: Vec<Terms>,
@@ -95,7 +103,8 @@ pub(crate) fn search(p: &Problem) -> Result<Outcome, PlanError> {
     first.descend(0);
     let Some((cost, assignment)) = first.best.take() else {
         if first.out_of_budget {
-            return Err(PlanError::SearchLimit { steps: first.steps });
+            let (_, instance, reason) = first.dead_end.unwrap_or_default();
+            return Err(PlanError::SearchLimit { steps: first.steps, instance, reason });
         }
         let (_, instance, reason) = first.dead_end.unwrap_or_default();
         return Err(PlanError::Infeasible { instance, reason });
@@ -138,6 +147,7 @@ impl<'p> Search<'p> {
             goal,
             done: false,
             budget: step_budget(p.instances.len(), n),
+            budget_without_plan: steps_without_plan(p.instances.len(), n),
             order,
             remaining,
             shared_demand,
@@ -282,7 +292,7 @@ impl Search<'_> {
         let spent = match (&self.goal, self.steps_at_first_plan) {
             (Goal::LowestIds { .. }, _) => self.steps >= self.budget,
             (Goal::Optimise, Some(first)) => self.steps - first >= self.budget,
-            (Goal::Optimise, None) => self.steps >= STEPS_WITHOUT_PLAN,
+            (Goal::Optimise, None) => self.steps >= self.budget_without_plan,
         };
         self.out_of_budget |= spent;
         spent
@@ -684,7 +694,12 @@ fn pour_fraction(open: &mut [Load], water: u32) {
 }
 
 fn list_names(names: &[&str]) -> String {
-    if names.is_empty() { String::new() } else { format!(" (by {})", names.join(", ")) }
+    const SHOWN: usize = 5;
+    match names.len() {
+        0 => String::new(),
+        n if n <= SHOWN => format!(" (by {})", names.join(", ")),
+        n => format!(" (by {} and {} more)", names[..SHOWN].join(", "), n - SHOWN),
+    }
 }
 
 fn binomial(n: u64, k: u64) -> u64 {
