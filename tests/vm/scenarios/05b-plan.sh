@@ -14,7 +14,7 @@ sed "$sed_devices" "/vm/configs/$LAYOUT.toml" >config.toml
 
 run_to plan "$PINCTL" plan -c config.toml --json
 # The plan's instances as `instance cpus policy memory-nodes nodes` lines (one jq start).
-jq -r '.placements[] | "\(.instance) \(.cpus) \(.memory_policy) \(.memory_nodes) \(.nodes)"' \
+jq -r '.services[] | "\(.name) \(.cpus) \(.memory_policy) \(.memory_nodes // [] | map(tostring) | join(",")) \(.nodes | map(tostring) | join(","))"' \
     plan.out >plan.facts 2>plan.jq-err
 if [ "$(rc_of plan)" = 0 ] && [ -s plan.facts ]; then pass plan/ran; else
     fail plan/ran "\`pinctl plan -c config.toml --json\` exited $(rc_of plan) or printed no placements: $(head -c 300 plan.err | tr '\n' ' ')"
