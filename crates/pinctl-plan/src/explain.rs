@@ -96,11 +96,11 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
                 reasons.push(format!("{on}: on the device's node {device_nodes}"));
             } else {
                 let d = p.near_distance(set, &target.nodes);
-                reasons.push(format!(
-                    "{on}: node {device_nodes} is not available, so the closest that is (distance {d})"
-                ));
+                let why = why_not_on(p, &occupants, i, &target.nodes);
+                reasons
+                    .push(format!("{on}: {why}, so the closest node it can have (distance {d})"));
                 violations.push(format!(
-                    "{}: not on the node of {devices} (node {device_nodes}, taken or not allowed): placed on {on_nodes} at distance {d}",
+                    "{}: not on the node of {devices} ({why}): placed on {on_nodes} at distance {d}",
                     inst.name
                 ));
             }
@@ -228,6 +228,31 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         cost: outcome.cost,
         optimal: outcome.exhaustive,
     })
+}
+
+/// Why instance `i` is not on any of the device nodes `targets`: who took them, or that it may
+/// not use them.
+fn why_not_on(p: &Problem, occupants: &[Vec<usize>], i: usize, targets: &[usize]) -> String {
+    let parts: Vec<String> = targets
+        .iter()
+        .map(|&j| {
+            let node = p.nodes[j].id;
+            let others: Vec<&str> = occupants[j]
+                .iter()
+                .filter(|&&k| k != i)
+                .map(|&k| p.instances[k].name.as_str())
+                .collect();
+            if !p.instances[i].is_candidate[j] {
+                let why = p.nodes[j].excluded_because.unwrap_or("not in its only-nodes");
+                format!("node {node} is not available to it ({why})")
+            } else if others.is_empty() {
+                format!("node {node} cannot hold it")
+            } else {
+                format!("node {node} went to {}", others.join(", "))
+            }
+        })
+        .collect();
+    parts.join(", ")
 }
 
 /// ", package 0, distance 12" for a multi-node set; nothing for one node.

@@ -1,0 +1,148 @@
+//! One test per rule the seed scenarios do not reach: the cpuset, reserved CPUs, memory-only
+//! nodes, missed `near`, spread of shared instances, `preferred` on several nodes.
+
+mod common;
+
+use common::*;
+use pinctl_topology::{Node, NodeSet};
+
+#[test]
+fn a_missed_near_names_who_took_the_node_and_warns() {
+    let text = r#"
+[host]
+keep-free = ["eth0"]
+[service.tikv]
+command = ["/bin/tikv", "{instance}"]
+instances = 2
+near = ["nvme0n1"]
+"#;
+    let plan = plan_text(&topology("epyc-nps4.json"), text, false).unwrap();
+    // Both want node 2; the other gets the closest node of the same socket (distance 12), and
+    // the lowest ids decide which instance that is.
+    assert_eq!(plan.placement("tikv-0").unwrap().nodes.to_string(), "0");
+    assert_eq!(plan.placement("tikv-1").unwrap().nodes.to_string(), "2");
+    assert_eq!(
+        plan.warnings,
+        [
+            "tikv-0: not on the node of `nvme0n1` (node 2 went to tikv-1): placed on node 0 at distance 12"
+        ]
+    );
+    assert!(plan_text(&topology("epyc-nps4.json"), text, true).is_err(), "strict refuses");
+}
+
+#[test]
+fn shared_instances_spread_over_nodes_and_take_whole_cores() {
+    let text = r#"
+[host]
+keep-free = []
+[service.web]
+command = ["/bin/web", "{instance}"]
+instances = 4
+cpus = 4
+"#;
+    let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
+    let got: Vec<String> =
+        plan.placements.iter().map(|p| format!("{} {}", p.nodes, p.cpus)).collect();
+    assert_eq!(got, ["0 0-1,32-33", "0 2-3,34-35", "1 16-17,48-49", "1 18-19,50-51"]);
+    assert!(plan.optimal);
+}
+
+#[test]
+fn reserved_cpus_and_the_cpuset_are_never_given() {
+    let mut t = topology("epyc-nps4.json");
+    // The process may only use nodes 0-1's CPUs, and node 1's memory is outside its cpuset.
+    t.host.allowed_cpus = Some("0-15,64-79".parse().unwrap());
+    t.host.allowed_nodes = Some("0,2-7".parse().unwrap());
+    let text = r#"
+[host]
+keep-free = []
+reserve-cpus = "0,64"
+[service.db]
+command = ["/bin/db"]
+"#;
+    let plan = plan_text(&t, text, false).unwrap();
+    let db = plan.placement("db").unwrap();
+    assert_eq!(db.nodes.to_string(), "0");
+    assert_eq!(db.cpus.to_string(), "1-7,65-71");
+    let two = text
+        .replace("[service.db]", "[service.db]\ninstances = 2")
+        .replace("command = [\"/bin/db\"]", "command = [\"/bin/db\", \"{instance}\"]");
+    let err = plan_text(&t, &two, false).unwrap_err().to_string();
+    assert!(
+        err.starts_with("db-1 needs 1 whole node: 8 nodes, 1 taken (by db-0), 7 not available"),
+        "{err}"
+    );
+}
+
+#[test]
+fn memory_only_nodes_never_host_instances_but_can_be_asked_for_memory() {
+    let mut t = topology("xeon-e5-2682v4.json");
+    t.nodes.push(Node {
+        id: 2,
+        cpus: NodeSet::new(),
+        memory_bytes: Some(256 << 30),
+        memory_free_bytes: None,
+        has_cpu: false,
+        has_memory: true,
+    });
+    for row in &mut t.distances {
+        row.push(30);
+    }
+    t.distances.push(vec![30, 30, 10]);
+    let text = r#"
+[host]
+keep-free = []
+[service.cache]
+command = ["/bin/cache"]
+only-nodes = [1, 2]
+memory-policy = "preferred-many"
+[service.db]
+command = ["/bin/db"]
+"#;
+    let plan = plan_text(&t, text, false).unwrap();
+    let cache = plan.placement("cache").unwrap();
+    assert_eq!(cache.nodes.to_string(), "1");
+    assert_eq!(cache.memory_nodes.to_string(), "1-2");
+    assert_eq!(plan.placement("db").unwrap().nodes.to_string(), "0");
+    assert!(!plan.free_nodes.contains(0) && !plan.free_nodes.contains(1));
+}
+
+#[test]
+fn preferred_on_several_nodes_suggests_preferred_many() {
+    let text = r#"
+[host]
+keep-free = []
+[service.tikv]
+command = ["/bin/tikv"]
+nodes = 2
+memory-policy = "preferred"
+"#;
+    let plan = plan_text(&topology("epyc-nps4.json"), text, false).unwrap();
+    assert_eq!(plan.placement("tikv").unwrap().memory_nodes.to_string(), "0-1");
+    assert_eq!(plan.warnings.len(), 1);
+    assert!(
+        plan.warnings[0].contains("`preferred-many` prefers all of them"),
+        "{:?}",
+        plan.warnings
+    );
+}
+
+#[test]
+fn a_cpus_instance_that_no_node_can_hold_any_more_is_refused() {
+    // Four nodes of 12 CPUs hold four instances of 10 CPUs; the fifth would have to span
+    // nodes, which a `cpus` instance that fits one node never does.
+    let text = r#"
+[host]
+keep-free = []
+[service.web]
+command = ["/bin/web", "{instance}"]
+instances = 5
+cpus = 10
+"#;
+    let err = plan_text(&topology("interleaved-4node.json"), text, false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "web-4 needs 10 CPUs on one node: the most free on a node it may use is 2; 0 of its 4 \
+         nodes owned by whole-node instances (by web-0, web-1, web-2, web-3)"
+    );
+}
