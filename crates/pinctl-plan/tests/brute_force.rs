@@ -43,7 +43,7 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
         .prop_map(|(cpus, memory_gib, package)| NodeSpec { cpus, memory_gib, package })
 }
 
-fn service_spec() -> impl Strategy<Value = ServiceSpec> {
+fn service_spec(max_nodes: usize, max_instances: usize) -> impl Strategy<Value = ServiceSpec> {
     (
         prop_oneof![
             (1u32..=2).prop_map(InstanceSize::Nodes),
@@ -55,8 +55,8 @@ fn service_spec() -> impl Strategy<Value = ServiceSpec> {
             Just(MemoryPolicy::Preferred),
             Just(MemoryPolicy::Interleave)
         ],
-        prop::option::weighted(0.2, prop::collection::vec(any::<bool>(), 8)),
-        prop::collection::vec(prop::option::weighted(0.5, 0usize..4), 1..=3),
+        prop::option::weighted(0.2, prop::collection::vec(any::<bool>(), max_nodes)),
+        prop::collection::vec(prop::option::weighted(0.5, 0usize..4), 1..=max_instances),
     )
         .prop_map(|(size, memory_gib, policy, only_nodes, near)| ServiceSpec {
             size,
@@ -67,21 +67,43 @@ fn service_spec() -> impl Strategy<Value = ServiceSpec> {
         })
 }
 
+/// Small cases for the brute force: up to 8 nodes and 6 instances.
 fn case() -> impl Strategy<Value = Case> {
+    case_sized(8, 3, 3, 6)
+}
+
+/// Random hosts of 3 to `max_nodes` nodes and configs of up to `max_services` services of up to
+/// `per_service` instances, `max_total` instances in all.
+fn case_sized(
+    max_nodes: usize,
+    max_services: usize,
+    per_service: usize,
+    max_total: usize,
+) -> impl Strategy<Value = Case> {
     (
-        prop::collection::vec(node_spec(), 3..=8),
-        prop::collection::vec(11u32..=40, 28),
-        prop::collection::vec(prop::option::weighted(0.85, 0usize..8), 4),
-        prop::collection::vec(service_spec(), 1..=3),
-        prop::collection::vec(any::<bool>(), 8),
+        prop::collection::vec(node_spec(), 3..=max_nodes),
+        prop::collection::vec(11u32..=40, max_nodes * (max_nodes - 1) / 2),
+        prop::collection::vec(prop::option::weighted(0.85, 0usize..max_nodes), 4),
+        prop::collection::vec(service_spec(max_nodes, per_service), 1..=max_services),
+        prop::collection::vec(any::<bool>(), max_nodes),
         prop_oneof![Just(None), Just(Some(0usize)), Just(Some(3usize))],
         0u32..2,
+        prop::option::weighted(0.2, (any::<u32>(), any::<u8>())),
     )
-        .prop_map(|(nodes, distances, devices, services, keep, nic, reserve)| {
-            build_case(nodes, distances, devices, services, keep, nic, reserve)
+        .prop_map(move |(nodes, distances, devices, services, keep, nic, reserve, cpuset)| {
+            let mut case =
+                build_case(nodes, distances, devices, services, keep, nic, reserve, max_total);
+            // The process's cpuset: random CPUs (of the first 32) and memory nodes.
+            if let Some((cpus, mems)) = cpuset {
+                let host = &mut case.topology.host;
+                host.allowed_cpus = Some((0..32).filter(|c| cpus & (1 << c) != 0).collect());
+                host.allowed_nodes = Some((0..8).filter(|n| mems & (1 << n) != 0).collect());
+            }
+            case
         })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_case(
     node_specs: Vec<NodeSpec>,
     distances: Vec<u32>,
@@ -90,6 +112,7 @@ fn build_case(
     keep: Vec<bool>,
     nic: Option<usize>,
     reserve: u32,
+    max_total: usize,
 ) -> Case {
     let n = node_specs.len();
     let mut nodes = Vec::new();
@@ -162,7 +185,7 @@ fn build_case(
     let mut config_services = Vec::new();
     let mut near_map = BTreeMap::new();
     for (s, spec) in services.iter().enumerate() {
-        let count = spec.near.len().min(6 - total);
+        let count = spec.near.len().min(max_total - total);
         if count == 0 {
             break;
         }
@@ -297,6 +320,35 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Larger hosts (up to 16 nodes, 24 instances), where brute force is out of reach: the
+    /// hard rules hold, the reported cost is the cost of the plan, and planning twice gives
+    /// the same bytes.
+    #[test]
+    fn larger_plans_keep_the_hard_rules_and_are_deterministic(case in case_sized(16, 4, 6, 24)) {
+        let first = pinctl_plan::plan(&case.topology, &case.config, &case.inputs);
+        let again = pinctl_plan::plan(&case.topology, &case.config, &case.inputs);
+        prop_assert_eq!(&first, &again);
+        if let Ok(plan) = first {
+            check_invariants(&case, &plan)?;
+            let problem = Problem::new(&case.topology, &case.config, &case.inputs).unwrap();
+            let index = |id: u32| case.topology.node_index(id).unwrap();
+            let assignment: Vec<Option<Vec<usize>>> = plan
+                .placements
+                .iter()
+                .map(|p| Some(p.nodes.iter().map(index).collect()))
+                .collect();
+            prop_assert_eq!(problem.evaluate(&assignment), Some(plan.cost.clone()));
+            prop_assert_eq!(
+                serde_json::to_string(&plan).unwrap(),
+                serde_json::to_string(&again.unwrap()).unwrap()
+            );
+        }
+    }
+}
+
 fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCaseError> {
     let t = &case.topology;
     let mut given = CpuSet::new();
@@ -305,11 +357,20 @@ fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCas
         given = given.union(&p.cpus);
         prop_assert!(p.cpus.is_subset(&t.cpus_of(&p.nodes)));
         prop_assert!(p.cpus.is_disjoint(&case.config.host.reserve_cpus));
+        if let Some(allowed) = &t.host.allowed_cpus {
+            prop_assert!(p.cpus.is_subset(allowed));
+        }
+        if let Some(allowed) = &t.host.allowed_nodes {
+            prop_assert!(p.nodes.is_subset(allowed));
+        }
         match service.size {
             InstanceSize::Cpus(c) => prop_assert_eq!(p.cpus.len(), c as usize),
             InstanceSize::Nodes(k) => {
                 prop_assert_eq!(p.nodes.len(), k as usize);
-                let usable = t.cpus_of(&p.nodes).difference(&case.config.host.reserve_cpus);
+                let mut usable = t.cpus_of(&p.nodes).difference(&case.config.host.reserve_cpus);
+                if let Some(allowed) = &t.host.allowed_cpus {
+                    usable = usable.intersection(allowed);
+                }
                 prop_assert_eq!(&p.cpus, &usable);
             }
         }
