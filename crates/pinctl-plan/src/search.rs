@@ -1,9 +1,12 @@
-//! Branch and bound over the instances: the first descent is a greedy plan (each instance takes
-//! its cheapest option), then the search backtracks and keeps any plan of lower cost, pruning
-//! every branch whose lower bound is already worse than the best plan found.
+//! Branch and bound over the instances, in two passes (docs/planning.md, "How the plan is
+//! found"). Pass one finds the lowest cost before the tie-break: its first descent is a greedy
+//! plan (each instance takes its cheapest option), then it backtracks, keeps any better plan
+//! and prunes every branch whose lower bound cannot beat the best so far. Pass two walks
+//! instances in config order and nodes in ascending order to the first plan of that cost: the
+//! one with the lowest node ids.
 //!
-//! Exhaustive unless the step budget runs out (large hosts with many interchangeable options);
-//! the outcome says which, and both are deterministic: the budget counts steps, not time.
+//! Exhaustive unless a step budget runs out; the outcome says which, and both are
+//! deterministic: budgets count steps, not time.
 
 use std::cmp::{Ordering, Reverse};
 
@@ -20,6 +23,7 @@ const WORK_BUDGET: u64 = 4_000_000;
 pub(crate) fn step_budget(instances: usize, nodes: usize) -> u64 {
     (WORK_BUDGET / (instances.max(1) * nodes.max(1)) as u64).clamp(5_000, 200_000)
 }
+
 /// Options tried without finding any complete plan before the search gives up.
 const WORK_WITHOUT_PLAN: u64 = 100_000_000;
 
@@ -29,6 +33,7 @@ const WORK_WITHOUT_PLAN: u64 = 100_000_000;
 pub(crate) fn steps_without_plan(instances: usize, nodes: usize) -> u64 {
     (WORK_WITHOUT_PLAN / (instances.max(1) * nodes.max(1)) as u64).clamp(50_000, 2_000_000)
 }
+
 /// Above this many node sets per instance, sets are grown from each seed node instead.
 const MAX_ENUMERATED_SETS: u64 = 4096;
 
@@ -42,7 +47,8 @@ pub(crate) struct Outcome {
     pub(crate) exhaustive: bool,
 }
 
-struct Option_ {
+/// One option for the instance being placed: its node set and what it adds to the terms.
+struct Choice {
     set: Vec<usize>,
     delta: Terms,
     /// For options on one shared node: its load after and before (spread heuristic).
@@ -415,7 +421,7 @@ impl Search<'_> {
     }
 
     /// Every option for instance `i` at this point, cheapest first.
-    fn options(&self, depth: usize, i: usize) -> Vec<Option_> {
+    fn options(&self, depth: usize, i: usize) -> Vec<Choice> {
         let p = self.p;
         let inst = &p.instances[i];
         // Interchangeable instances take their options in ascending order (symmetry), once a
@@ -452,7 +458,7 @@ impl Search<'_> {
                     if self.occupied[j] == 0 && !p.kept_free[j].is_empty() {
                         delta[3] = 1;
                     }
-                    out.push(Option_ {
+                    out.push(Choice {
                         set: vec![j],
                         delta,
                         load_after: Load { used: self.used[j] + c, capacity },
@@ -481,7 +487,7 @@ impl Search<'_> {
                     }
                     delta[3] = set.iter().filter(|&&j| !p.kept_free[j].is_empty()).count() as u64;
                     let full = Load { used: 1, capacity: 1 };
-                    out.push(Option_ { set, delta, load_after: full, load_before: full });
+                    out.push(Choice { set, delta, load_after: full, load_before: full });
                 }
             }
         }
