@@ -71,3 +71,23 @@ for pair in $near_of; do
         *) fail "$x/near-$dev" "$path is on $dev, node $node (kernel), but the plan gives \`$x\` nodes \`${5:-none}\`" ;;
     esac
 done
+
+# Placement rule 2 against the kernel: an instance with several nodes gets close ones. Every
+# pair of its nodes must be at the smallest distance any two distinct nodes have (/sys).
+closest=$(for n in $(node_ids | tr ',' ' '); do cat /sys/devices/system/node/node$n/distance; done |
+    tr ' ' '\n' | grep -v '^10$' | sort -n | head -n 1)
+for x in $instances; do
+    set -- $(grep "^$x " plan.facts)
+    nodes=${5:-}
+    case $nodes in *,*) ;; *) continue ;; esac
+    worst=0
+    for a in $(echo "$nodes" | tr ',' ' '); do
+        row=$(cat /sys/devices/system/node/node$a/distance)
+        for b in $(echo "$nodes" | tr ',' ' '); do
+            [ "$a" = "$b" ] && continue
+            d=$(echo "$row" | cut -d' ' -f$(( $(echo "$(node_ids)" | tr ',' '\n' | grep -n "^$b$" | cut -d: -f1) )))
+            [ "$d" -gt "$worst" ] && worst=$d
+        done
+    done
+    check_eq "$x/closest-nodes" "$closest" "$worst"
+done
