@@ -230,10 +230,18 @@ impl Search<'_> {
         if self.cannot_improve(depth, i) {
             return;
         }
+        // Once the greedy descent has met its first dead end (which names the instance that did
+        // not fit) or found a plan, prune what can no longer fit.
+        let pruning = self.dead_end.is_some() || self.best.is_some();
+        if let Some(shortage) = self.cannot_fit(depth).filter(|_| pruning) {
+            if self.wants_dead_end(depth) {
+                self.dead_end = Some((depth, self.p.instances[i].name.clone(), shortage));
+            }
+            return;
+        }
         let options = self.options(depth, i);
         if options.is_empty() {
-            let deeper = self.dead_end.as_ref().is_none_or(|(d, _, _)| depth > *d);
-            if deeper && self.best.is_none() && matches!(self.goal, Goal::Optimise) {
+            if self.wants_dead_end(depth) {
                 let reason = self.diagnose(i);
                 self.dead_end = Some((depth, self.p.instances[i].name.clone(), reason));
             }
@@ -276,6 +284,10 @@ impl Search<'_> {
             if self.cannot_improve(depth, i) {
                 return;
             }
+            // A dead end below may have been the first: what cannot fit now never will.
+            if self.dead_end.is_some() && self.best.is_none() && self.cannot_fit(depth).is_some() {
+                return;
+            }
         }
     }
 
@@ -292,6 +304,51 @@ impl Search<'_> {
             Ordering::Equal => self.spread_bound(depth, i, &[], true) >= best.spread,
             Ordering::Less => false,
         }
+    }
+
+    /// Whether a dead end at `depth` is the furthest the first pass got without a plan (the
+    /// infeasibility error reports that one).
+    fn wants_dead_end(&self, depth: usize) -> bool {
+        let deeper = self.dead_end.as_ref().is_none_or(|(d, _, _)| depth > *d);
+        deeper && self.best.is_none() && matches!(self.goal, Goal::Optimise)
+    }
+
+    /// Whether the instances `order[depth..]` can no longer all fit, whatever their choices:
+    /// the owning ones need more empty nodes than are left, or the shared ones more CPUs than
+    /// the nodes nobody owns have once the owners took the smallest empty nodes. Returns the
+    /// shortage.
+    fn cannot_fit(&self, depth: usize) -> Option<String> {
+        let (owners, shared) = (self.owner_demand[depth], u64::from(self.shared_demand[depth]));
+        if owners == 0 && shared == 0 {
+            return None;
+        }
+        let mut empty: Vec<u32> = Vec::new();
+        let mut free_cpus = 0u64;
+        for (j, node) in self.p.nodes.iter().enumerate().filter(|(_, n)| n.placeable) {
+            if self.owner[j] {
+                continue;
+            }
+            if self.occupied[j] == 0 {
+                empty.push(node.cpu_count());
+            }
+            free_cpus += u64::from(node.cpu_count() - self.used[j]);
+        }
+        let left = self.order.len() - depth;
+        let what = format!(
+            "cannot be placed: with it, the {left} instance{} still to place need {owners} whole node{} and {shared} CPU{} on shared nodes",
+            crate::plural(left),
+            crate::plural(owners),
+            crate::plural(shared as usize)
+        );
+        if owners > empty.len() {
+            let (n, verb) = (empty.len(), if empty.len() == 1 { "is" } else { "are" });
+            return Some(format!("{what}, but only {n} node{} {verb} empty", crate::plural(n)));
+        }
+        empty.sort_unstable();
+        let owned: u64 = empty[..owners].iter().map(|&c| u64::from(c)).sum();
+        let available = free_cpus - owned;
+        (available < shared)
+            .then(|| format!("{what}, but at most {available} CPUs are left for shared instances"))
     }
 
     fn budget_spent(&mut self) -> bool {
@@ -643,11 +700,22 @@ impl Search<'_> {
                     .max()
                     .unwrap_or(0);
                 let owned = inst.candidates.iter().filter(|&&j| self.owner[j]).count();
+                let owns = |name: &&str| {
+                    p.instances.iter().any(|o| o.name == *name && o.shape.owns_nodes())
+                };
+                let owners: Vec<&str> = taken_by.iter().copied().filter(owns).collect();
+                let sharers: Vec<&str> =
+                    taken_by.iter().copied().filter(|name| !owners.contains(name)).collect();
+                let shared_by = if sharers.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the rest is shared{}", list_names(&sharers))
+                };
                 format!(
-                    "needs {c} CPU{} on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}",
+                    "needs {c} CPU{} on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}{shared_by}",
                     crate::plural(c as usize),
                     crate::plural(candidates),
-                    list_names(&taken_by),
+                    list_names(&owners),
                 )
             }
         }

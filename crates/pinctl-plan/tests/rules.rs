@@ -143,6 +143,6 @@ cpus = 10
     assert_eq!(
         err.to_string(),
         "web-4 needs 10 CPUs on one node: the most free on a node it may use is 2; 0 of its 4 \
-         nodes owned by whole-node instances (by web-0, web-1, web-2, web-3)"
+         nodes owned by whole-node instances; the rest is shared (by web-0, web-1, web-2, web-3)"
     );
 }
