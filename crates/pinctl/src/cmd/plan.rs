@@ -37,7 +37,7 @@ pub(crate) struct PlanArgs {
     #[arg(long)]
     strict: bool,
     /// Write what applies the plan: `systemd DIR` writes a drop-in per instance
-    /// (DIR/<unit>.d/50-pinctl.conf); `numactl` prints a numactl command line per instance.
+    /// (`DIR/<unit>.d/50-pinctl.conf`); `numactl` prints a numactl command line per instance.
     #[arg(long, num_args = 1..=2, value_names = ["FORMAT", "DIR"])]
     emit: Option<Vec<String>>,
 }
@@ -273,8 +273,8 @@ fn memory(p: &Placement) -> String {
     }
 }
 
-/// A drop-in per instance: DIR/<unit>.d/50-pinctl.conf with CPUAffinity=, NUMAPolicy=,
-/// NUMAMask=. Units default to `<instance>.service`.
+/// A drop-in per instance: `DIR/<unit>.d/50-pinctl.conf` with `CPUAffinity=`, `NUMAPolicy=`,
+/// `NUMAMask=`. Units default to `<instance>.service`.
 fn emit_systemd(
     out: &mut impl Write,
     config: &Config,
