@@ -5,7 +5,7 @@
 //!
 //! Run with `cargo bench --bench exec` (release build). Numbers are reported, never asserted.
 //! `PINCTL_BENCH_ALT=/path/to/pinctl` adds the two pinctl rows for another build of the binary
-//! (e.g. a static, LTO, panic=abort one) to the same interleaved run.
+//! (scripts/bench passes the static build, `cargo build-static`) to the same interleaved run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -106,6 +106,7 @@ fn main() {
     ];
     if let Some(alt) = std::env::var_os("PINCTL_BENCH_ALT") {
         let alt = alt.to_string_lossy().into_owned();
+        notes.push(format!("alt: {alt}"));
         let swap = |argv: &[String]| -> Vec<String> {
             std::iter::once(alt.clone()).chain(argv[1..].iter().cloned()).collect()
         };
