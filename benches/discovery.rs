@@ -115,6 +115,9 @@ fn main() {
 
     let pinctl = env!("CARGO_BIN_EXE_pinctl");
     let pinctl_json = time_process(200, pinctl, &["topology", "--json"]);
+    // scripts/bench passes the static build here, the one hosts install (docs/exec.md).
+    let alt = std::env::var("PINCTL_BENCH_ALT").ok();
+    let alt_json = alt.as_deref().map(|p| time_process(200, p, &["topology", "--json"]));
     let numactl = time_process(200, "numactl", &["--hardware"]);
     let lstopo = time_process(30, "lstopo-no-graphics", &["--of", "xml"]);
     for (name, r) in [
@@ -128,12 +131,22 @@ fn main() {
         }
     }
 
+    if let (Some(path), Some(r)) = (&alt, &alt_json) {
+        match r {
+            Ok(d) => println!("alt pinctl topology --json (process)     {} ({path})", ms(*d)),
+            Err(e) => println!("alt pinctl ({path}) skipped: {e}"),
+        }
+    }
+
     println!();
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     if let Ok(n) = numactl {
         println!("live discovery / numactl --hardware:      {:6.3}x", ratio(live_in_process, n));
         if let Ok(p) = pinctl_json {
             println!("pinctl process / numactl process:         {:6.3}x", ratio(p, n));
+        }
+        if let Some(Ok(p)) = alt_json {
+            println!("alt pinctl process / numactl process:     {:6.3}x", ratio(p, n));
         }
     }
     if let Ok(l) = lstopo {
