@@ -117,6 +117,10 @@ pub struct Cost {
     pub near_distance: u64,
     /// Rule 3: kept-free nodes that host an instance.
     pub kept_free_used: u64,
+    /// Rule 3: CPUs of kept-free nodes given to instances (all of an owned node's), so that a
+    /// kept-free node that must be used is left as much room as possible for the network
+    /// stack: a small shared instance goes there before a whole-node one.
+    pub kept_free_cpus: u64,
     /// Rule 4: nodes used, summed over instances.
     pub node_count: u64,
     /// Rule 4: pairs of an instance's nodes in different packages, summed over instances.
@@ -158,20 +162,35 @@ impl PartialEq for Load {
 
 impl Eq for Load {}
 
-/// The numeric terms of a cost (everything before `spread`), as one comparable array.
-pub(crate) type Terms = [u64; 7];
+/// The numeric terms of a cost (everything before `spread`), as one comparable array, indexed
+/// by the positions in [`term`].
+pub(crate) type Terms = [u64; term::COUNT];
+
+/// Where each numeric field of [`Cost`] sits in [`Terms`] (comparison order).
+pub(crate) mod term {
+    pub(crate) const MEMORY_OVERFLOW: usize = 0;
+    pub(crate) const NEAR_MISSES: usize = 1;
+    pub(crate) const NEAR_DISTANCE: usize = 2;
+    pub(crate) const KEPT_FREE_USED: usize = 3;
+    pub(crate) const KEPT_FREE_CPUS: usize = 4;
+    pub(crate) const NODE_COUNT: usize = 5;
+    pub(crate) const CROSS_PACKAGE_PAIRS: usize = 6;
+    pub(crate) const NODE_DISTANCE: usize = 7;
+    pub(crate) const COUNT: usize = 8;
+}
 
 impl Cost {
     pub(crate) fn terms(&self) -> Terms {
-        [
-            self.memory_overflow,
-            self.near_misses,
-            self.near_distance,
-            self.kept_free_used,
-            self.node_count,
-            self.cross_package_pairs,
-            self.node_distance,
-        ]
+        let mut t = [0; term::COUNT];
+        t[term::MEMORY_OVERFLOW] = self.memory_overflow;
+        t[term::NEAR_MISSES] = self.near_misses;
+        t[term::NEAR_DISTANCE] = self.near_distance;
+        t[term::KEPT_FREE_USED] = self.kept_free_used;
+        t[term::KEPT_FREE_CPUS] = self.kept_free_cpus;
+        t[term::NODE_COUNT] = self.node_count;
+        t[term::CROSS_PACKAGE_PAIRS] = self.cross_package_pairs;
+        t[term::NODE_DISTANCE] = self.node_distance;
+        t
     }
 }
 
@@ -385,6 +404,7 @@ impl Problem {
             near_misses: 0,
             near_distance: 0,
             kept_free_used: 0,
+            kept_free_cpus: 0,
             node_count: 0,
             cross_package_pairs: 0,
             node_distance: 0,
@@ -437,11 +457,11 @@ impl Problem {
                 }
             }
             let terms = self.placement_terms(inst, set);
-            cost.near_misses += terms[1];
-            cost.near_distance += terms[2];
-            cost.node_count += terms[4];
-            cost.cross_package_pairs += terms[5];
-            cost.node_distance += terms[6];
+            cost.near_misses += terms[term::NEAR_MISSES];
+            cost.near_distance += terms[term::NEAR_DISTANCE];
+            cost.node_count += terms[term::NODE_COUNT];
+            cost.cross_package_pairs += terms[term::CROSS_PACKAGE_PAIRS];
+            cost.node_distance += terms[term::NODE_DISTANCE];
             cost.tie_break.push(set.iter().map(|&j| self.nodes[j].id).collect());
         }
         for j in 0..n {
@@ -450,6 +470,8 @@ impl Problem {
             }
             if occupied[j] && !self.kept_free[j].is_empty() {
                 cost.kept_free_used += 1;
+                cost.kept_free_cpus +=
+                    u64::from(if owner[j] { self.nodes[j].cpu_count() } else { used[j] });
             }
         }
         cost.spread = self.spread(&owner, &used);
@@ -498,21 +520,21 @@ impl Problem {
     /// The terms one placement adds on its own (near, node count, closeness); memory and
     /// kept-free terms depend on the other placements and are left at 0.
     pub(crate) fn placement_terms(&self, inst: &InstanceInfo, set: &[usize]) -> Terms {
-        let mut t = [0u64; 7];
+        let mut t = [0u64; term::COUNT];
         for target in inst.near.iter().filter(|t| !t.nodes.is_empty()) {
             if !set.iter().any(|j| target.nodes.contains(j)) {
-                t[1] += 1;
-                t[2] += u64::from(self.near_distance(set, &target.nodes));
+                t[term::NEAR_MISSES] += 1;
+                t[term::NEAR_DISTANCE] += u64::from(self.near_distance(set, &target.nodes));
             }
         }
-        t[4] = set.len() as u64;
+        t[term::NODE_COUNT] = set.len() as u64;
         for (a, &x) in set.iter().enumerate() {
             for &y in &set[a + 1..] {
                 let (px, py) = (self.nodes[x].package, self.nodes[y].package);
                 if px.is_some() && py.is_some() && px != py {
-                    t[5] += 1;
+                    t[term::CROSS_PACKAGE_PAIRS] += 1;
                 }
-                t[6] += u64::from(self.distance[x][y]);
+                t[term::NODE_DISTANCE] += u64::from(self.distance[x][y]);
             }
         }
         t

@@ -11,7 +11,7 @@
 use std::cmp::{Ordering, Reverse};
 
 use crate::PlanError;
-use crate::problem::{Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms};
+use crate::problem::{Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms, term};
 
 /// Budget of each pass once it has a plan, in options tried times instances times nodes (the
 /// cost of an option grows with both), so small problems get many steps and large ones few;
@@ -133,15 +133,15 @@ pub(crate) fn search(p: &Problem) -> Result<Outcome, PlanError> {
 impl<'p> Search<'p> {
     fn new(p: &'p Problem, order: Vec<usize>, goal: Goal) -> Search<'p> {
         let n = p.nodes.len();
-        let mut remaining = vec![[0u64; 7]; order.len() + 1];
+        let mut remaining = vec![[0u64; term::COUNT]; order.len() + 1];
         let mut shared_demand = vec![0u32; order.len() + 1];
         let mut owner_demand = vec![0usize; order.len() + 1];
         for d in (0..order.len()).rev() {
             let inst = &p.instances[order[d]];
             let least = lower_bound(p, inst);
             remaining[d] = add_terms(&remaining[d + 1], &least);
-            owner_demand[d] =
-                owner_demand[d + 1] + if inst.shape.owns_nodes() { least[4] as usize } else { 0 };
+            owner_demand[d] = owner_demand[d + 1]
+                + if inst.shape.owns_nodes() { least[term::NODE_COUNT] as usize } else { 0 };
             shared_demand[d] = shared_demand[d + 1]
                 + match inst.shape {
                     Shape::Shared(c) => c,
@@ -164,7 +164,7 @@ impl<'p> Search<'p> {
             bind_memory: vec![0; n],
             total_memory: vec![0; n],
             assignment: vec![None; p.instances.len()],
-            terms: [0; 7],
+            terms: [0; term::COUNT],
             best: None,
             steps: 0,
             steps_at_first_plan: None,
@@ -176,22 +176,22 @@ impl<'p> Search<'p> {
 
 /// What any placement of `inst` adds at least, term by term.
 fn lower_bound(p: &Problem, inst: &InstanceInfo) -> Terms {
-    let mut t = [0u64; 7];
+    let mut t = [0u64; term::COUNT];
     let memories = || inst.candidates.iter().map(|&j| p.nodes[j].memory);
     match inst.shape {
         Shape::Shared(_) | Shape::Whole(1) => {
             let options = inst.candidates.iter().map(|&j| p.placement_terms(inst, &[j]));
-            for k in [1, 2] {
+            for k in [term::NEAR_MISSES, term::NEAR_DISTANCE] {
                 t[k] = options.clone().map(|o| o[k]).min().unwrap_or(0);
             }
-            t[4] = 1;
+            t[term::NODE_COUNT] = 1;
             if !inst.binds() {
                 let best = memories().map(|m| m.unwrap_or(u64::MAX)).max().unwrap_or(0);
-                t[0] = inst.memory.saturating_sub(best);
+                t[term::MEMORY_OVERFLOW] = inst.memory.saturating_sub(best);
             }
         }
         Shape::Whole(k) => {
-            t[4] = u64::from(k);
+            t[term::NODE_COUNT] = u64::from(k);
             let pairs = u64::from(k) * u64::from(k - 1) / 2;
             let closest = inst
                 .candidates
@@ -201,7 +201,7 @@ fn lower_bound(p: &Problem, inst: &InstanceInfo) -> Terms {
                 .map(|(a, b)| p.distance[a][b])
                 .min()
                 .unwrap_or(0);
-            t[6] = pairs * u64::from(closest);
+            t[term::NODE_DISTANCE] = pairs * u64::from(closest);
         }
         Shape::Spanning(c) => {
             let mut cpus: Vec<u32> =
@@ -213,7 +213,7 @@ fn lower_bound(p: &Problem, inst: &InstanceInfo) -> Terms {
                     break;
                 }
                 acc += n;
-                t[4] += 1;
+                t[term::NODE_COUNT] += 1;
             }
         }
     }
@@ -510,10 +510,12 @@ impl Search<'_> {
                     let mut delta = p.placement_terms(inst, &[j]);
                     if let Some(m) = memory {
                         let before = self.total_memory[j].saturating_sub(m);
-                        delta[0] = (self.total_memory[j] + inst.memory).saturating_sub(m) - before;
+                        delta[term::MEMORY_OVERFLOW] =
+                            (self.total_memory[j] + inst.memory).saturating_sub(m) - before;
                     }
-                    if self.occupied[j] == 0 && !p.kept_free[j].is_empty() {
-                        delta[3] = 1;
+                    if !p.kept_free[j].is_empty() {
+                        delta[term::KEPT_FREE_USED] = u64::from(self.occupied[j] == 0);
+                        delta[term::KEPT_FREE_CPUS] = u64::from(c);
                     }
                     out.push(Choice {
                         set: vec![j],
@@ -540,9 +542,12 @@ impl Search<'_> {
                     }
                     let mut delta = p.placement_terms(inst, &set);
                     if let Some(m) = memory {
-                        delta[0] = inst.memory.saturating_sub(m);
+                        delta[term::MEMORY_OVERFLOW] = inst.memory.saturating_sub(m);
                     }
-                    delta[3] = set.iter().filter(|&&j| !p.kept_free[j].is_empty()).count() as u64;
+                    let kept_free = set.iter().filter(|&&j| !p.kept_free[j].is_empty());
+                    delta[term::KEPT_FREE_USED] = kept_free.clone().count() as u64;
+                    delta[term::KEPT_FREE_CPUS] =
+                        kept_free.map(|&j| u64::from(p.nodes[j].cpu_count())).sum();
                     let full = Load { used: 1, capacity: 1 };
                     out.push(Choice { set, delta, load_after: full, load_before: full });
                 }

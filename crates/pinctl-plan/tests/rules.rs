@@ -1,5 +1,6 @@
 //! One test per rule the seed scenarios do not reach: the cpuset, reserved CPUs, memory-only
-//! nodes, missed `near`, spread of shared instances, `preferred` on several nodes.
+//! nodes, missed `near`, the least use of a kept-free node, spread of shared instances,
+//! `preferred` on several nodes.
 
 mod common;
 
@@ -28,6 +29,29 @@ near = ["nvme0n1"]
         ]
     );
     assert!(plan_text(&topology("epyc-nps4.json"), text, true).is_err(), "strict refuses");
+}
+
+#[test]
+fn a_kept_free_node_that_must_be_used_gets_the_smallest_instance() {
+    // Two nodes, eth0 on node 0, one whole-node database and one 4-CPU web server: one of them
+    // must use node 0. The web server goes there, leaving 28 of its CPUs to the network stack,
+    // not the database, which would take all 32 (docs/planning.md, field `kept_free_cpus`).
+    let text = r#"
+[host]
+keep-free = [0]
+[service.db]
+command = ["/usr/sbin/mysqld"]
+nodes = 1
+[service.web]
+command = ["/usr/sbin/nginx"]
+cpus = 4
+"#;
+    let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
+    assert_eq!(plan.placement("db").unwrap().nodes.to_string(), "1");
+    assert_eq!(plan.placement("web").unwrap().nodes.to_string(), "0");
+    assert_eq!(plan.cost.kept_free_used, 1);
+    assert_eq!(plan.cost.kept_free_cpus, 4);
+    assert!(plan.optimal);
 }
 
 #[test]
