@@ -276,14 +276,12 @@ fn read_host(
     let numa_balancing = fs.parsed("proc/sys/kernel/numa_balancing", parse::uint)?;
     let zone_reclaim_mode = fs.parsed("proc/sys/vm/zone_reclaim_mode", parse::uint)?;
     let status = fs.parsed("proc/self/status", parse::status_allowed)?.unwrap_or_default();
-    let (allowed_cpus, allowed_nodes) = match status {
-        parse::AllowedSets { cpus: Some(c), nodes: Some(n) } => (Some(c), Some(n)),
-        partial => {
-            let (c, n) = cgroup_cpuset(fs)?;
-            // The cpuset may name offline CPUs; the kernel never lets a task run there.
-            (partial.cpus.or(c.map(|c| c.intersection(&cpus.online))), partial.nodes.or(n))
-        }
-    };
+    let (cpuset_cpus, cpuset_nodes) = cgroup_cpuset(fs)?;
+    // The cpuset may name offline CPUs; the kernel never lets a task run there.
+    let cpuset_cpus = cpuset_cpus.map(|c| c.intersection(&cpus.online));
+    let allowed_cpus = allowed_cpus(status.cpus, cpuset_cpus);
+    // Mems_allowed_list is the cpuset's alone: memory policies do not narrow it.
+    let allowed_nodes = status.nodes.or(cpuset_nodes);
     let offline_nodes =
         nodes.possible.as_ref().map(|p| p.difference(&nodes.online)).unwrap_or_default();
     Ok(HostFacts {
@@ -294,6 +292,21 @@ fn read_host(
         allowed_nodes,
         offline_nodes,
     })
+}
+
+/// The CPUs services may be given. `Cpus_allowed_list` is the reading process's affinity
+/// inside its cpuset: a shell under `taskset`, or a unit with `CPUAffinity=`, sees fewer CPUs
+/// than the host offers, and a plan must not depend on who computes it (every unit running
+/// `pinctl exec -c FILE --service NAME` computes the whole plan, and they must agree). So the
+/// cgroup's cpuset decides, as it does for hwloc. `Cpus_allowed_list` stays the answer when
+/// no cpuset file can be read, or when it names a CPU the cpuset lacks: the files then
+/// describe some other cgroup than this process's, and the kernel's own view is the safer one.
+fn allowed_cpus(status: Option<CpuSet>, cpuset: Option<CpuSet>) -> Option<CpuSet> {
+    match (status, cpuset) {
+        (Some(status), Some(cpuset)) if status.is_subset(&cpuset) => Some(cpuset),
+        (Some(status), _) => Some(status),
+        (None, cpuset) => cpuset,
+    }
 }
 
 /// The cpuset of the reading process from cgroup files, for trees without `/proc/self/status`
@@ -328,11 +341,21 @@ fn cgroup_cpuset(fs: &mut FsRoot) -> Result<(Option<CpuSet>, Option<NodeSet>), D
         }
     }
     if let (Some(m), Some(p)) = (v2_mount, parse::cgroup_path(&cgroup_text, None)) {
-        candidates.push((
-            format!("{}/{}", m.target.trim_start_matches('/'), p.trim_start_matches('/')),
-            &["cpuset.cpus.effective"],
-            &["cpuset.mems.effective"],
-        ));
+        // A cgroup whose parent does not enable the cpuset controller has no cpuset files: its
+        // tasks get the nearest ancestor's set (the root's, on a host where no unit sets
+        // AllowedCPUs=), so look there too.
+        let mut path = p.trim_matches('/');
+        loop {
+            candidates.push((
+                format!("{}/{path}", m.target.trim_start_matches('/')),
+                &["cpuset.cpus.effective"],
+                &["cpuset.mems.effective"],
+            ));
+            if path.is_empty() {
+                break;
+            }
+            path = path.rsplit_once('/').map_or("", |(parent, _)| parent);
+        }
     }
     for (dir, cpu_files, mem_files) in candidates {
         let dir = crate::fsroot::normalize(&dir);

@@ -174,3 +174,56 @@ fn errors_name_the_file_and_value() {
     let e = read_topology(&dir.path().join("nowhere")).unwrap_err();
     assert!(e.to_string().contains("not a sysfs/procfs root"), "{e}");
 }
+
+/// A 2-node, 4-CPU host under cgroup v2 whose reading process has affinity `status_cpus`, runs
+/// in `cgroup` and sees the cpuset files in `cpusets` (cgroup path, cpuset.cpus.effective).
+fn cgroup_v2_host(status_cpus: &str, cgroup: &str, cpusets: &[(&str, &str)]) -> Topology {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    let node = "sys/devices/system/node";
+    write(&format!("{node}/online"), "0-1\n");
+    write(&format!("{node}/node0/cpulist"), "0-1\n");
+    write(&format!("{node}/node1/cpulist"), "2-3\n");
+    write("sys/devices/system/cpu/online", "0-3\n");
+    write(
+        "proc/self/status",
+        &format!("Name:\tpinctl\nCpus_allowed_list:\t{status_cpus}\nMems_allowed_list:\t0-1\n"),
+    );
+    write("proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec 0 0\n");
+    write("proc/self/cgroup", &format!("0::{cgroup}\n"));
+    for (path, cpus) in cpusets {
+        write(&format!("sys/fs/cgroup{path}/cpuset.cpus.effective"), &format!("{cpus}\n"));
+        write(&format!("sys/fs/cgroup{path}/cpuset.mems.effective"), "0-1\n");
+    }
+    read_topology(dir.path()).unwrap()
+}
+
+fn allowed_cpus(t: &Topology) -> String {
+    t.host.allowed_cpus.as_ref().unwrap().to_string()
+}
+
+#[test]
+fn allowed_cpus_are_the_cpusets_not_the_callers_affinity() {
+    // Under `taskset -c 2` (or a unit with CPUAffinity=2) the plan still sees the whole cpuset:
+    // the service's cgroup has no cpuset files, so the root's set applies.
+    let t = cgroup_v2_host("2", "/system.slice/db.service", &[("", "0-3")]);
+    assert_eq!(allowed_cpus(&t), "0-3");
+    // A unit with AllowedCPUs=2-3 has its own cpuset, which decides.
+    let t = cgroup_v2_host(
+        "2",
+        "/system.slice/db.service",
+        &[("", "0-3"), ("/system.slice/db.service", "2-3")],
+    );
+    assert_eq!(allowed_cpus(&t), "2-3");
+    // Cpuset files that leave out a CPU the kernel lets this process use describe another
+    // cgroup: the kernel's own view stays.
+    let t = cgroup_v2_host("0-3", "/system.slice/db.service", &[("", "0-1")]);
+    assert_eq!(allowed_cpus(&t), "0-3");
+    // No cgroup files at all: Cpus_allowed_list.
+    let t = cgroup_v2_host("1-2", "/", &[]);
+    assert_eq!(allowed_cpus(&t), "1-2");
+}
