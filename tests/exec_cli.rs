@@ -213,6 +213,35 @@ fn service_placement_comes_from_the_plan() {
 }
 
 #[test]
+fn the_plan_ignores_the_affinity_pinctl_inherits() {
+    // A unit with CPUAffinity=, or a shell under taskset, starts pinctl on fewer CPUs than the
+    // cpuset allows. Every unit must compute the same plan, so the plan and its placement do
+    // not shrink to that affinity: the child runs on the planned CPUs.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pinctl.toml");
+    std::fs::write(&config, "[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"/bin/true\"]\n")
+        .unwrap();
+    let planned = pinctl()
+        .args(["exec", "-c"])
+        .arg(&config)
+        .args(["--service", "db", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    let planned: serde_json::Value = serde_json::from_slice(&planned.stdout).unwrap();
+    let cpus = planned["cpus"].as_str().unwrap().to_string();
+    let first_cpu = cpus.split([',', '-']).next().unwrap();
+    let out = std::process::Command::new("taskset")
+        .args(["-c", first_cpu, env!("CARGO_BIN_EXE_pinctl"), "exec", "-c"])
+        .arg(&config)
+        .args(["--service", "db", "--", "grep", "Cpus_allowed_list", "/proc/self/status"])
+        .output()
+        .expect("taskset (util-linux) runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status_field(&String::from_utf8_lossy(&out.stdout), "Cpus_allowed_list"), cpus);
+}
+
+#[test]
 fn near_a_path_uses_the_node_of_its_block_device() {
     // The root filesystem's device may have no NUMA node on a VM (numa_node -1) or none at
     // all (overlay): either the placement names a node or the error says why.

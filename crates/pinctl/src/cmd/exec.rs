@@ -178,7 +178,8 @@ impl ExecArgs {
         } else if let Some(near) = &self.near {
             home = Some(Nodes::Set(planned::near_nodes(near)?));
         } else if let (Some(config), Some(service)) = (&self.config, &self.service) {
-            let placement = planned::placement(config, service)?;
+            let (placement, cpuset) = planned::placement(config, service)?;
+            req.planned_cpuset = cpuset;
             home_policy = placement.memory_policy;
             home_cpus = Some(placement.cpus);
             home = Some(Nodes::Set(placement.memory_nodes));
@@ -233,8 +234,9 @@ pub(crate) fn run(args: ExecArgs) -> CmdResult {
     if args.command.is_empty() && !args.dry_run {
         return Err(usage("no command given: pinctl exec [OPTIONS] -- COMMAND [ARGS...]"));
     }
-    let allowed =
-        host::Allowed::read().context("cannot read this process's allowed CPUs and nodes")?;
+    let allowed = request.allowed(
+        host::Allowed::read().context("cannot read this process's allowed CPUs and nodes")?,
+    );
     let resolved = request.resolve(&allowed)?;
     resolved.check()?;
     if args.dry_run {

@@ -44,6 +44,11 @@ pub(crate) struct Request {
     pub(crate) cpus: Option<CpuTarget>,
     pub(crate) memory: Option<(MemoryPolicy, Option<Nodes>)>,
     pub(crate) balancing: bool,
+    /// The CPUs of the cpuset a plan was computed against (`-c FILE --service NAME`). They
+    /// replace this process's `Cpus_allowed_list` as the allowed CPUs: that list is the
+    /// affinity pinctl inherited (a unit's `CPUAffinity=`, a shell's `taskset`), which
+    /// `sched_setaffinity` may widen within the cpuset, and the plan deliberately ignores it.
+    pub(crate) planned_cpuset: Option<CpuSet>,
 }
 
 /// A placement in ids, what `--dry-run` prints and what gets applied.
@@ -108,6 +113,15 @@ pub(crate) fn device_nodes(device: &Device) -> Result<NodeSet, ResolveError> {
 }
 
 impl Request {
+    /// What this request may use: this process's allowed sets, with the CPUs of the cpuset
+    /// its plan was computed against when it comes from a plan.
+    pub(crate) fn allowed(&self, process: Allowed) -> Allowed {
+        match &self.planned_cpuset {
+            Some(cpus) => Allowed { cpus: cpus.clone(), ..process },
+            None => process,
+        }
+    }
+
     /// The ids this request names on this host.
     pub(crate) fn resolve(&self, allowed: &Allowed) -> Result<Resolved, ResolveError> {
         let (cpu_base, node_base) = if self.all {

@@ -10,7 +10,7 @@ use anyhow::Context;
 use pinctl_config::Config;
 use pinctl_plan::{Placement, Plan, PlanInputs};
 use pinctl_sysfs::{LoadedTopology, TopologySource, default_route_interfaces, load_topology};
-use pinctl_topology::NodeSet;
+use pinctl_topology::{CpuSet, NodeSet};
 
 use crate::exit::{Failed, Status};
 
@@ -52,30 +52,38 @@ pub(crate) fn load_config(path: &Path) -> Result<Config, Failed> {
     })
 }
 
-/// The plan of `config_path` on this machine.
-pub(crate) fn plan_live(config_path: &Path) -> Result<(Config, Plan), Failed> {
-    let config = load_config(config_path)?;
-    let loaded = live_topology()?;
-    let inputs = plan_inputs(&config, &loaded)?;
-    let plan = pinctl_plan::plan(&loaded.topology, &config, &inputs)
-        .with_context(|| format!("cannot place the services of `{}`", config_path.display()))?;
-    Ok((config, plan))
+/// The plan of `config_path` on this machine's topology `loaded`.
+fn plan_on(config: &Config, config_path: &Path, loaded: &LoadedTopology) -> Result<Plan, Failed> {
+    let inputs = plan_inputs(config, loaded)?;
+    pinctl_plan::plan(&loaded.topology, config, &inputs)
+        .with_context(|| format!("cannot place the services of `{}`", config_path.display()))
+        .map_err(Failed::from)
 }
 
-/// The placement of instance `service` of `config_path`.
-pub(crate) fn placement(config_path: &Path, service: &str) -> Result<Placement, Failed> {
-    let (_, plan) = plan_live(config_path)?;
-    plan.placement(service).cloned().ok_or_else(|| {
-        let names: Vec<&str> = plan.placements.iter().map(|p| p.instance.as_str()).collect();
-        Failed::new(
-            Status::Failure,
-            anyhow::anyhow!(
-                "`{}` has no instance `{service}` (instances: {})",
-                config_path.display(),
-                names.join(", ")
-            ),
-        )
-    })
+/// The placement of instance `service` of `config_path`, and the CPUs of the cpuset the plan
+/// was computed against (the topology's allowed CPUs).
+pub(crate) fn placement(
+    config_path: &Path,
+    service: &str,
+) -> Result<(Placement, Option<CpuSet>), Failed> {
+    let config = load_config(config_path)?;
+    let loaded = live_topology()?;
+    let plan = plan_on(&config, config_path, &loaded)?;
+    let cpuset = loaded.topology.host.allowed_cpus.clone();
+    match plan.placement(service) {
+        Some(p) => Ok((p.clone(), cpuset)),
+        None => {
+            let names: Vec<&str> = plan.placements.iter().map(|p| p.instance.as_str()).collect();
+            Err(Failed::new(
+                Status::Failure,
+                anyhow::anyhow!(
+                    "`{}` has no instance `{service}` (instances: {})",
+                    config_path.display(),
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
 }
 
 /// `--near DEVICE|PATH`: the nodes of the device(s) it names, resolved as the planner resolves
