@@ -4,7 +4,9 @@
 # systemd's statuses (242 memory policy, 215 CPU affinity) naming what is allowed. A policy the
 # kernel lacks (weighted interleave before Linux 6.9) is refused with 242 unless
 # `--if-unsupported=ignore`, which runs the command without it. `--balancing` (Linux 5.12+)
-# reaches the kernel as MPOL_F_NUMA_BALANCING.
+# reaches the kernel as MPOL_F_NUMA_BALANCING. A plan does not shrink to the affinity pinctl
+# inherits (a unit's CPUAffinity=, taskset): under `taskset -c 2` in that cpuset, topology
+# reports the cpuset's CPUs and `exec -c --service` runs the instance on its planned CPUs.
 mkdir -p /sys/fs/cgroup
 mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control
@@ -31,6 +33,19 @@ run_to inside narrow "$PINCTL" exec --nodes 1-3 -- "$PROBE" --mib 4
 check_ran inside/ran inside
 check_eq inside/mems-allowed "1-3" "$(kv inside mems_allowed_list)"
 check_eq inside/policy "bind:1-3" "$(kv inside policy)"
+
+run_to affinity-topology narrow taskset -c 2 "$PINCTL" topology --json
+check_eq affinity/topology-allowed-cpus "2-7" \
+    "$(jq -r .host.allowed_cpus affinity-topology.out 2>&1)" affinity-topology.err
+printf '[host]\nkeep-free = []\n\n[service.db]\ncommand = ["true"]\n' >affinity.toml
+run_to affinity-plan narrow "$PINCTL" plan -c affinity.toml --json
+planned=$(jq -r '.services[0].cpus' affinity-plan.out 2>&1)
+check_list affinity/plan-inside-cpuset "2-3" "$planned" affinity-plan.out affinity-plan.err
+run_to affinity-exec narrow taskset -c 2 "$PINCTL" exec -c affinity.toml --service db -- \
+    "$PROBE" --mib 1
+check_ran affinity-exec/ran affinity-exec
+check_list affinity-exec/runs-on-planned-cpus "$planned" "$(kv affinity-exec cpus_allowed_list)" \
+    affinity-exec.out
 
 release=$(uname -r)
 major=${release%%.*} minor=${release#*.}
