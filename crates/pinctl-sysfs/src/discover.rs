@@ -276,7 +276,10 @@ fn read_host(
     let numa_balancing = fs.parsed("proc/sys/kernel/numa_balancing", parse::uint)?;
     let zone_reclaim_mode = fs.parsed("proc/sys/vm/zone_reclaim_mode", parse::uint)?;
     let status = fs.parsed("proc/self/status", parse::status_allowed)?.unwrap_or_default();
-    let (cpuset_cpus, cpuset_nodes) = cgroup_cpuset(fs)?;
+    // Cpus_allowed_list lies inside the cpuset, inside the online CPUs: when it names every
+    // online CPU (no affinity, no cpuset: the usual case) the cgroup files have nothing to add.
+    let complete = status.cpus.as_ref() == Some(&cpus.online) && status.nodes.is_some();
+    let (cpuset_cpus, cpuset_nodes) = if complete { (None, None) } else { cgroup_cpuset(fs)? };
     // The cpuset may name offline CPUs; the kernel never lets a task run there.
     let cpuset_cpus = cpuset_cpus.map(|c| c.intersection(&cpus.online));
     let allowed_cpus = allowed_cpus(status.cpus, cpuset_cpus);
