@@ -175,15 +175,13 @@ fn an_unsupported_policy_is_refused_unless_ignored() {
         .success();
 }
 
-#[test]
-fn service_placement_comes_from_the_plan() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("pinctl.toml");
-    std::fs::write(
-        &config,
-        "[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"/bin/true\"]\nmemory-policy = \"preferred\"\n",
-    )
-    .unwrap();
+/// A service file with one instance `db` (extra keys in `service`), and the placement
+/// `pinctl exec --dry-run --json` resolves for it.
+fn planned_db(dir: &std::path::Path, service: &str) -> (std::path::PathBuf, serde_json::Value) {
+    let config = dir.join("pinctl.toml");
+    let text =
+        format!("[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"/bin/true\"]\n{service}");
+    std::fs::write(&config, text).unwrap();
     let out = pinctl()
         .args(["exec", "-c"])
         .arg(&config)
@@ -191,7 +189,13 @@ fn service_placement_comes_from_the_plan() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (config, serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn service_placement_comes_from_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, v) = planned_db(dir.path(), "memory-policy = \"preferred\"\n");
     assert_eq!(v["memory_policy"], "preferred");
     let node = v["memory_nodes"].as_str().unwrap().parse::<u32>().unwrap();
     assert_eq!(v["cpus"], node_cpulist(node));
@@ -218,17 +222,7 @@ fn the_plan_ignores_the_affinity_pinctl_inherits() {
     // cpuset allows. Every unit must compute the same plan, so the plan and its placement do
     // not shrink to that affinity: the child runs on the planned CPUs.
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("pinctl.toml");
-    std::fs::write(&config, "[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"/bin/true\"]\n")
-        .unwrap();
-    let planned = pinctl()
-        .args(["exec", "-c"])
-        .arg(&config)
-        .args(["--service", "db", "--dry-run", "--json"])
-        .output()
-        .unwrap();
-    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
-    let planned: serde_json::Value = serde_json::from_slice(&planned.stdout).unwrap();
+    let (config, planned) = planned_db(dir.path(), "");
     let cpus = planned["cpus"].as_str().unwrap().to_string();
     let first_cpu = cpus.split([',', '-']).next().unwrap();
     let out = std::process::Command::new("taskset")
