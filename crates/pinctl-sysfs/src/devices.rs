@@ -201,20 +201,24 @@ fn net_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), Discover
             continue;
         }
         // Bonds list members in bonding/slaves; VLANs, macvlans and bonds link `lower_<dev>`;
-        // bridges list ports in brif/. Without members (lo, tun, dummy) it is not placeable.
-        let mut members: Vec<String> = match fs.read(&format!("{path}/bonding/slaves"))? {
-            Some(t) => t.split_whitespace().map(str::to_string).collect(),
-            None => Vec::new(),
-        };
+        // bridges list ports in brif/. Without members (lo, tun, dummy, veth) it is not
+        // placeable. One listing of the device's folder says which of these to read, so a
+        // container host's hundreds of veths cost one folder read each.
+        let entries = fs.list(&path)?.unwrap_or_default();
+        let has = |name: &str| entries.iter().any(|e| e == name);
+        let mut members: Vec<String> = Vec::new();
+        if has("bonding") {
+            if let Some(t) = fs.read(&format!("{path}/bonding/slaves"))? {
+                members = t.split_whitespace().map(str::to_string).collect();
+            }
+        }
         if members.is_empty() {
-            members = fs
-                .list(&path)?
-                .unwrap_or_default()
-                .into_iter()
+            members = entries
+                .iter()
                 .filter_map(|e| e.strip_prefix("lower_").map(str::to_string))
                 .collect();
         }
-        if members.is_empty() {
+        if members.is_empty() && has("brif") {
             members = fs.list(&format!("{path}/brif"))?.unwrap_or_default();
         }
         if !members.is_empty() {
