@@ -1,13 +1,14 @@
 //! The planner against exhaustive search: on random small hosts and configs (up to 8 nodes,
 //! up to 6 instances, random distances, packages, memory, devices, keep-free and reserved CPUs)
 //! the plan has exactly the cost of the best of all feasible assignments, and the planner
-//! fails exactly when no assignment is feasible.
+//! fails exactly when no assignment is feasible; and every plan's cost, recomputed from its
+//! placements as docs/planning.md defines it, is the cost the planner reports.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pinctl_config::{Config, HostConfig, Instance, InstanceSize, KeepFree, Limits, Service};
-use pinctl_plan::{Cost, PlanError, PlanInputs, Problem};
+use pinctl_plan::{Cost, Load, PlanError, PlanInputs, Problem};
 use pinctl_topology::{
     Cpu, CpuSet, Device, DeviceKind, HostFacts, Locality, MemoryPolicy, Node, NodeSet, Topology,
 };
@@ -306,6 +307,7 @@ proptest! {
                 let best = brute_force(&problem);
                 prop_assert_eq!(Some(&plan.cost), best.as_ref());
                 check_invariants(&case, &plan)?;
+                check_cost_as_documented(&case, &plan)?;
             }
             (Err(PlanError::Infeasible { .. }), Ok(problem)) => {
                 prop_assert_eq!(brute_force(&problem), None);
@@ -333,6 +335,7 @@ proptest! {
         prop_assert_eq!(&first, &again);
         if let Ok(plan) = first {
             check_invariants(&case, &plan)?;
+            check_cost_as_documented(&case, &plan)?;
             let problem = Problem::new(&case.topology, &case.config, &case.inputs).unwrap();
             let index = |id: u32| case.topology.node_index(id).unwrap();
             let assignment: Vec<Option<Vec<usize>>> = plan
@@ -378,5 +381,96 @@ fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCas
             prop_assert!(p.nodes.is_subset(only));
         }
     }
+    Ok(())
+}
+
+/// The plan's reported cost, field by field, recomputed from its placements as
+/// docs/planning.md defines each field, without `Problem`: the brute force above takes
+/// `Problem::evaluate` as the definition, so this checks that definition itself. (Memory
+/// overflow depends on the reserve arithmetic and is left to the seed and rule tests.)
+fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCaseError> {
+    let (t, host) = (&case.topology, &case.config.host);
+    let device_nodes = |name: &str| t.device(name).map(|d| d.nodes.clone()).unwrap_or_default();
+    let usable = |j: u32| {
+        let mut cpus = t.cpus_of(&NodeSet::from_iter([j])).difference(&host.reserve_cpus);
+        if let Some(allowed) = &t.host.allowed_cpus {
+            cpus = cpus.intersection(allowed);
+        }
+        cpus.len() as u64
+    };
+    let kept_free: NodeSet = match &host.keep_free {
+        Some(entries) => entries
+            .iter()
+            .map(|e| match e {
+                KeepFree::Node(j) => NodeSet::from_iter([*j]),
+                KeepFree::Nic(name) => device_nodes(name),
+            })
+            .fold(NodeSet::new(), |a, b| a.union(&b)),
+        None => case
+            .inputs
+            .default_keep_free
+            .iter()
+            .fold(NodeSet::new(), |a, name| a.union(&device_nodes(name))),
+    };
+
+    let n = t.nodes.len() as u32;
+    let mut owned = vec![false; n as usize];
+    let mut shared = vec![0u64; n as usize];
+    let mut occupied = vec![false; n as usize];
+    let mut want = Cost { spread: Vec::new(), tie_break: Vec::new(), ..plan.cost.clone() };
+    (want.near_misses, want.near_distance, want.node_count) = (0, 0, 0);
+    (want.cross_package_pairs, want.node_distance) = (0, 0);
+    for (p, (service, instance)) in plan.placements.iter().zip(case.config.instances()) {
+        let ids: Vec<u32> = p.nodes.iter().collect();
+        for entry in &instance.near {
+            let target = case
+                .inputs
+                .near
+                .get(entry)
+                .into_iter()
+                .flatten()
+                .fold(NodeSet::new(), |a, d| a.union(&device_nodes(d)));
+            if !target.is_empty() && p.nodes.is_disjoint(&target) {
+                want.near_misses += 1;
+                let closest = ids.iter().flat_map(|&a| target.iter().map(move |b| (a, b)));
+                want.near_distance += closest
+                    .map(|(a, b)| u64::from(t.distances[a as usize][b as usize]))
+                    .min()
+                    .unwrap_or(0);
+            }
+        }
+        want.node_count += ids.len() as u64;
+        for (k, &a) in ids.iter().enumerate() {
+            for &b in &ids[k + 1..] {
+                let package = |j: u32| t.cpus.iter().find(|c| c.node == Some(j))?.package;
+                if let (Some(pa), Some(pb)) = (package(a), package(b)) {
+                    want.cross_package_pairs += u64::from(pa != pb);
+                }
+                want.node_distance += u64::from(t.distances[a as usize][b as usize]);
+            }
+        }
+        let owns = matches!(service.size, InstanceSize::Nodes(_)) || ids.len() > 1;
+        for &j in &ids {
+            occupied[j as usize] = true;
+            if owns {
+                owned[j as usize] = true;
+            } else {
+                shared[j as usize] += p.cpus.len() as u64;
+            }
+        }
+        want.tie_break.push(ids);
+    }
+    let load = |j: u32| if owned[j as usize] { usable(j) } else { shared[j as usize] };
+    let used_kept_free: Vec<u32> = kept_free.iter().filter(|&j| occupied[j as usize]).collect();
+    want.kept_free_used = used_kept_free.len() as u64;
+    want.kept_free_cpus = used_kept_free.iter().map(|&j| load(j)).sum();
+    let placeable =
+        |j: &u32| usable(*j) > 0 && t.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(*j));
+    want.spread = (0..n)
+        .filter(placeable)
+        .map(|j| Load { used: load(j) as u32, capacity: usable(j) as u32 })
+        .collect();
+    want.spread.sort_by(|a, b| b.cmp(a));
+    prop_assert_eq!(&plan.cost, &want);
     Ok(())
 }
