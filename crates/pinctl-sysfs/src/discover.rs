@@ -312,8 +312,8 @@ fn allowed_cpus(status: Option<CpuSet>, cpuset: Option<CpuSet>) -> Option<CpuSet
     }
 }
 
-/// The cpuset of the reading process from cgroup files, for trees without `/proc/self/status`
-/// (hwloc's captures): cgroup v1 (`/proc/self/cpuset` or the `cpuset` line of
+/// The cpuset of the reading process from cgroup files (what `allowed_cpus` prefers, and all
+/// there is in trees without `/proc/self/status`, such as hwloc's captures): cgroup v1 (`/proc/self/cpuset` or the `cpuset` line of
 /// `/proc/self/cgroup`, under the `cpuset` mount of `/proc/mounts`; old cpuset filesystems name
 /// the files `cpus`/`mems`), else cgroup v2 (`cpuset.cpus.effective` of the `0::` cgroup).
 fn cgroup_cpuset(fs: &mut FsRoot) -> Result<(Option<CpuSet>, Option<NodeSet>), DiscoveryError> {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use pinctl_config::Config;
-use pinctl_plan::{Placement, Plan, PlanInputs};
+use pinctl_plan::{Placement, PlanInputs};
 use pinctl_sysfs::{LoadedTopology, TopologySource, default_route_interfaces, load_topology};
 use pinctl_topology::{CpuSet, NodeSet};
 
@@ -52,14 +52,6 @@ pub(crate) fn load_config(path: &Path) -> Result<Config, Failed> {
     })
 }
 
-/// The plan of `config_path` on this machine's topology `loaded`.
-fn plan_on(config: &Config, config_path: &Path, loaded: &LoadedTopology) -> Result<Plan, Failed> {
-    let inputs = plan_inputs(config, loaded)?;
-    pinctl_plan::plan(&loaded.topology, config, &inputs)
-        .with_context(|| format!("cannot place the services of `{}`", config_path.display()))
-        .map_err(Failed::from)
-}
-
 /// The placement of instance `service` of `config_path`, and the CPUs of the cpuset the plan
 /// was computed against (the topology's allowed CPUs).
 pub(crate) fn placement(
@@ -68,7 +60,9 @@ pub(crate) fn placement(
 ) -> Result<(Placement, Option<CpuSet>), Failed> {
     let config = load_config(config_path)?;
     let loaded = live_topology()?;
-    let plan = plan_on(&config, config_path, &loaded)?;
+    let inputs = plan_inputs(&config, &loaded)?;
+    let plan = pinctl_plan::plan(&loaded.topology, &config, &inputs)
+        .with_context(|| format!("cannot place the services of `{}`", config_path.display()))?;
     let cpuset = loaded.topology.host.allowed_cpus.clone();
     match plan.placement(service) {
         Some(p) => Ok((p.clone(), cpuset)),
