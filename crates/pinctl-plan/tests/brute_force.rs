@@ -417,9 +417,19 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
     let mut owned = vec![false; n as usize];
     let mut shared = vec![0u64; n as usize];
     let mut occupied = vec![false; n as usize];
-    let mut want = Cost { spread: Vec::new(), tie_break: Vec::new(), ..plan.cost.clone() };
-    (want.near_misses, want.near_distance, want.node_count) = (0, 0, 0);
-    (want.cross_package_pairs, want.node_distance) = (0, 0);
+    let package = |j: u32| t.cpus.iter().find(|c| c.node == Some(j))?.package;
+    let mut want = Cost {
+        memory_overflow: plan.cost.memory_overflow,
+        near_misses: 0,
+        near_distance: 0,
+        kept_free_used: 0,
+        kept_free_cpus: 0,
+        node_count: 0,
+        cross_package_pairs: 0,
+        node_distance: 0,
+        spread: Vec::new(),
+        tie_break: Vec::new(),
+    };
     for (p, (service, instance)) in plan.placements.iter().zip(case.config.instances()) {
         let ids: Vec<u32> = p.nodes.iter().collect();
         for entry in &instance.near {
@@ -442,7 +452,6 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
         want.node_count += ids.len() as u64;
         for (k, &a) in ids.iter().enumerate() {
             for &b in &ids[k + 1..] {
-                let package = |j: u32| t.cpus.iter().find(|c| c.node == Some(j))?.package;
                 if let (Some(pa), Some(pb)) = (package(a), package(b)) {
                     want.cross_package_pairs += u64::from(pa != pb);
                 }
