@@ -186,25 +186,38 @@ impl MemTree {
     /// The folder holding `sys/` or `proc/`: the top, or the single folder (or the single
     /// folder in the single folder) below it.
     pub(crate) fn find_root(&self) -> Option<String> {
-        let is_root = |p: &str| ["sys", "proc"].iter().any(|d| self.is_dir(&join(p, d)));
-        let mut dir = String::new();
-        for _ in 0..3 {
-            if is_root(&dir) {
-                return Some(dir);
-            }
-            let subdirs: Vec<String> = self
-                .list(&dir)?
-                .into_iter()
-                .map(|n| join(&dir, &n))
-                .filter(|p| self.is_dir(p))
-                .collect();
-            match subdirs.as_slice() {
-                [one] => dir = one.clone(),
-                many => return many.iter().find(|p| is_root(p)).cloned(),
-            }
-        }
-        None
+        let is_root = |p: &String| ["sys", "proc"].iter().any(|d| self.is_dir(&join(p, d)));
+        let subdirs = |dir: &String| {
+            let names = self.list(dir)?;
+            Some(names.into_iter().map(|n| join(dir, &n)).filter(|p| self.is_dir(p)).collect())
+        };
+        walk_to_root(String::new(), is_root, subdirs)
     }
+}
+
+/// Where a capture's sysfs/procfs tree starts, for an unpacked tarball and an in-memory one
+/// alike: `top` or a folder at most two single-folder levels down (`hwloc-gather-topology` and
+/// `tar -C` wrap the tree once or twice); among several folders, the first by name that holds
+/// `sys/` or `proc/`.
+pub(crate) fn walk_to_root<P: Ord>(
+    top: P,
+    is_root: impl Fn(&P) -> bool,
+    subdirs: impl Fn(&P) -> Option<Vec<P>>,
+) -> Option<P> {
+    let mut dir = top;
+    for _ in 0..3 {
+        if is_root(&dir) {
+            return Some(dir);
+        }
+        let mut below = subdirs(&dir)?;
+        below.sort();
+        if below.len() == 1 {
+            dir = below.pop()?;
+        } else {
+            return below.into_iter().find(|d| is_root(d));
+        }
+    }
+    None
 }
 
 pub(crate) fn join(dir: &str, name: &str) -> String {

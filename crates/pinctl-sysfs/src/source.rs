@@ -258,29 +258,19 @@ fn is_root(dir: &Path) -> bool {
     dir.join("sys").is_dir() || dir.join("proc").is_dir()
 }
 
-/// The sysfs/procfs root inside an unpacked capture, found as `MemTree::find_root` finds it in
-/// memory: the top or a folder at most two single-folder levels down (`hwloc-gather-topology`
-/// and `tar -C` wrap the tree once or twice); among several folders, the first by name that
-/// holds `sys/` or `proc/`.
+/// The sysfs/procfs root inside an unpacked capture (`walk_to_root`).
 fn find_root(top: &Path) -> Option<PathBuf> {
-    let mut dir = top.to_path_buf();
-    for _ in 0..3 {
-        if is_root(&dir) {
-            return Some(dir);
-        }
-        let mut subdirs: Vec<PathBuf> = fs::read_dir(&dir)
-            .ok()?
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.path())
-            .collect();
-        subdirs.sort();
-        match subdirs.as_slice() {
-            [one] => dir = one.clone(),
-            many => return many.iter().find(|d| is_root(d)).cloned(),
-        }
-    }
-    None
+    let subdirs = |dir: &PathBuf| {
+        let entries = fs::read_dir(dir).ok()?;
+        Some(
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect(),
+        )
+    };
+    crate::memtree::walk_to_root(top.to_path_buf(), |d| is_root(d), subdirs)
 }
 
 #[cfg(test)]
