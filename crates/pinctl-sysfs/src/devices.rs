@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use pinctl_topology::{Device, DeviceKind, Locality, NodeId, NodeSet, Topology};
+use pinctl_topology::{CpuSet, Device, DeviceKind, Locality, NodeId, NodeSet, Topology};
 
 use crate::error::DiscoveryError;
 use crate::fsroot::{FsRoot, basename, parent};
@@ -246,11 +246,25 @@ fn class_devices(
     Ok(())
 }
 
+/// What walking up from a device folder to its PCI function finds, before the nodes' CPUs
+/// give `local_cpulist` a meaning. Shared by discovery and the launcher's host reader
+/// ([`crate::Host`]) so both answer "which node is this device on" the same way.
+#[derive(Debug)]
+pub(crate) struct Walk {
+    /// The first `numa_node` found on the way up: `Some(None)` when it says -1, `None` when
+    /// there is no such file.
+    pub(crate) numa_node: Option<Option<NodeId>>,
+    /// The folder of the PCI function above the device, if any.
+    pub(crate) pci_dir: Option<String>,
+    /// The PCI function's `local_cpulist` (or `local_cpus` mask), read only when `numa_node`
+    /// did not give a node.
+    pub(crate) local_cpus: Option<CpuSet>,
+}
+
 /// Walks up from a device folder to the first ancestor with `numa_node` (virtio devices,
 /// NVMe namespaces and SCSI disks sit below their PCI function). `-1` there, or no `numa_node`
-/// at all below a PCI function, falls back to the function's `local_cpulist`. `None`: neither a
-/// `numa_node` nor a PCI function above it (a software device, not a placement target).
-fn locate(fs: &mut FsRoot, path: &str, topo: &Topology) -> Result<Option<Located>, DiscoveryError> {
+/// at all below a PCI function, falls back to the function's `local_cpulist`.
+pub(crate) fn walk_up(fs: &mut FsRoot, path: &str) -> Result<Walk, DiscoveryError> {
     let mut found: Option<Option<NodeId>> = None;
     let mut pci: Option<&str> = None;
     let mut dir = path;
@@ -266,36 +280,55 @@ fn locate(fs: &mut FsRoot, path: &str, topo: &Topology) -> Result<Option<Located
         }
         dir = parent(dir);
     }
-    let pci_name = pci.map(|p| basename(p).to_string());
-    if let Some(Some(node)) = found {
+    let mut local_cpus = None;
+    if let (Some(pci_dir), false) = (pci, matches!(found, Some(Some(_)))) {
+        local_cpus = match fs.parsed(&format!("{pci_dir}/local_cpulist"), parse::id_list)? {
+            Some(set) => Some(set),
+            None => fs.parsed(&format!("{pci_dir}/local_cpus"), parse::id_mask)?,
+        };
+    }
+    Ok(Walk { numa_node: found, pci_dir: pci.map(str::to_string), local_cpus })
+}
+
+/// Where a device folder is on `topo`. `None`: neither a `numa_node` nor a PCI function above
+/// it (a software device, not a placement target).
+fn locate(fs: &mut FsRoot, path: &str, topo: &Topology) -> Result<Option<Located>, DiscoveryError> {
+    let walk = walk_up(fs, path)?;
+    let pci_name = walk.pci_dir.as_deref().map(|p| basename(p).to_string());
+    if let Some(Some(node)) = walk.numa_node {
         let nodes = std::iter::once(node).collect();
         return Ok(Some(Located { nodes, locality: Locality::NumaNode, pci: pci_name }));
     }
-    let Some(pci_dir) = pci else {
-        return Ok(found.map(|_| Located {
+    if walk.pci_dir.is_none() {
+        return Ok(walk.numa_node.map(|_| Located {
             nodes: NodeSet::new(),
             locality: Locality::Unknown,
             pci: None,
         }));
-    };
-    let local = match fs.parsed(&format!("{pci_dir}/local_cpulist"), parse::id_list)? {
-        Some(set) => Some(set),
-        None => fs.parsed(&format!("{pci_dir}/local_cpus"), parse::id_mask)?,
-    };
-    let nodes = local.map(|cpus| nodes_of_cpus(topo, &cpus)).unwrap_or_default();
+    }
+    let with_cpus = topo.nodes.iter().filter(|n| !n.cpus.is_empty()).map(|n| (n.id, &n.cpus));
+    let nodes = walk.local_cpus.map(|cpus| nodes_of_cpus(with_cpus, &cpus)).unwrap_or_default();
     let locality = if nodes.is_empty() { Locality::Unknown } else { Locality::LocalCpulist };
     Ok(Some(Located { nodes, locality, pci: pci_name }))
 }
 
-/// Nodes whose CPUs meet `cpus`. When `cpus` meets every node with CPUs on a multi-node
-/// machine, the kernel was only repeating its default for `numa_node = -1` (all online CPUs):
-/// that says nothing, so the answer is "unknown".
-fn nodes_of_cpus(topo: &Topology, cpus: &pinctl_topology::CpuSet) -> NodeSet {
-    let with_cpus: Vec<&pinctl_topology::Node> =
-        topo.nodes.iter().filter(|n| !n.cpus.is_empty()).collect();
-    let hit: NodeSet =
-        with_cpus.iter().filter(|n| !n.cpus.is_disjoint(cpus)).map(|n| n.id).collect();
-    if with_cpus.len() > 1 && hit.len() == with_cpus.len() { NodeSet::new() } else { hit }
+/// Nodes (given with their CPUs, only those that have CPUs) whose CPUs meet `cpus`. When
+/// `cpus` meets every node with CPUs on a multi-node machine, the kernel was only repeating
+/// its default for `numa_node = -1` (all online CPUs): that says nothing, so the answer is
+/// "unknown".
+pub(crate) fn nodes_of_cpus<'a>(
+    nodes_with_cpus: impl Iterator<Item = (NodeId, &'a CpuSet)>,
+    cpus: &CpuSet,
+) -> NodeSet {
+    let mut count = 0;
+    let mut hit = NodeSet::new();
+    for (id, node_cpus) in nodes_with_cpus {
+        count += 1;
+        if !node_cpus.is_disjoint(cpus) {
+            hit.insert(id);
+        }
+    }
+    if count > 1 && hit.len() == count { NodeSet::new() } else { hit }
 }
 
 fn multipath(

@@ -14,6 +14,7 @@ mod devices;
 mod discover;
 mod error;
 mod fsroot;
+mod host;
 mod memtree;
 mod near;
 pub mod parse;
@@ -23,6 +24,7 @@ mod source;
 pub use capture::{CaptureSummary, capture_topology};
 pub use discover::read_topology;
 pub use error::{DiscoveryError, NearError};
+pub use host::{Allowed, DeviceRef, Host, HostError};
 pub use near::{default_route_interfaces, resolve_near};
 pub use process::{Pid, read_allowed, read_cgroup_numa_stat, read_node_numastat, read_numa_maps};
 pub use source::{

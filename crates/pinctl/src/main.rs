@@ -1,10 +1,13 @@
 //! The `pinctl` command line: parses arguments, calls the libraries, renders their answers and
 //! maps failures to the exit codes documented in docs/exit-codes.md. Decisions belong to the
-//! libraries; this crate must not plan, discover or call the kernel itself.
+//! libraries (pinctl-launch places and launches, pinctl-sysfs reads the host, pinctl-plan
+//! plans); this crate parses arguments, calls them and renders what they answer. It spells no
+//! path under /sys or /proc and makes no system call of its own beyond the standard library's
+//! I/O.
 #![forbid(unsafe_code)]
 
 mod cmd;
-mod exit;
+mod error;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -35,7 +38,7 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     // Invoked through a symlink named `numactl`: speak numactl's command line as is.
     if invoked_as(&args, "numactl") {
-        return exit::report(cmd::numactl::run(&args[1..]));
+        return error::report(cmd::numactl::run(&args[1..]));
     }
     let cli = Cli::parse_from(args);
     let result = match cli.command {
@@ -44,7 +47,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => cmd::plan::run(a),
         Command::Exec(a) => cmd::exec::run(a),
     };
-    exit::report(result)
+    error::report(result)
 }
 
 fn invoked_as(args: &[OsString], name: &str) -> bool {

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cmd::plan::prepare;
-use crate::exit::{CmdResult, Status};
+use crate::error::CmdResult;
+use pinctl_launch::ExitStatus;
 
 /// Arguments of `pinctl check`.
 #[derive(Debug, clap::Args)]
@@ -26,7 +27,7 @@ pub(crate) struct CheckArgs {
 pub(crate) fn run(args: CheckArgs) -> CmdResult {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let failed = ExitCode::from(Status::Failure as u8);
+    let failed = ExitCode::from(ExitStatus::Failure.code());
     let prepared = match prepare(&args.config, args.topology.as_deref(), false)? {
         Ok(prepared) => prepared,
         Err(report) => {

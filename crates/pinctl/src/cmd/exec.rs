@@ -1,31 +1,19 @@
 //! `pinctl exec`: apply a placement to this process (CPU affinity, then memory policy, then
 //! read both back) and exec a command. This is how a systemd unit replaces `numactl`, so it is
 //! kept on a fast path: no async runtime, no hwloc, only the procfs/sysfs files the placement
-//! needs.
-
-mod host;
-mod launch;
-/// The plan on this machine as `exec -c` computes it; `pinctl plan` shares it so both agree.
-pub(crate) mod planned;
-mod spec;
+//! needs. The options are parsed here; resolving and applying them is pinctl-launch's.
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context;
+use pinctl_launch::spec::{Kind, Spec};
+use pinctl_launch::{CpuTarget, Launch, Nodes, Request, Resolved};
+use pinctl_sys::LinuxKernel;
+use pinctl_sysfs::Host;
 use pinctl_topology::MemoryPolicy;
 
-use crate::exit::{CmdResult, Failed, Status};
-
-pub(crate) use launch::{CpuTarget, Launch, Nodes, Request, Resolved};
-pub(crate) use spec::{Kind, Spec};
-
-pub(crate) mod numactl_support {
-    //! What the numactl personality shares with `pinctl exec`.
-    pub(crate) use super::host::{Allowed, node_cpus, read, read_list};
-    pub(crate) use super::launch::{apply, exec};
-}
+use crate::error::{CmdResult, Error};
 
 /// What to do when the kernel lacks a requested policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -119,17 +107,17 @@ pub(crate) struct ExecArgs {
     command: Vec<OsString>,
 }
 
-fn usage(msg: impl std::fmt::Display) -> Failed {
-    Failed::new(Status::Usage, anyhow::anyhow!("{msg}"))
+fn usage(msg: impl std::fmt::Display) -> Error {
+    Error::usage(msg)
 }
 
-fn node_spec(text: &str) -> Result<Nodes, Failed> {
+fn node_spec(text: &str) -> Result<Nodes, Error> {
     Ok(Nodes::Spec(Spec::parse(text, Kind::Node).map_err(usage)?))
 }
 
 impl ExecArgs {
     /// The request the options state, refusing contradictions.
-    fn request(&self) -> Result<Request, Failed> {
+    fn request(&self) -> Result<Request, Error> {
         let mut req = Request {
             all: self.numactl.all,
             balancing: self.numactl.balancing,
@@ -176,13 +164,13 @@ impl ExecArgs {
         if let Some(n) = &self.nodes {
             home = Some(node_spec(n)?);
         } else if let Some(near) = &self.near {
-            home = Some(Nodes::Set(planned::near_nodes(near)?));
+            home = Some(Nodes::Set(pinctl_launch::near_nodes(near)?));
         } else if let (Some(config), Some(service)) = (&self.config, &self.service) {
-            let (placement, cpuset) = planned::placement(config, service)?;
-            req.planned_cpuset = cpuset;
-            home_policy = placement.memory_policy;
-            home_cpus = Some(placement.cpus);
-            home = Some(Nodes::Set(placement.memory_nodes));
+            let planned = pinctl_launch::planned_instance(config, service)?;
+            req.planned_cpuset = planned.cpuset;
+            home_policy = planned.placement.memory_policy;
+            home_cpus = Some(planned.placement.cpus);
+            home = Some(Nodes::Set(planned.placement.memory_nodes));
         }
 
         // CPUs: --cpus / -C, else -N, else the home nodes.
@@ -194,8 +182,7 @@ impl ExecArgs {
         } else if let Some(n) = &self.numactl.cpunodebind {
             req.cpus = Some(CpuTarget::Nodes(node_spec(n)?));
         } else if let Some(cpus) = home_cpus {
-            req.cpus =
-                Some(CpuTarget::Cpus(Spec::parse(&cpus.to_string(), Kind::Cpu).map_err(usage)?));
+            req.cpus = Some(CpuTarget::Set(cpus));
         } else if let Some(h) = &home {
             req.cpus = Some(CpuTarget::Nodes(h.clone()));
         }
@@ -234,22 +221,26 @@ pub(crate) fn run(args: ExecArgs) -> CmdResult {
     if args.command.is_empty() && !args.dry_run {
         return Err(usage("no command given: pinctl exec [OPTIONS] -- COMMAND [ARGS...]"));
     }
-    let allowed = request.allowed(
-        host::Allowed::read().context("cannot read this process's allowed CPUs and nodes")?,
-    );
-    let resolved = request.resolve(&allowed)?;
-    resolved.check()?;
+    let mut host = Host::live();
+    let allowed = request.allowed(host.allowed().map_err(pinctl_launch::LaunchError::Allowed)?);
+    let resolved =
+        request.resolve(&mut host, &allowed).map_err(pinctl_launch::LaunchError::from)?;
+    resolved.check().map_err(pinctl_launch::LaunchError::from)?;
     if args.dry_run {
         print_dry_run(&resolved, &args.command, args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let launch =
         Launch { verify: true, ignore_unsupported: args.if_unsupported == IfUnsupported::Ignore };
-    launch::apply(&resolved, &allowed, launch)?;
-    Err(launch::exec(&args.command))
+    let kernel = LinuxKernel;
+    let prepared =
+        pinctl_launch::prepare(&kernel, &resolved, &allowed, launch, || host.kernel_release())?;
+    let warnings = pinctl_launch::apply_to_self(&kernel, prepared, &resolved, &allowed, launch)?;
+    crate::error::warn_all(&warnings);
+    Err(pinctl_launch::exec(&args.command).into())
 }
 
-fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Result<(), Failed> {
+fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     let command: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     if json {
@@ -311,7 +302,10 @@ mod tests {
     fn request(args: &[&str]) -> Result<Request, String> {
         let cli = Cli::try_parse_from(std::iter::once("exec").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
-        cli.exec.request().map_err(|f| format!("{:#}", f.error))
+        cli.exec.request().map_err(|e| match e {
+            Error::Usage(m) => m,
+            other => format!("{other:?}"),
+        })
     }
 
     fn policy(r: &Request) -> Option<MemoryPolicy> {

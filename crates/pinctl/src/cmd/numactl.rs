@@ -6,18 +6,17 @@
 
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::path::Path;
 use std::process::ExitCode;
 
+use pinctl_launch::spec::{Kind, Spec};
+use pinctl_launch::{CpuTarget, ExitStatus, Launch, LaunchError, Nodes, Request, Resolved};
 use pinctl_sys::{
-    Kernel, LinuxKernel, MPOL_BIND, MPOL_DEFAULT, MPOL_F_NODE, MPOL_INTERLEAVE, MPOL_PREFERRED,
-    MPOL_PREFERRED_MANY, Mask,
+    LinuxKernel, MPOL_BIND, MPOL_DEFAULT, MPOL_INTERLEAVE, MPOL_PREFERRED, MPOL_PREFERRED_MANY,
 };
+use pinctl_sysfs::{Allowed, Host};
 use pinctl_topology::{IdSet, MemoryPolicy, NodeSet};
 
-use super::exec::numactl_support::{Allowed, apply, exec, node_cpus, read, read_list};
-use super::exec::{CpuTarget, Kind, Launch, Nodes, Request, Spec};
-use crate::exit::{CmdResult, Failed, Status};
+use crate::error::{CmdResult, Error};
 
 const USAGE: &str = "usage: numactl [--all | -a] [--balancing | -b] [--interleave= | -i <nodes>]
 		[--preferred= | -p <node>] [--preferred-many= | -P <nodes>]
@@ -277,34 +276,30 @@ pub(crate) fn run(args: &[OsString]) -> CmdResult {
         Ok(p) => p,
         Err(e) => return Err(print_usage(e)),
     };
+    let mut host = Host::live();
     match action {
         Action::Show(req) => {
-            let allowed = Allowed::read().map_err(anyhow::Error::from)?;
-            let resolved = match req.resolve(&allowed) {
-                Ok(r) => r,
-                Err(e) => return Err(print_usage(usage_error(e.to_string()))),
-            };
-            apply(&resolved, &allowed, Launch { verify: false, ignore_unsupported: true })?;
-            show().map(|()| ExitCode::SUCCESS)
+            let (resolved, allowed) = resolve(&mut host, &req)?;
+            apply(
+                &mut host,
+                &resolved,
+                &allowed,
+                Launch { verify: false, ignore_unsupported: true },
+            )?;
+            show(&mut host).map(|()| ExitCode::SUCCESS)
         }
-        Action::Hardware { compress } => hardware(compress).map(|()| ExitCode::SUCCESS),
+        Action::Hardware { compress } => hardware(&mut host, compress).map(|()| ExitCode::SUCCESS),
         Action::Run(req) => {
             let command = &args[cmd..];
             if command.is_empty() {
                 return Err(print_usage(usage_error("")));
             }
-            let allowed = Allowed::read().map_err(anyhow::Error::from)?;
-            // numactl refuses a list it cannot resolve as a usage error (status 1).
-            let resolved = match req.resolve(&allowed) {
-                Ok(r) => r,
-                Err(e) => return Err(print_usage(usage_error(e.to_string()))),
-            };
+            let (mut resolved, allowed) = resolve(&mut host, &req)?;
             if resolved.memory_policy == Some(MemoryPolicy::Preferred)
                 && resolved.memory_nodes.as_ref().is_some_and(|n| n.len() != 1)
             {
                 return Err(print_usage(usage_error("--preferred takes exactly one node")));
             }
-            let mut resolved = resolved;
             // libnuma's numa_set_interleave_mask: an empty mask means the default policy.
             if resolved.memory_policy == Some(MemoryPolicy::Interleave)
                 && resolved.memory_nodes.as_ref().is_some_and(NodeSet::is_empty)
@@ -315,13 +310,37 @@ pub(crate) fn run(args: &[OsString]) -> CmdResult {
             // numactl falls back to plain bind when the kernel lacks NUMA balancing for bind,
             // and accepts whatever the cpuset narrows a request to.
             let launch = Launch { verify: false, ignore_unsupported: resolved.numa_balancing };
-            apply(&resolved, &allowed, launch)?;
-            Err(exec(command))
+            apply(&mut host, &resolved, &allowed, launch)?;
+            Err(pinctl_launch::exec(command).into())
         }
     }
 }
 
-fn print_usage(e: UsageError) -> Failed {
+/// The request on this host; numactl refuses a list it cannot resolve as a usage error
+/// (status 1).
+fn resolve(host: &mut Host, req: &Request) -> Result<(Resolved, Allowed), Error> {
+    let allowed = host.allowed().map_err(LaunchError::Allowed)?;
+    match req.resolve(host, &allowed) {
+        Ok(r) => Ok((r, allowed)),
+        Err(e) => Err(print_usage(usage_error(e.to_string()))),
+    }
+}
+
+fn apply(
+    host: &mut Host,
+    resolved: &Resolved,
+    allowed: &Allowed,
+    launch: Launch,
+) -> Result<(), Error> {
+    let kernel = LinuxKernel;
+    let prepared =
+        pinctl_launch::prepare(&kernel, resolved, allowed, launch, || host.kernel_release())?;
+    let warnings = pinctl_launch::apply_to_self(&kernel, prepared, resolved, allowed, launch)?;
+    crate::error::warn_all(&warnings);
+    Ok(())
+}
+
+fn print_usage(e: UsageError) -> Error {
     let mut err = io::stderr().lock();
     if !e.message.is_empty() {
         let _ = writeln!(err, "numactl: {}", e.message);
@@ -330,11 +349,11 @@ fn print_usage(e: UsageError) -> Failed {
     if let Some(spec) = e.invalid {
         let _ = writeln!(io::stdout().lock(), "<{spec}> is invalid");
     }
-    Failed::reported(Status::Failure)
+    Error::Reported(ExitStatus::Failure)
 }
 
-fn io_err(e: io::Error) -> Failed {
-    Failed::from(anyhow::Error::from(e))
+fn io_err(e: io::Error) -> Error {
+    Error::failure(e)
 }
 
 /// numactl's `printmask`: `name: 0 1 ` then a newline.
@@ -347,32 +366,22 @@ fn write_mask(out: &mut impl Write, name: &str, set: &IdSet) -> io::Result<()> {
 }
 
 /// `numactl --show`: this process's policy and affinity, in numactl's shape.
-fn show() -> Result<(), Failed> {
-    let kernel = LinuxKernel;
+fn show(host: &mut Host) -> Result<(), Error> {
     let mut out = io::stdout().lock();
-    let cpu_bits = kernel.cpu_mask_bits().map_err(io_err)?;
-    let mut cpus = Mask::with_bits(cpu_bits);
-    kernel.get_affinity(&mut cpus).map_err(io_err)?;
-    let cpus = cpus.to_set();
-    let node_bits = match kernel.node_mask_bits() {
-        Ok(b) => b,
-        Err(e) if e.raw_os_error() == Some(pinctl_sys::errno::ENOSYS) => {
-            write_mask(&mut out, "physcpubind", &cpus).map_err(io_err)?;
-            writeln!(out, "No NUMA support available on this system.").map_err(io_err)?;
-            return Err(Failed::reported(Status::Failure));
-        }
-        Err(e) => return Err(io_err(e)),
+    let current = pinctl_launch::current_placement(&LinuxKernel).map_err(io_err)?;
+    let cpus = &current.cpus;
+    let Some(mode) = current.mode else {
+        write_mask(&mut out, "physcpubind", cpus).map_err(io_err)?;
+        writeln!(out, "No NUMA support available on this system.").map_err(io_err)?;
+        return Err(Error::Reported(ExitStatus::Failure));
     };
-    let mut nodes = Mask::with_bits(node_bits);
-    let mode = kernel.get_mempolicy(&mut nodes, 0).map_err(io_err)?;
-    let nodes = nodes.to_set();
-    let allowed = Allowed::read().map_err(anyhow::Error::from)?;
-    // numa_get_interleave_node(): the next interleave node, 0 when the kernel has none.
-    let cur = pinctl_sys::raw::get_mempolicy(None, 0, MPOL_F_NODE).unwrap_or(0);
+    let nodes = &current.nodes;
+    let cur = current.next_node;
+    let allowed = host.allowed().map_err(LaunchError::Allowed)?;
     let membind = if mode == MPOL_BIND { nodes.clone() } else { allowed.nodes.clone() };
     let mut cpubind = NodeSet::new();
     for n in allowed.nodes.iter() {
-        if node_cpus(n).is_ok_and(|c| !c.is_disjoint(&cpus)) {
+        if host.node_cpus(n).is_ok_and(|c| !c.is_disjoint(cpus)) {
             cpubind.insert(n);
         }
     }
@@ -394,40 +403,29 @@ fn show() -> Result<(), Failed> {
             _ => {}
         }
         if mode == MPOL_INTERLEAVE {
-            write_mask(w, "interleavemask", &nodes)?;
+            write_mask(w, "interleavemask", nodes)?;
             writeln!(w, "interleavenode: {cur}")?;
         }
-        write_mask(w, "physcpubind", &cpus)?;
+        write_mask(w, "physcpubind", cpus)?;
         write_mask(w, "cpubind", &cpubind)?;
         write_mask(w, "nodebind", &cpubind)?;
         write_mask(w, "membind", &membind)?;
-        write_mask(w, "preferred", &nodes)
+        write_mask(w, "preferred", nodes)
     })()
     .map_err(io_err)
 }
 
 /// `numactl --hardware`: nodes, their CPUs, memory and distances, in numactl's shape.
-fn hardware(compress: bool) -> Result<(), Failed> {
-    let node_dir = Path::new("/sys/devices/system/node");
+fn hardware(host: &mut Host, compress: bool) -> Result<(), Error> {
     // libnuma's numa_nodes_ptr: every nodeN directory.
-    let mut nodes = NodeSet::new();
-    for entry in std::fs::read_dir(node_dir).map_err(|e| {
-        anyhow::Error::new(e).context(format!("cannot read `{}`", node_dir.display()))
-    })? {
-        let entry = entry.map_err(io_err)?;
-        if let Some(id) = entry.file_name().to_str().and_then(|n| n.strip_prefix("node")) {
-            if let Ok(id) = id.parse::<u32>() {
-                nodes.insert(id);
-            }
-        }
-    }
-    let online = read_list(&node_dir.join("online")).unwrap_or_else(|_| nodes.clone());
+    let nodes = host.node_folders().map_err(Error::failure)?;
+    let online = host.online_nodes().unwrap_or_else(|_| nodes.clone());
     let mut out = io::stdout().lock();
     let w = &mut out;
     (|| -> io::Result<()> {
         writeln!(w, "available: {} nodes ({})", nodes.len(), nodes)?;
         for n in nodes.iter() {
-            let cpus = node_cpus(n).unwrap_or_default();
+            let cpus = host.node_cpus(n).unwrap_or_default();
             write!(w, "node {n} cpus:")?;
             if compress {
                 let ranges: Vec<String> = cpus
@@ -442,24 +440,19 @@ fn hardware(compress: bool) -> Result<(), Failed> {
                 }
                 writeln!(w)?;
             }
-            let (size, free) = meminfo(&node_dir.join(format!("node{n}/meminfo")));
+            let meminfo = host.node_meminfo(n).unwrap_or_default();
             let mb = |v: Option<u64>| {
                 v.map_or("<not available>".to_string(), |v| format!("{} MB", v >> 20))
             };
-            writeln!(w, "node {n} size: {}", mb(size))?;
-            writeln!(w, "node {n} free: {}", mb(free))?;
+            writeln!(w, "node {n} size: {}", mb(meminfo.total_bytes))?;
+            writeln!(w, "node {n} free: {}", mb(meminfo.free_bytes))?;
         }
         // Distances: each node's `distance` lists one value per online node, in id order.
         let mut table: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
         for n in nodes.iter() {
-            let row = read(&node_dir.join(format!("node{n}/distance")))
-                .ok()
-                .map(|t| {
-                    online
-                        .iter()
-                        .zip(t.split_whitespace().filter_map(|v| v.parse::<u32>().ok()))
-                        .collect::<Vec<_>>()
-                })
+            let row = host
+                .node_distances(n)
+                .map(|d| online.iter().zip(d).collect::<Vec<_>>())
                 .unwrap_or_default();
             table.push((n, row));
         }
@@ -483,18 +476,6 @@ fn hardware(compress: bool) -> Result<(), Failed> {
         Ok(())
     })()
     .map_err(io_err)
-}
-
-/// MemTotal and MemFree of a node's meminfo, in bytes.
-fn meminfo(path: &Path) -> (Option<u64>, Option<u64>) {
-    let Ok(text) = read(path) else { return (None, None) };
-    let field = |name: &str| {
-        text.lines().find(|l| l.contains(name)).and_then(|l| {
-            let kb = l.split_whitespace().rev().nth(1)?;
-            kb.parse::<u64>().ok().map(|v| v << 10)
-        })
-    };
-    (field("MemTotal:"), field("MemFree:"))
 }
 
 #[cfg(test)]

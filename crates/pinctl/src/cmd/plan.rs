@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pinctl_config::{Config, Diagnostic, Severity};
-use pinctl_plan::{Placement, Plan, PlanInputs};
-use pinctl_sysfs::{LoadedTopology, TopologySource, default_route_interfaces, load_topology};
+use pinctl_config::Config;
+use pinctl_launch::{LaunchError, Prepared};
+use pinctl_plan::{Placement, Plan};
+use pinctl_sysfs::{TopologySource, load_topology};
 use pinctl_topology::MemoryPolicy;
 
-use crate::exit::{CmdResult, Failed, Status};
+use crate::error::{CmdResult, Error};
 
 /// Arguments of `pinctl plan`.
 #[derive(Debug, clap::Args)]
@@ -48,8 +49,8 @@ enum Emit {
     Numactl,
 }
 
-fn parse_emit(values: &[String]) -> Result<Emit, Failed> {
-    let usage = |msg: String| Failed::new(Status::Usage, anyhow::anyhow!(msg));
+fn parse_emit(values: &[String]) -> Result<Emit, Error> {
+    let usage = Error::Usage;
     match values {
         [format, dir] if format == "systemd" => Ok(Emit::Systemd(PathBuf::from(dir))),
         [format] if format == "systemd" => {
@@ -73,7 +74,7 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
         Ok(prepared) => prepared,
         Err(report) => {
             err.write_all(report.as_bytes()).context("writing to stderr")?;
-            return Err(Failed::reported(Status::Failure));
+            return Err(Error::Reported(pinctl_launch::ExitStatus::Failure));
         }
     };
     if !prepared.diagnostics.is_empty() {
@@ -103,104 +104,26 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A service file and topology ready to plan, with what checking one against the other found
-/// (warnings only; errors make [`prepare`] return the rendered report instead).
-pub(crate) struct Prepared {
-    pub(crate) config: Config,
-    pub(crate) loaded: LoadedTopology,
-    pub(crate) inputs: PlanInputs,
-    /// Parse warnings, machine checks and `near` entries that resolve to nothing.
-    pub(crate) diagnostics: Vec<Diagnostic>,
-}
-
-/// Loads the service file and the topology, checks the file against the machine, resolves
-/// `near` entries (unresolved: an error on the live machine, a warning on another host's
-/// topology) and the default route. `Ok(Err(report))` is a rendered report of errors in the
-/// file; `Err` is a failure to read the topology.
+/// Loads the service file and the topology and prepares them for planning
+/// ([`pinctl_launch::prepare_plan`]: machine checks, `near` entries, the default route).
+/// `Ok(Err(report))` is a rendered report of errors in the file; `Err` is a failure to read
+/// the topology.
 pub(crate) fn prepare(
     config_path: &Path,
     topology: Option<&Path>,
     strict: bool,
-) -> Result<Result<Prepared, String>, Failed> {
+) -> Result<Result<Prepared, String>, Error> {
     let config = match pinctl_config::load(config_path) {
         Ok(config) => config,
         Err(e) => return Ok(Err(e.render(false))),
     };
-    let source = TopologySource::from_arg(topology).map_err(|e| Failed::new(Status::Failure, e))?;
-    let loaded = load_topology(&source).map_err(|e| Failed::new(Status::Failure, e))?;
-    let mut diagnostics = config.warnings.clone();
-    diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
-    let inputs = resolve_inputs(&config, &loaded, strict, &mut diagnostics)?;
-    if diagnostics.iter().any(Diagnostic::is_error) {
-        return Ok(Err(pinctl_config::render_all(&diagnostics, Some(config_path), false)));
+    let source = TopologySource::from_arg(topology).map_err(Error::failure)?;
+    let loaded = load_topology(&source).map_err(Error::failure)?;
+    match pinctl_launch::prepare_plan(config, loaded, strict) {
+        Ok(prepared) => Ok(Ok(prepared)),
+        Err(LaunchError::Rejected { report }) => Ok(Err(report)),
+        Err(e) => Err(e.into()),
     }
-    Ok(Ok(Prepared { config, loaded, inputs, diagnostics }))
-}
-
-/// `near` entries -> devices, and the default route's NICs when `keep-free` is not set.
-fn resolve_inputs(
-    config: &Config,
-    loaded: &LoadedTopology,
-    strict: bool,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Result<PlanInputs, Failed> {
-    let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
-    for service in &config.services {
-        let spans = config.service_spans(&service.name);
-        for instance in &service.instances {
-            for (k, spec) in instance.near.iter().enumerate() {
-                if inputs.near.contains_key(spec) {
-                    continue;
-                }
-                let devices = match pinctl_sysfs::resolve_near(loaded, spec) {
-                    Ok(devices) => devices,
-                    Err(e) => {
-                        let (severity, what) = if loaded.is_live {
-                            (Severity::Error, "")
-                        } else {
-                            (Severity::Warning, ": placed without it")
-                        };
-                        let span = spans.and_then(|s| s.near.get(k));
-                        diagnostics.push(config.diagnostic_at(
-                            span,
-                            severity,
-                            format!("{}: near {e}{what}", instance.name),
-                        ));
-                        Vec::new()
-                    }
-                };
-                inputs.near.insert(spec.clone(), devices);
-            }
-        }
-    }
-    if config.host.keep_free.is_none() {
-        match &loaded.fs_root {
-            Some(root) => match default_route_interfaces(root) {
-                Ok(nics) => inputs.default_keep_free = nics,
-                Err(e) if loaded.is_live => {
-                    return Err(Failed::new(
-                        Status::Failure,
-                        anyhow::Error::new(e).context("cannot read the default route"),
-                    ));
-                }
-                Err(e) => diagnostics.push(config.diagnostic_at(
-                    None,
-                    Severity::Warning,
-                    format!("`keep-free` is not set and {e}: no node is kept free"),
-                )),
-            },
-            None => diagnostics.push(config.diagnostic_at(
-                None,
-                Severity::Warning,
-                format!(
-                    "`keep-free` is not set and {} has no routing table to find the default \
-                     route's NIC: no node is kept free (set `keep-free` to choose)",
-                    loaded.source
-                ),
-            )),
-        }
-    }
-    Ok(inputs)
 }
 
 /// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and
@@ -281,19 +204,16 @@ fn emit_systemd(
     plan: &Plan,
     config_path: &Path,
     dir: &Path,
-) -> Result<(), Failed> {
+) -> Result<(), Error> {
     // Refuse before writing anything: systemd has no NUMAPolicy= for these.
     for p in &plan.placements {
         if matches!(p.memory_policy, MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave)
         {
-            return Err(Failed::new(
-                Status::Failure,
-                anyhow::anyhow!(
-                    "{}: systemd's NUMAPolicy= has no `{}`; use `--emit numactl` or `pinctl exec`",
-                    p.instance,
-                    p.memory_policy
-                ),
-            ));
+            return Err(Error::failure(anyhow::anyhow!(
+                "{}: systemd's NUMAPolicy= has no `{}`; use `--emit numactl` or `pinctl exec`",
+                p.instance,
+                p.memory_policy
+            )));
         }
     }
     for p in &plan.placements {

@@ -9,7 +9,7 @@ use anyhow::Context;
 use pinctl_sysfs::{TopologySource, capture_topology, load_topology};
 use pinctl_topology::{Device, Locality, Topology};
 
-use crate::exit::{CmdResult, Failed, Status};
+use crate::error::{CmdResult, Error};
 
 /// Arguments of `pinctl topology`.
 #[derive(Debug, clap::Args)]
@@ -29,8 +29,8 @@ pub(crate) struct TopologyArgs {
 }
 
 pub(crate) fn run(args: TopologyArgs) -> CmdResult {
-    let source = TopologySource::from_arg(args.topology.as_deref())
-        .map_err(|e| Failed::new(Status::Failure, e))?;
+    let source =
+        TopologySource::from_arg(args.topology.as_deref()).map_err(Error::failure)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     if let Some(file) = &args.capture {
@@ -38,10 +38,10 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
             TopologySource::Live | TopologySource::Root(_) => source.path().to_path_buf(),
             other => {
                 let e = pinctl_sysfs::DiscoveryError::NotCapturable { what: other.to_string() };
-                return Err(Failed::new(Status::Failure, e));
+                return Err(Error::failure(e));
             }
         };
-        let summary = capture_topology(&root, file).map_err(|e| Failed::new(Status::Failure, e))?;
+        let summary = capture_topology(&root, file).map_err(Error::failure)?;
         writeln!(
             out,
             "captured {} files, {} links and {} folders of {source} into `{}`",
@@ -54,7 +54,7 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
         out.flush().context("writing to stdout")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let loaded = load_topology(&source).map_err(|e| Failed::new(Status::Failure, e))?;
+    let loaded = load_topology(&source).map_err(Error::failure)?;
     if args.json {
         serde_json::to_writer_pretty(&mut out, &loaded.topology).context("writing JSON")?;
         writeln!(out).context("writing to stdout")?;

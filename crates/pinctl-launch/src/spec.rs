@@ -14,14 +14,14 @@ use pinctl_topology::IdSet;
 
 /// A parsed list, before the host's allowed set gives it meaning.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Spec {
-    pub(crate) invert: bool,
-    pub(crate) relative: bool,
-    pub(crate) items: Vec<Item>,
+pub struct Spec {
+    pub invert: bool,
+    pub relative: bool,
+    pub items: Vec<Item>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Item {
+pub enum Item {
     Range(u64, u64),
     All,
     Device(Device),
@@ -29,7 +29,7 @@ pub(crate) enum Item {
 
 /// A device whose node(s) stand for a node number.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Device {
+pub enum Device {
     Netdev(String),
     Block(String),
     File(String),
@@ -51,7 +51,7 @@ impl std::fmt::Display for Device {
 
 /// What a list refers to, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Node,
     Cpu,
 }
@@ -66,7 +66,7 @@ impl Kind {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub(crate) enum SpecError {
+pub enum SpecError {
     #[error("invalid {kind} list `{spec}`: `{element}` is not a number, a range or `all`")]
     Syntax { kind: &'static str, spec: String, element: String },
     #[error("invalid {kind} list `{spec}`: device specifications are for nodes only")]
@@ -99,7 +99,7 @@ fn strtoul(s: &str) -> Option<(u64, &str)> {
 }
 
 impl Spec {
-    pub(crate) fn parse(text: &str, kind: Kind) -> Result<Spec, SpecError> {
+    pub fn parse(text: &str, kind: Kind) -> Result<Spec, SpecError> {
         let syntax = |element: &str| SpecError::Syntax {
             kind: kind.name(),
             spec: text.to_string(),
@@ -161,7 +161,7 @@ impl Spec {
 
     /// The set this spec names, given the ids the process may use and a resolver for device
     /// items.
-    pub(crate) fn resolve<E>(
+    pub fn resolve<E>(
         &self,
         kind: Kind,
         allowed: &IdSet,
@@ -215,6 +215,26 @@ impl Spec {
 
 fn display(set: &IdSet) -> String {
     if set.is_empty() { "none".to_string() } else { set.to_string() }
+}
+
+/// numactl's `pci:[seg:]bus:dev[:func]` (or `.func`) as a sysfs PCI address.
+pub fn pci_address(spec: &str) -> Option<String> {
+    let hex = |s: &str, max: u32| u32::from_str_radix(s, 16).ok().filter(|&v| v <= max);
+    let (rest, func) = match spec.rsplit_once('.') {
+        Some((r, f)) => (r, Some(hex(f, 7)?)),
+        None => (spec, None),
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    let (seg, bus, dev, func) = match (parts.as_slice(), func) {
+        ([b, d], f) => (0, hex(b, 0xff)?, hex(d, 0x1f)?, f.unwrap_or(0)),
+        ([s, b, d], Some(f)) => (hex(s, 0xffff)?, hex(b, 0xff)?, hex(d, 0x1f)?, f),
+        // numactl's bus:dev:func form, or seg:bus:dev without a function.
+        ([a, b, c], None) if c.len() == 1 => (0, hex(a, 0xff)?, hex(b, 0x1f)?, hex(c, 7)?),
+        ([s, b, d], None) => (hex(s, 0xffff)?, hex(b, 0xff)?, hex(d, 0x1f)?, 0),
+        ([s, b, d, f], None) => (hex(s, 0xffff)?, hex(b, 0xff)?, hex(d, 0x1f)?, hex(f, 7)?),
+        _ => return None,
+    };
+    Some(format!("{seg:04x}:{bus:02x}:{dev:02x}.{func:x}"))
 }
 
 #[cfg(test)]
@@ -299,5 +319,15 @@ mod tests {
         for bad in ["x", "1-", "-1", "1,,2", "1,", "1-2-3", "0xg", "all,0", "1 2"] {
             assert!(resolve(bad, Kind::Node, "0-3").is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn pci_addresses_in_numactl_forms() {
+        assert_eq!(pci_address("3b:00.0").as_deref(), Some("0000:3b:00.0"));
+        assert_eq!(pci_address("0000:3b:00.1").as_deref(), Some("0000:3b:00.1"));
+        assert_eq!(pci_address("3b:00:1").as_deref(), Some("0000:3b:00.1"));
+        assert_eq!(pci_address("1:3b:00").as_deref(), Some("0001:3b:00.0"));
+        assert_eq!(pci_address("3b"), None);
+        assert_eq!(pci_address("zz:00.0"), None);
     }
 }

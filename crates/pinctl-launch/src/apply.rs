@@ -1,0 +1,318 @@
+//! From a resolved placement to the kernel: check the running kernel has the policy, build the
+//! child setup (generic over [`Kernel`], so the call sequence is testable with the recording
+//! fake), apply it to this process or hand it to a child, and explain any failure by step,
+//! errno and likely cause.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::CommandExt;
+
+use pinctl_sys::{
+    Applied, ChildSetup, Kernel, KernelSupport, MPOL_F_NUMA_BALANCING, MemoryPolicyRequest,
+    PolicyMode as _, SetupError, Stage, probe_support,
+};
+use pinctl_sysfs::Allowed;
+use pinctl_topology::{MemoryPolicy, NodeSet};
+
+use crate::error::LaunchError;
+use crate::request::Resolved;
+
+/// How strictly to launch.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch {
+    /// Fail when the kernel applies less than asked (pinctl); numactl accepts it.
+    pub verify: bool,
+    /// Run without a policy the kernel does not support instead of failing.
+    pub ignore_unsupported: bool,
+}
+
+/// Something the launch let pass that the operator should hear about; the caller decides
+/// where it goes (stderr for `pinctl exec`, the log for the supervisor).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Warning {
+    /// The kernel lacks a newer policy or flag and `ignore_unsupported` let the launch go on.
+    #[error("this kernel does not support {what}; running without it")]
+    Unsupported { what: String },
+    /// `set_mempolicy` said the kernel has no NUMA support (systemd's rule: run without).
+    #[error("the kernel has no NUMA memory policy support ({error}); running without a policy")]
+    NoNumaSupport { error: SetupError },
+}
+
+/// A placement ready to be applied: the setup with every mask allocated, and what was let
+/// pass on the way.
+#[derive(Debug)]
+pub struct Prepared {
+    /// What to apply between fork and exec, or to this process.
+    pub setup: ChildSetup,
+    /// Warnings so far.
+    pub warnings: Vec<Warning>,
+}
+
+fn policy_request(resolved: &Resolved) -> Option<MemoryPolicyRequest> {
+    let policy = resolved.memory_policy?;
+    let flags = if resolved.numa_balancing && policy == MemoryPolicy::Bind {
+        MPOL_F_NUMA_BALANCING
+    } else {
+        0
+    };
+    let nodes = if policy.takes_nodes() { resolved.memory_nodes.clone() } else { None };
+    Some(MemoryPolicyRequest { mode: policy.mode() | flags, nodes })
+}
+
+fn since(p: Option<MemoryPolicy>) -> &'static str {
+    match p {
+        Some(MemoryPolicy::PreferredMany) => "Linux 5.15+",
+        Some(MemoryPolicy::WeightedInterleave) => "Linux 6.9+",
+        _ => "a newer kernel",
+    }
+}
+
+/// What of `req` the kernel lacks, in words, or `None` when it has all of it.
+fn missing(
+    support: &KernelSupport,
+    req: &MemoryPolicyRequest,
+    resolved: &Resolved,
+) -> Option<String> {
+    if support.supports(req.mode) {
+        return None;
+    }
+    let only_the_flag = req.mode & MPOL_F_NUMA_BALANCING != 0
+        && support.supports(req.mode & !MPOL_F_NUMA_BALANCING);
+    Some(if only_the_flag {
+        "MPOL_F_NUMA_BALANCING (Linux 5.12+)".to_string()
+    } else {
+        format!(
+            "the {} memory policy ({})",
+            resolved.memory_policy.map_or("", |p| p.name()),
+            since(resolved.memory_policy)
+        )
+    })
+}
+
+/// Builds the setup for `resolved` on `kernel`. Newer policies (preferred-many, weighted
+/// interleave, the NUMA balancing flag) are probed first: a kernel without them refuses the
+/// launch, named, unless `launch.ignore_unsupported` lets it run without them.
+/// `kernel_release` is only called to word that refusal.
+pub fn prepare<K: Kernel + ?Sized>(
+    kernel: &K,
+    resolved: &Resolved,
+    allowed: &Allowed,
+    launch: Launch,
+    kernel_release: impl FnOnce() -> String,
+) -> Result<Prepared, LaunchError> {
+    let sys = |stage: Stage, e: io::Error| {
+        let error = SetupError { stage, errno: e.raw_os_error().unwrap_or(0) };
+        explain(error, resolved, allowed, None)
+    };
+    let cpu_bits = kernel.cpu_mask_bits().map_err(|e| sys(Stage::ReadAffinity, e))?;
+    let node_bits = kernel.node_mask_bits().map_err(|e| sys(Stage::ReadMemoryPolicy, e))?;
+    let mut warnings = Vec::new();
+    let mut policy = policy_request(resolved);
+    if let Some(req) = &mut policy {
+        let newer = matches!(
+            resolved.memory_policy,
+            Some(MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave)
+        ) || req.mode & MPOL_F_NUMA_BALANCING != 0;
+        if newer {
+            let support =
+                probe_support(kernel, node_bits).map_err(|e| sys(Stage::SetMemoryPolicy, e))?;
+            if let Some(what) = missing(&support, req, resolved) {
+                if !launch.ignore_unsupported {
+                    return Err(LaunchError::Unsupported { what, kernel: kernel_release() });
+                }
+                warnings.push(Warning::Unsupported { what });
+                if support.supports(req.mode & !MPOL_F_NUMA_BALANCING) {
+                    req.mode &= !MPOL_F_NUMA_BALANCING;
+                } else {
+                    policy = None;
+                }
+            }
+        }
+    }
+    let setup = ChildSetup::new(
+        resolved.cpus.as_ref(),
+        policy.as_ref(),
+        cpu_bits,
+        node_bits,
+        launch.verify,
+    );
+    Ok(Prepared { setup, warnings })
+}
+
+/// Applies a prepared placement to this process (the caller then execs). Returns the
+/// warnings of the whole launch.
+pub fn apply_to_self<K: Kernel + ?Sized>(
+    kernel: &K,
+    mut prepared: Prepared,
+    resolved: &Resolved,
+    allowed: &Allowed,
+    launch: Launch,
+) -> Result<Vec<Warning>, LaunchError> {
+    match prepared.setup.apply(kernel) {
+        Ok(()) => Ok(prepared.warnings),
+        Err(error)
+            if launch.ignore_unsupported
+                && error.stage == Stage::SetMemoryPolicy
+                && matches!(
+                    error.errno,
+                    pinctl_sys::errno::ENOSYS | pinctl_sys::errno::EOPNOTSUPP
+                ) =>
+        {
+            // systemd's rule: no NUMA support in the kernel means run without a policy. The
+            // affinity was already applied.
+            prepared.warnings.push(Warning::NoNumaSupport { error });
+            Ok(prepared.warnings)
+        }
+        Err(error) => Err(explain(error, resolved, allowed, Some(&prepared.setup.applied()))),
+    }
+}
+
+/// Turns a failed stage into an error that names the step, the errno and the likely cause.
+/// `got` is what the kernel applied, for mismatches.
+pub fn explain(
+    error: SetupError,
+    resolved: &Resolved,
+    allowed: &Allowed,
+    got: Option<&Applied>,
+) -> LaunchError {
+    let list = |s: Option<&NodeSet>| s.map_or_else(|| "none".to_string(), |s| s.to_string());
+    let cause = match (error.stage, error.errno) {
+        (Stage::SetAffinity, pinctl_sys::errno::EINVAL) => format!(
+            "CPUs {} are outside this process's allowed CPUs {} (Cpus_allowed_list) or offline",
+            list(resolved.cpus.as_ref()),
+            allowed.cpus
+        ),
+        (Stage::SetMemoryPolicy, pinctl_sys::errno::EINVAL) => format!(
+            "nodes {} are outside this process's allowed nodes {} (Mems_allowed_list), or have \
+             no memory",
+            list(resolved.memory_nodes.as_ref()),
+            allowed.nodes
+        ),
+        (_, pinctl_sys::errno::EPERM) => "the call was denied: a seccomp filter (containers \
+                                          block NUMA calls unless CAP_SYS_NICE is granted) or \
+                                          a missing CAP_SYS_NICE"
+            .to_string(),
+        (_, pinctl_sys::errno::ENOSYS | pinctl_sys::errno::EOPNOTSUPP) => {
+            "the kernel lacks NUMA support or this policy (pass --if-unsupported=ignore to run \
+             without it)"
+                .to_string()
+        }
+        (Stage::AffinityMismatch, _) => format!(
+            "asked for CPUs {}, the kernel applied {}: the cpuset allows only {}",
+            list(resolved.cpus.as_ref()),
+            got.map_or_else(String::new, |g| g.cpus.to_string()),
+            allowed.cpus
+        ),
+        (Stage::MemoryPolicyMismatch, _) => format!(
+            "asked for {} on nodes {}, the kernel applied mode {} on nodes {}: the cpuset allows \
+             only nodes {}",
+            resolved.memory_policy.map_or("no policy", |p| p.name()),
+            list(resolved.memory_nodes.as_ref()),
+            got.map_or(-1, |g| g.mode),
+            got.map_or_else(String::new, |g| g.nodes.to_string()),
+            allowed.nodes
+        ),
+        _ => String::new(),
+    };
+    LaunchError::Setup { error, cause }
+}
+
+/// Replaces this process with `command` (PATH search as execvp); returns only on failure.
+pub fn exec(command: &[OsString]) -> LaunchError {
+    let Some((program, args)) = command.split_first() else {
+        return LaunchError::NoCommand;
+    };
+    let source = std::process::Command::new(program).args(args).exec();
+    let name = program.to_string_lossy().into_owned();
+    match source.kind() {
+        io::ErrorKind::NotFound => LaunchError::NotFound { name, error: source },
+        _ => LaunchError::NotExecutable { name, source },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pinctl_sys::{Call, RecordingKernel};
+
+    use super::*;
+
+    fn allowed() -> Allowed {
+        Allowed { cpus: "0-7".parse().unwrap(), nodes: "0-1".parse().unwrap() }
+    }
+
+    fn resolved() -> Resolved {
+        Resolved {
+            cpus: Some("8-15".parse().unwrap()),
+            memory_policy: Some(MemoryPolicy::Bind),
+            memory_nodes: Some("3".parse().unwrap()),
+            numa_balancing: false,
+        }
+    }
+
+    fn message(stage: Stage, errno: i32) -> (u8, String) {
+        let e = explain(SetupError { stage, errno }, &resolved(), &allowed(), None);
+        (e.exit_status().code(), e.to_string())
+    }
+
+    #[test]
+    fn failures_name_the_step_the_errno_and_the_cause() {
+        let (code, m) = message(Stage::SetMemoryPolicy, pinctl_sys::errno::EINVAL);
+        assert_eq!(code, 242);
+        assert!(m.contains("set_mempolicy") && m.contains("os error 22"), "{m}");
+        assert!(m.contains("nodes 3 are outside this process's allowed nodes 0-1"), "{m}");
+
+        let (code, m) = message(Stage::SetAffinity, pinctl_sys::errno::EINVAL);
+        assert_eq!(code, 215);
+        assert!(m.contains("CPUs 8-15 are outside this process's allowed CPUs 0-7"), "{m}");
+
+        let (_, m) = message(Stage::SetAffinity, pinctl_sys::errno::EPERM);
+        assert!(m.contains("seccomp") && m.contains("CAP_SYS_NICE"), "{m}");
+
+        let (code, m) = message(Stage::SetMemoryPolicy, pinctl_sys::errno::ENOSYS);
+        assert_eq!(code, 242);
+        assert!(m.contains("--if-unsupported=ignore"), "{m}");
+
+        let (code, m) = message(Stage::AffinityMismatch, 0);
+        assert_eq!(code, 215);
+        assert!(m.contains("the cpuset allows only 0-7"), "{m}");
+    }
+
+    #[test]
+    fn balancing_is_a_flag_of_bind_only() {
+        let mut r = resolved();
+        r.numa_balancing = true;
+        assert_eq!(policy_request(&r).unwrap().mode, 2 | MPOL_F_NUMA_BALANCING);
+        r.memory_policy = Some(MemoryPolicy::Interleave);
+        assert_eq!(policy_request(&r).unwrap().mode, 3);
+        r.memory_policy = Some(MemoryPolicy::Local);
+        assert_eq!(policy_request(&r).unwrap().nodes, None);
+    }
+
+    /// A kernel from before 5.15: preferred-many is refused, named, unless ignored, in which
+    /// case the launch runs with the affinity only and says so.
+    #[test]
+    fn a_policy_the_kernel_lacks_is_refused_or_dropped_with_a_warning() {
+        let mut kernel = RecordingKernel::new(8, 2);
+        kernel.max_mode = 4;
+        let mut r = resolved();
+        r.cpus = Some("0-1".parse().unwrap());
+        r.memory_policy = Some(MemoryPolicy::PreferredMany);
+        r.memory_nodes = Some("0-1".parse().unwrap());
+        let strict = Launch { verify: true, ignore_unsupported: false };
+        let e = prepare(&kernel, &r, &allowed(), strict, || "Linux 5.10".into()).unwrap_err();
+        assert_eq!(e.exit_status().code(), 242);
+        assert!(e.to_string().contains("Linux 5.10") && e.to_string().contains("preferred-many"));
+
+        let lenient = Launch { verify: true, ignore_unsupported: true };
+        let prepared = prepare(&kernel, &r, &allowed(), lenient, || unreachable!()).unwrap();
+        assert!(matches!(prepared.warnings[..], [Warning::Unsupported { .. }]));
+        let calls_before = kernel.calls().len();
+        apply_to_self(&kernel, prepared, &r, &allowed(), lenient).unwrap();
+        let applied = &kernel.calls()[calls_before..];
+        assert!(matches!(applied[0], Call::SetAffinity { .. }), "{applied:?}");
+        assert!(
+            !applied.iter().any(|c| matches!(c, Call::SetMempolicy { .. })),
+            "no policy is set when it was dropped: {applied:?}"
+        );
+    }
+}

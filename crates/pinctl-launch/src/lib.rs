@@ -1,0 +1,31 @@
+//! Launching a process where it belongs: a request as a command line or a plan states it
+//! (`--nodes`, `--cpus`, `--near`, `-c FILE --service NAME`, numactl's options) resolved into
+//! one typed placement on this host, the child setup built for it over the [`pinctl_sys::Kernel`]
+//! trait, applied to this process or to a child between fork and exec, and read back.
+//!
+//! Shared by `pinctl exec`, the numactl personality and the supervisor, so all three place a
+//! process the same way and fail with the same statuses ([`ExitStatus`]). It returns warnings
+//! and errors instead of printing them, and it must not load an async runtime or hwloc: it sits
+//! in every unit's start-up. Facts of the host come from [`pinctl_sysfs::Host`], never from
+//! paths spelt here.
+#![forbid(unsafe_code)]
+
+mod apply;
+mod current;
+mod error;
+mod planned;
+mod request;
+pub mod spec;
+mod status;
+
+pub use apply::{
+    Launch, Prepared as PreparedLaunch, Warning, apply_to_self, exec, explain, prepare,
+};
+pub use current::{CurrentPlacement, current_placement};
+pub use error::LaunchError;
+pub use planned::{
+    PlannedInstance, Prepared, live_topology, load_config, near_nodes, near_nodes_on, plan,
+    planned_instance, prepare as prepare_plan,
+};
+pub use request::{CpuTarget, Nodes, Request, ResolveError, Resolved, device_nodes};
+pub use status::ExitStatus;

@@ -1,0 +1,187 @@
+//! The placement the planner gives an instance on this machine, computed from the inputs
+//! `pinctl plan` uses (the topology, each `near` entry resolved to devices, the NICs of the
+//! default route), so `exec -c`, `plan` and the supervisor always agree; and `--near`.
+
+use std::path::Path;
+
+use pinctl_config::{Config, Diagnostic, Severity};
+use pinctl_plan::{Placement, Plan, PlanInputs};
+use pinctl_sysfs::{LoadedTopology, TopologySource, default_route_interfaces, load_topology};
+use pinctl_topology::{CpuSet, NodeSet};
+
+use crate::error::LaunchError;
+
+/// The live machine's topology (the planner's view of it).
+pub fn live_topology() -> Result<LoadedTopology, LaunchError> {
+    load_topology(&TopologySource::Live).map_err(|e| LaunchError::Topology(Box::new(e)))
+}
+
+/// A service file and a topology ready to plan, with what checking one against the other
+/// found (warnings only: errors make [`prepare`] fail with the rendered report).
+#[derive(Debug)]
+pub struct Prepared {
+    /// The validated file.
+    pub config: Config,
+    /// The topology it is planned on.
+    pub loaded: LoadedTopology,
+    /// `near` entries resolved to devices, the default route's NICs, strictness.
+    pub inputs: PlanInputs,
+    /// Parse warnings, machine checks and `near` entries that resolve to nothing.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Checks `config` against `loaded` and resolves what the planner needs besides them: `near`
+/// entries to devices (one that names nothing is an error on the live machine, a warning on
+/// another host's topology) and, when the file sets no `keep-free`, the default route's NICs.
+/// This is the one preparation `plan`, `check`, `exec -c` and the supervisor share, so they
+/// always compute the same plan.
+pub fn prepare(
+    config: Config,
+    loaded: LoadedTopology,
+    strict: bool,
+) -> Result<Prepared, LaunchError> {
+    let mut diagnostics = config.warnings.clone();
+    diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
+    let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
+    resolve_near_entries(&config, &loaded, &mut inputs, &mut diagnostics);
+    if config.host.keep_free.is_none() {
+        inputs.default_keep_free = default_keep_free(&config, &loaded, &mut diagnostics)?;
+    }
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        let report = pinctl_config::render_all(&diagnostics, Some(&config.path), false);
+        return Err(LaunchError::Rejected { report });
+    }
+    Ok(Prepared { config, loaded, inputs, diagnostics })
+}
+
+fn resolve_near_entries(
+    config: &Config,
+    loaded: &LoadedTopology,
+    inputs: &mut PlanInputs,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    for service in &config.services {
+        let spans = config.service_spans(&service.name);
+        for instance in &service.instances {
+            for (k, spec) in instance.near.iter().enumerate() {
+                if inputs.near.contains_key(spec) {
+                    continue;
+                }
+                let devices = pinctl_sysfs::resolve_near(loaded, spec).unwrap_or_else(|e| {
+                    let (severity, what) = if loaded.is_live {
+                        (Severity::Error, "")
+                    } else {
+                        (Severity::Warning, ": placed without it")
+                    };
+                    let span = spans.and_then(|s| s.near.get(k));
+                    diagnostics.push(config.diagnostic_at(
+                        span,
+                        severity,
+                        format!("{}: near {e}{what}", instance.name),
+                    ));
+                    Vec::new()
+                });
+                inputs.near.insert(spec.clone(), devices);
+            }
+        }
+    }
+}
+
+/// The NICs of the default route, the nodes the planner keeps free when the file says nothing.
+fn default_keep_free(
+    config: &Config,
+    loaded: &LoadedTopology,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<String>, LaunchError> {
+    let Some(root) = &loaded.fs_root else {
+        diagnostics.push(config.diagnostic_at(
+            None,
+            Severity::Warning,
+            format!(
+                "`keep-free` is not set and {} has no routing table to find the default route's \
+                 NIC: no node is kept free (set `keep-free` to choose)",
+                loaded.source
+            ),
+        ));
+        return Ok(Vec::new());
+    };
+    match default_route_interfaces(root) {
+        Ok(nics) => Ok(nics),
+        Err(e) if loaded.is_live => Err(LaunchError::DefaultRoute(Box::new(e))),
+        Err(e) => {
+            diagnostics.push(config.diagnostic_at(
+                None,
+                Severity::Warning,
+                format!("`keep-free` is not set and {e}: no node is kept free"),
+            ));
+            Ok(Vec::new())
+        }
+    }
+}
+
+/// Loads and validates a service file.
+pub fn load_config(path: &Path) -> Result<Config, LaunchError> {
+    pinctl_config::load(path).map_err(|e| LaunchError::Config(Box::new(e)))
+}
+
+/// The plan of a prepared file.
+pub fn plan(prepared: &Prepared) -> Result<Plan, LaunchError> {
+    pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs).map_err(
+        |source| LaunchError::Plan { path: prepared.config.path.clone(), source: Box::new(source) },
+    )
+}
+
+/// One instance's planned placement, and the CPUs of the cpuset the plan was computed
+/// against (the topology's allowed CPUs).
+#[derive(Debug, Clone)]
+pub struct PlannedInstance {
+    /// Where the plan puts the instance.
+    pub placement: Placement,
+    /// The cpuset the plan saw.
+    pub cpuset: Option<CpuSet>,
+}
+
+/// The placement of instance `service` of the file at `config_path` on the live machine.
+pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInstance, LaunchError> {
+    let prepared = prepare(load_config(config_path)?, live_topology()?, false)?;
+    let plan = plan(&prepared)?;
+    let cpuset = prepared.loaded.topology.host.allowed_cpus.clone();
+    match plan.placement(service) {
+        Some(p) => Ok(PlannedInstance { placement: p.clone(), cpuset }),
+        None => {
+            let names: Vec<&str> = plan.placements.iter().map(|p| p.instance.as_str()).collect();
+            Err(LaunchError::NoInstance {
+                path: config_path.to_path_buf(),
+                service: service.to_string(),
+                instances: names.join(", "),
+            })
+        }
+    }
+}
+
+/// `--near DEVICE|PATH`: the nodes of the device(s) it names, resolved as the planner resolves
+/// `near` entries (device names, `/dev` nodes, paths on filesystems; stacked devices and
+/// multipath namespaces through their members).
+pub fn near_nodes(spec: &str) -> Result<NodeSet, LaunchError> {
+    near_nodes_on(&live_topology()?, spec)
+}
+
+/// [`near_nodes`] on a given topology (a capture in tests).
+pub fn near_nodes_on(loaded: &LoadedTopology, spec: &str) -> Result<NodeSet, LaunchError> {
+    let devices = pinctl_sysfs::resolve_near(loaded, spec).map_err(|source| {
+        LaunchError::NearOption { spec: spec.to_string(), source: Box::new(source) }
+    })?;
+    let mut nodes = NodeSet::new();
+    for name in &devices {
+        if let Some(d) = loaded.topology.device(name) {
+            nodes = nodes.union(&d.nodes);
+        }
+    }
+    if nodes.is_empty() {
+        return Err(LaunchError::NearWithoutNode {
+            spec: spec.to_string(),
+            devices: devices.join(", "),
+        });
+    }
+    Ok(nodes)
+}

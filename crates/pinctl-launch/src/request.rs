@@ -1,0 +1,282 @@
+//! A placement as a command line states it ([`Request`]) and the same placement in ids on one
+//! host ([`Resolved`]). Shared by `pinctl exec`, the numactl personality and the supervisor.
+
+use pinctl_sysfs::{Allowed, DeviceRef, Host, HostError};
+use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
+use serde::Serialize;
+
+use crate::spec::{Device, Kind, Spec, SpecError, pci_address};
+
+/// Where a set of nodes comes from.
+#[derive(Debug, Clone)]
+pub enum Nodes {
+    /// A list in numactl's grammar, read against the allowed nodes.
+    Spec(Spec),
+    /// Nodes already known (a plan, `--near`).
+    Set(NodeSet),
+}
+
+/// What the CPU affinity should be.
+#[derive(Debug, Clone)]
+pub enum CpuTarget {
+    /// A CPU list.
+    Cpus(Spec),
+    /// The CPUs of these nodes.
+    Nodes(Nodes),
+    /// CPUs already known (a plan).
+    Set(CpuSet),
+}
+
+/// A placement as a command line states it, before this host gives it meaning.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// numactl `--all`: lists are read against every possible id, not the cpuset.
+    pub all: bool,
+    /// The CPU affinity; `None` leaves it as inherited.
+    pub cpus: Option<CpuTarget>,
+    /// The memory policy and its nodes; `None` leaves it as inherited.
+    pub memory: Option<(MemoryPolicy, Option<Nodes>)>,
+    /// Let automatic NUMA balancing move pages within a bind set (`MPOL_F_NUMA_BALANCING`).
+    pub balancing: bool,
+    /// The CPUs of the cpuset a plan was computed against (`-c FILE --service NAME`). They
+    /// replace this process's `Cpus_allowed_list` as the allowed CPUs: that list is the
+    /// affinity pinctl inherited (a unit's `CPUAffinity=`, a shell's `taskset`), which
+    /// `sched_setaffinity` may widen within the cpuset, and the plan deliberately ignores it.
+    pub planned_cpuset: Option<CpuSet>,
+}
+
+/// A placement in ids: what `--dry-run` prints and what gets applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resolved {
+    /// `None`: the affinity is left as inherited.
+    pub cpus: Option<CpuSet>,
+    /// `None`: the memory policy is left as inherited.
+    pub memory_policy: Option<MemoryPolicy>,
+    /// The policy's nodes (`None` for policies without nodes, or when inherited).
+    pub memory_nodes: Option<NodeSet>,
+    /// `MPOL_F_NUMA_BALANCING` on a bind policy.
+    pub numa_balancing: bool,
+}
+
+/// Why a request could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// A list names something that is not allowed or does not parse.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// A fact of the host could not be read, or a device has no node.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// numactl's `ip:HOST` (the NIC that routes to a host) is not implemented.
+    #[error("`ip:{0}` is not supported: name the interface the route uses with `netdev:IF`")]
+    IpUnsupported(String),
+    /// A `pci:` item that is not a PCI address.
+    #[error("`pci:{0}` is not a PCI address (expected [segment:]bus:device[.function])")]
+    BadPci(String),
+    /// A `file:` item whose path cannot be examined.
+    #[error("cannot examine `{path}`")]
+    Path {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `file:` item on a filesystem without a block device.
+    #[error(
+        "`{path}`: it is on device {major}:{minor}, which is not a block device (tmpfs, \
+         overlay, a network filesystem?): name the device instead"
+    )]
+    NotOnBlockDevice { path: String, major: u32, minor: u32 },
+    /// A policy that needs nodes got none.
+    #[error("the memory policy {policy} needs at least one node, and the node list is empty")]
+    EmptyNodes { policy: MemoryPolicy },
+    /// The CPU list names nothing.
+    #[error("the CPU list is empty")]
+    EmptyCpus,
+    /// Nodes chosen for their CPUs have none.
+    #[error("nodes {0} have no CPUs to run on (memory-only nodes): choose CPUs with --cpus")]
+    NodesWithoutCpus(NodeSet),
+    /// `preferred` with more than one node.
+    #[error("--preferred takes exactly one node, `{0}` names {1}")]
+    PreferredNeedsOne(String, usize),
+}
+
+impl ResolveError {
+    /// The exit status of a launch that stopped here: a CPU outside the cpuset is the CPU
+    /// affinity step's failure (215), a node outside it the memory policy's (242), as the
+    /// kernel would have refused them; everything else is a bad command line (2).
+    pub fn exit_status(&self) -> crate::ExitStatus {
+        match self {
+            ResolveError::Spec(SpecError::NotAllowed { kind: "CPU", .. }) => {
+                crate::ExitStatus::CpuAffinity
+            }
+            ResolveError::Spec(SpecError::NotAllowed { .. }) => crate::ExitStatus::MemoryPolicy,
+            _ => crate::ExitStatus::Usage,
+        }
+    }
+}
+
+/// The node(s) of one of numactl's device items, read from the host.
+pub fn device_nodes(host: &mut Host, device: &Device) -> Result<NodeSet, ResolveError> {
+    Ok(match device {
+        Device::Netdev(name) => host.device_nodes(&DeviceRef::Net(name))?,
+        Device::Block(name) => {
+            host.device_nodes(&DeviceRef::Block(name.strip_prefix("/dev/").unwrap_or(name)))?
+        }
+        Device::File(path) => {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(path)
+                .map_err(|source| ResolveError::Path { path: path.clone(), source })?;
+            let (major, minor) = pinctl_sysfs::parse::dev_major_minor(meta.dev());
+            if !host.root().join(format!("sys/dev/block/{major}:{minor}")).exists() {
+                return Err(ResolveError::NotOnBlockDevice { path: path.clone(), major, minor });
+            }
+            host.device_nodes(&DeviceRef::Number { major, minor }).map_err(|e| match e {
+                HostError::Device { reason, .. } => {
+                    HostError::Device { device: format!("file:{path}"), reason }
+                }
+                e => e,
+            })?
+        }
+        Device::Pci(spec) => {
+            let addr = pci_address(spec).ok_or_else(|| ResolveError::BadPci(spec.clone()))?;
+            host.device_nodes(&DeviceRef::Pci(&addr))?
+        }
+        Device::Ip(h) => return Err(ResolveError::IpUnsupported(h.clone())),
+    })
+}
+
+impl Request {
+    /// What this request may use: this process's allowed sets, with the CPUs of the cpuset
+    /// its plan was computed against when it comes from a plan.
+    pub fn allowed(&self, process: Allowed) -> Allowed {
+        match &self.planned_cpuset {
+            Some(cpus) => Allowed { cpus: cpus.clone(), ..process },
+            None => process,
+        }
+    }
+
+    /// The ids this request names on `host`, within `allowed`.
+    pub fn resolve(&self, host: &mut Host, allowed: &Allowed) -> Result<Resolved, ResolveError> {
+        let (cpu_base, node_base) = if self.all {
+            (host.possible_cpus()?, host.possible_nodes()?)
+        } else {
+            (allowed.cpus.clone(), allowed.nodes.clone())
+        };
+        let nodes = |host: &mut Host, n: &Nodes| -> Result<NodeSet, ResolveError> {
+            match n {
+                Nodes::Set(s) => Ok(s.clone()),
+                Nodes::Spec(spec) => {
+                    spec.resolve(Kind::Node, &node_base, |d| device_nodes(host, d))
+                }
+            }
+        };
+        let cpus = match &self.cpus {
+            None => None,
+            Some(CpuTarget::Set(cpus)) => {
+                // A plan's CPUs were chosen within the cpuset it saw; one outside this
+                // process's is refused as the same CPU in a list would be.
+                if let Some(id) = cpus.iter().find(|&c| !cpu_base.contains(c)) {
+                    return Err(ResolveError::Spec(SpecError::NotAllowed {
+                        kind: "CPU",
+                        id: u64::from(id),
+                        allowed: if cpu_base.is_empty() {
+                            "none".into()
+                        } else {
+                            cpu_base.to_string()
+                        },
+                    }));
+                }
+                Some(cpus.clone())
+            }
+            Some(CpuTarget::Cpus(spec)) => {
+                Some(spec.resolve(Kind::Cpu, &cpu_base, |_| -> Result<CpuSet, ResolveError> {
+                    unreachable!("CPU lists hold no devices")
+                })?)
+            }
+            Some(CpuTarget::Nodes(n)) => {
+                let nodes = nodes(host, n)?;
+                let cpus = host.cpus_of_nodes(&nodes)?;
+                if cpus.is_empty() && !nodes.is_empty() {
+                    return Err(ResolveError::NodesWithoutCpus(nodes));
+                }
+                Some(cpus)
+            }
+        };
+        let (memory_policy, memory_nodes) = match &self.memory {
+            None => (None, None),
+            Some((p, None)) => (Some(*p), None),
+            Some((p, Some(n))) => (Some(*p), Some(nodes(host, n)?)),
+        };
+        Ok(Resolved { cpus, memory_policy, memory_nodes, numa_balancing: self.balancing })
+    }
+}
+
+impl Resolved {
+    /// Refuses what would only fail in the kernel with a vaguer message (pinctl's own
+    /// options; the numactl personality passes these to the kernel as numactl does).
+    pub fn check(&self) -> Result<(), ResolveError> {
+        if self.cpus.as_ref().is_some_and(CpuSet::is_empty) {
+            return Err(ResolveError::EmptyCpus);
+        }
+        if let (Some(policy), Some(nodes)) = (self.memory_policy, &self.memory_nodes) {
+            if policy.takes_nodes() && nodes.is_empty() {
+                return Err(ResolveError::EmptyNodes { policy });
+            }
+            if policy == MemoryPolicy::Preferred && nodes.len() != 1 {
+                return Err(ResolveError::PreferredNeedsOne(nodes.to_string(), nodes.len()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved() -> Resolved {
+        Resolved {
+            cpus: Some("8-15".parse().unwrap()),
+            memory_policy: Some(MemoryPolicy::Bind),
+            memory_nodes: Some("3".parse().unwrap()),
+            numa_balancing: false,
+        }
+    }
+
+    #[test]
+    fn checks_refuse_what_the_kernel_would_refuse_vaguely() {
+        let mut r = resolved();
+        r.memory_nodes = Some(NodeSet::new());
+        assert!(matches!(r.check(), Err(ResolveError::EmptyNodes { .. })));
+        r.memory_policy = Some(MemoryPolicy::Preferred);
+        r.memory_nodes = Some("0-1".parse().unwrap());
+        assert!(matches!(r.check(), Err(ResolveError::PreferredNeedsOne(..))));
+        r.memory_policy = Some(MemoryPolicy::Local);
+        r.memory_nodes = None;
+        assert!(r.check().is_ok());
+        r.cpus = Some(CpuSet::new());
+        assert!(matches!(r.check(), Err(ResolveError::EmptyCpus)));
+    }
+
+    #[test]
+    fn ids_outside_the_cpuset_fail_as_the_kernel_step_would() {
+        let allowed = Allowed { cpus: "0-1".parse().unwrap(), nodes: "0".parse().unwrap() };
+        let mut host = Host::live();
+        let cpus = Request {
+            cpus: Some(CpuTarget::Cpus(Spec::parse("5", Kind::Cpu).unwrap())),
+            ..Default::default()
+        };
+        let e = cpus.resolve(&mut host, &allowed).unwrap_err();
+        assert_eq!(e.exit_status().code(), 215, "{e}");
+        let nodes = Request {
+            memory: Some((
+                MemoryPolicy::Bind,
+                Some(Nodes::Spec(Spec::parse("1", Kind::Node).unwrap())),
+            )),
+            ..Default::default()
+        };
+        let e = nodes.resolve(&mut host, &allowed).unwrap_err();
+        assert_eq!(e.exit_status().code(), 242, "{e}");
+        assert_eq!(e.to_string(), "node `1` is not allowed here: this process may use nodes 0");
+    }
+}
