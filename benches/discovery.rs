@@ -93,7 +93,7 @@ fn main() {
     let short = id.split('-').next().unwrap_or(&id).to_string();
     match fixture_tarball(&id) {
         Some(tarball) => {
-            let tree = pinctl_sysfs::unpack_tarball(&tarball).expect("unpacking the fixture");
+            let tree = pinctl_capture::unpack_tarball(&tarball).expect("unpacking the fixture");
             let t = pinctl_sysfs::read_topology(tree.root()).unwrap();
             println!(
                 "fixture {short}: {} nodes, {} CPUs, {} devices",
@@ -106,7 +106,7 @@ fn main() {
             });
             println!("pinctl discovery, {short} unpacked, in-process {}", ms(fixture));
             let in_memory = time(20, || {
-                std::hint::black_box(pinctl_sysfs::read_tarball(&tarball).unwrap());
+                std::hint::black_box(pinctl_capture::read_tarball(&tarball).unwrap());
             });
             println!("pinctl {short} tarball (decompress + tar + discovery) {}", ms(in_memory));
         }

@@ -6,14 +6,14 @@ use std::path::Path;
 
 use pinctl_config::{Config, Diagnostic, Severity};
 use pinctl_plan::{Placement, Plan, PlanInputs};
-use pinctl_sysfs::{LoadedTopology, TopologySource, default_route_interfaces, load_topology};
+use pinctl_sysfs::{LoadedTopology, default_route_interfaces};
 use pinctl_topology::{CpuSet, NodeSet};
 
 use crate::error::LaunchError;
 
 /// The live machine's topology (the planner's view of it).
 pub fn live_topology() -> Result<LoadedTopology, LaunchError> {
-    load_topology(&TopologySource::Live).map_err(|e| LaunchError::Topology(Box::new(e)))
+    LoadedTopology::live().map_err(|e| LaunchError::Topology(Box::new(e)))
 }
 
 /// A service file and a topology ready to plan, with what checking one against the other

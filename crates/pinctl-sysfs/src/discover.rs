@@ -18,10 +18,11 @@ const CPU_DIR: &str = "sys/devices/system/cpu";
 /// matrix; no `meminfo`: unknown memory); files with content the kernel never writes are errors.
 pub fn read_topology(root: &Path) -> Result<Topology, DiscoveryError> {
     let mut fs = FsRoot::new(root);
-    read_with(&mut fs)
+    read_tree(&mut fs)
 }
 
-pub(crate) fn read_with(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
+/// Reads the topology of any tree: a directory, or an archive in memory (pinctl-capture).
+pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
     if !fs.is_dir("sys") && !fs.is_dir("proc") {
         return Err(DiscoveryError::NotARoot { root: fs.root().to_path_buf() });
     }

@@ -1,4 +1,4 @@
-//! Errors of discovery, topology loading and `near` resolution.
+//! Errors of discovery and `near` resolution.
 
 use std::io;
 use std::path::PathBuf;
@@ -40,48 +40,6 @@ pub enum DiscoveryError {
          (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz), a pinctl JSON snapshot or an hwloc XML file"
     )]
     UnknownSource { path: PathBuf },
-    /// A tarball could not be decompressed or unpacked.
-    #[error("cannot unpack tarball `{path}`")]
-    Tarball {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    /// A tarball unpacked to a tree without `sys/` or `proc/`.
-    #[error("tarball `{path}` holds no sysfs/procfs tree (no `sys/` or `proc/` folder found)")]
-    NoRootInTarball { path: PathBuf },
-    /// A JSON snapshot does not match pinctl's topology format.
-    #[error("`{path}` is not a pinctl topology snapshot")]
-    Snapshot {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// An hwloc XML file was given but pinctl was built without hwloc support.
-    #[error(
-        "`{path}` is an hwloc XML topology, but this pinctl was built without hwloc support: \
-         rebuild with `cargo install --features hwloc` (needs the Debian packages libhwloc-dev \
-         libudev-dev pkg-config)"
-    )]
-    HwlocDisabled { path: PathBuf },
-    /// libhwloc rejected an XML file.
-    #[cfg(feature = "hwloc")]
-    #[error("cannot read hwloc XML `{path}`")]
-    Hwloc {
-        path: PathBuf,
-        #[source]
-        source: pinctl_hwloc::HwlocError,
-    },
-    /// A capture was asked of a source that is not a file system tree.
-    #[error("only the live machine or a sysfs/procfs directory can be captured, not `{what}`")]
-    NotCapturable { what: String },
-    /// The capture tarball could not be written.
-    #[error("cannot write capture `{path}`")]
-    CaptureWrite {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
 }
 
 /// Why a `near` entry names no device.

@@ -1,5 +1,6 @@
-//! File access relative to a root directory, with one reusable buffer, and an optional record
-//! of everything read (what `pinctl topology --capture` packs).
+//! File access relative to a root directory or an in-memory [`Tree`] (a capture read by
+//! pinctl-capture), with one reusable buffer, and an optional record of everything read (what
+//! `pinctl topology --capture` packs).
 
 use std::collections::HashMap;
 use std::fs;
@@ -7,12 +8,25 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::DiscoveryError;
-use crate::memtree::{MemTree, join};
 use crate::parse::ParseError;
+
+/// A file tree held elsewhere than in a directory (a tarball read into memory). Paths are
+/// relative and normalized; lookups follow symbolic links the way the kernel does.
+pub trait Tree: std::fmt::Debug {
+    /// The bytes of a regular file, `None` when there is none.
+    fn read(&self, path: &str) -> Option<&[u8]>;
+    /// The names in a folder, `None` when there is none.
+    fn list(&self, path: &str) -> Option<Vec<String>>;
+    /// `Some(Some(target))` for a symbolic link, `Some(None)` for anything else that exists,
+    /// `None` when nothing does.
+    fn read_link(&self, path: &str) -> Option<Option<&str>>;
+    /// Whether a folder exists there.
+    fn is_dir(&self, path: &str) -> bool;
+}
 
 /// What discovery touched, in the order it did.
 #[derive(Debug)]
-pub(crate) enum Recorded {
+pub enum Recorded {
     /// A regular file and the bytes read from it.
     File(String, Vec<u8>),
     /// A symbolic link and its target as stored.
@@ -24,10 +38,12 @@ pub(crate) enum Recorded {
     Placeholder { rel: String, is_dir: bool },
 }
 
+/// Everything an [`FsRoot::recording`] read, for a capture to pack.
 #[derive(Debug, Default)]
-pub(crate) struct Recorder {
+pub struct Recorder {
     seen: HashMap<String, usize>,
-    pub(crate) items: Vec<Recorded>,
+    /// What was read, in order.
+    pub items: Vec<Recorded>,
 }
 
 impl Recorder {
@@ -50,11 +66,11 @@ impl Recorder {
 /// (`sys/devices/system/node/online`), normalized, and never pass through a symbolic link
 /// except where [`FsRoot::link`] resolved it.
 #[derive(Debug)]
-pub(crate) struct FsRoot<'t> {
+pub struct FsRoot<'t> {
     /// The directory, or for an in-memory tree the archive's path (for messages).
     root: PathBuf,
     /// An archive read into memory and the folder of it that is the root.
-    tree: Option<(&'t MemTree, String)>,
+    tree: Option<(&'t dyn Tree, String)>,
     path: PathBuf,
     bytes: Vec<u8>,
     recorder: Option<Recorder>,
@@ -68,7 +84,8 @@ fn is_absent(e: &io::Error) -> bool {
 }
 
 impl<'t> FsRoot<'t> {
-    pub(crate) fn new(root: &Path) -> Self {
+    /// Files under the directory `root`.
+    pub fn new(root: &Path) -> Self {
         FsRoot {
             root: root.to_path_buf(),
             tree: None,
@@ -78,21 +95,24 @@ impl<'t> FsRoot<'t> {
         }
     }
 
-    pub(crate) fn recording(root: &Path) -> Self {
+    /// Files under `root`, recording everything read (see [`FsRoot::take_recorder`]).
+    pub fn recording(root: &Path) -> Self {
         FsRoot { recorder: Some(Recorder::default()), ..FsRoot::new(root) }
     }
 
     /// The folder `root` of an in-memory archive; `archive` names it in messages.
-    pub(crate) fn in_memory(tree: &'t MemTree, root: &str, archive: &Path) -> Self {
+    pub fn in_memory(tree: &'t dyn Tree, root: &str, archive: &Path) -> Self {
         let shown = if root.is_empty() { archive.to_path_buf() } else { archive.join(root) };
         FsRoot { tree: Some((tree, root.to_string())), ..FsRoot::new(&shown) }
     }
 
-    pub(crate) fn root(&self) -> &Path {
+    /// The directory (or the archive) files are read under.
+    pub fn root(&self) -> &Path {
         &self.root
     }
 
-    pub(crate) fn take_recorder(&mut self) -> Option<Recorder> {
+    /// What a recording root read so far.
+    pub fn take_recorder(&mut self) -> Option<Recorder> {
         self.recorder.take()
     }
 
@@ -103,12 +123,12 @@ impl<'t> FsRoot<'t> {
     }
 
     /// The full path of `rel` (for error messages).
-    pub(crate) fn full(&self, rel: &str) -> PathBuf {
+    pub fn full(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
 
     /// The text of a file, `None` when it does not exist.
-    pub(crate) fn read(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
+    pub fn read(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
         self.set_path(rel);
         self.bytes.clear();
         if let Some((tree, top)) = &self.tree {
@@ -140,7 +160,7 @@ impl<'t> FsRoot<'t> {
     }
 
     /// Reads and parses a file; a parse failure names the file.
-    pub(crate) fn parsed<T>(
+    pub fn parsed<T>(
         &mut self,
         rel: &str,
         parse: impl FnOnce(&str) -> Result<T, ParseError>,
@@ -155,7 +175,7 @@ impl<'t> FsRoot<'t> {
     }
 
     /// Names in a directory (unsorted), `None` when it does not exist.
-    pub(crate) fn list(&mut self, rel: &str) -> Result<Option<Vec<String>>, DiscoveryError> {
+    pub fn list(&mut self, rel: &str) -> Result<Option<Vec<String>>, DiscoveryError> {
         if let Some((tree, top)) = &self.tree {
             return Ok(tree.list(&join(top, rel)));
         }
@@ -193,7 +213,7 @@ impl<'t> FsRoot<'t> {
     /// Where `rel` leads: the normalized relative target of a symbolic link (absolute targets
     /// are taken relative to the root), `rel` itself when it is not a link, `None` when it does
     /// not exist.
-    pub(crate) fn link(&mut self, rel: &str) -> Result<Option<String>, DiscoveryError> {
+    pub fn link(&mut self, rel: &str) -> Result<Option<String>, DiscoveryError> {
         if let Some((tree, top)) = &self.tree {
             return Ok(match tree.read_link(&join(top, rel)) {
                 None => None,
@@ -225,7 +245,7 @@ impl<'t> FsRoot<'t> {
     }
 
     /// Whether `rel` exists as a directory.
-    pub(crate) fn is_dir(&mut self, rel: &str) -> bool {
+    pub fn is_dir(&mut self, rel: &str) -> bool {
         if let Some((tree, top)) = &self.tree {
             return tree.is_dir(&join(top, rel));
         }
@@ -250,7 +270,7 @@ fn read_all(mut f: fs::File, buf: &mut Vec<u8>) -> io::Result<usize> {
 }
 
 /// `a/b/../c/./d` -> `a/c/d`; never climbs above the root.
-pub(crate) fn normalize(path: &str) -> String {
+pub fn normalize(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for p in path.split('/') {
         match p {
@@ -265,13 +285,18 @@ pub(crate) fn normalize(path: &str) -> String {
 }
 
 /// The parent of a relative path (`""` at the top).
-pub(crate) fn parent(rel: &str) -> &str {
+pub fn parent(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(p, _)| p)
 }
 
 /// The last component of a relative path.
-pub(crate) fn basename(rel: &str) -> &str {
+pub fn basename(rel: &str) -> &str {
     rel.rsplit_once('/').map_or(rel, |(_, b)| b)
+}
+
+/// `dir/name`, or `name` at the top.
+pub fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
 }
 
 #[cfg(test)]

@@ -1,32 +1,31 @@
 //! Discovery of a machine's NUMA topology: nodes, CPUs, memory, distances, device locality and
 //! the host settings that decide whether pinning holds, read from sysfs and procfs under a root
-//! directory (`/` for the live machine), or from a captured tarball, a `pinctl topology --json`
-//! snapshot or (feature `hwloc`) an hwloc XML file.
+//! directory (`/` for the live machine) or an in-memory [`Tree`]; the launcher's [`Host`]
+//! reader of single facts; readers of a running process's and cgroup's NUMA state.
 //!
-//! Parsers ([`parse`]) work on strings and never touch the file system; readers ([`read_topology`])
-//! resolve every path relative to a root so a captured tree stands in for a machine. This crate
-//! must not decide placements, call NUMA syscalls or print anything: it only describes the
-//! machine (docs/topology.md says where each fact comes from).
+//! Parsers ([`parse`]) work on strings and never touch the file system; readers
+//! ([`read_topology`], [`Host`]) resolve every path relative to a root so a captured tree stands
+//! in for a machine. This is the light half of discovery: the launcher, the drift sampler and
+//! the VM probe use it without archive or compression code, which lives in pinctl-capture
+//! (tarballs, snapshots, hwloc XML, writing captures). It must not decide placements, call
+//! NUMA syscalls or print anything: it only describes the machine (docs/topology.md says where
+//! each fact comes from).
 #![forbid(unsafe_code)]
 
-mod capture;
 mod devices;
 mod discover;
 mod error;
-mod fsroot;
+pub mod fsroot;
 mod host;
-mod memtree;
 mod near;
 pub mod parse;
 mod process;
 mod source;
 
-pub use capture::{CaptureSummary, capture_topology};
-pub use discover::read_topology;
+pub use discover::{read_topology, read_tree};
 pub use error::{DiscoveryError, NearError};
+pub use fsroot::{FsRoot, Tree};
 pub use host::{Allowed, DeviceRef, Host, HostError};
 pub use near::{default_route_interfaces, resolve_near};
 pub use process::{Pid, read_allowed, read_cgroup_numa_stat, read_node_numastat, read_numa_maps};
-pub use source::{
-    LoadedTopology, TopologySource, UnpackedTree, load_topology, read_tarball, unpack_tarball,
-};
+pub use source::{LoadedTopology, TopologySource, is_compressed};

@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use pinctl_capture::load_topology;
 use pinctl_config::Config;
 use pinctl_launch::{LaunchError, Prepared};
 use pinctl_plan::{Placement, Plan};
-use pinctl_sysfs::{TopologySource, load_topology};
+use pinctl_sysfs::TopologySource;
 use pinctl_topology::MemoryPolicy;
 
 use crate::error::{CmdResult, Error};

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pinctl_sysfs::{TopologySource, capture_topology, load_topology};
+use pinctl_capture::{capture_topology, load_topology};
+use pinctl_sysfs::TopologySource;
 use pinctl_topology::{Device, Locality, Topology};
 
 use crate::error::{CmdResult, Error};
@@ -29,15 +30,14 @@ pub(crate) struct TopologyArgs {
 }
 
 pub(crate) fn run(args: TopologyArgs) -> CmdResult {
-    let source =
-        TopologySource::from_arg(args.topology.as_deref()).map_err(Error::failure)?;
+    let source = TopologySource::from_arg(args.topology.as_deref()).map_err(Error::failure)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     if let Some(file) = &args.capture {
         let root = match &source {
             TopologySource::Live | TopologySource::Root(_) => source.path().to_path_buf(),
             other => {
-                let e = pinctl_sysfs::DiscoveryError::NotCapturable { what: other.to_string() };
+                let e = pinctl_capture::SourceError::NotCapturable { what: other.to_string() };
                 return Err(Error::failure(e));
             }
         };

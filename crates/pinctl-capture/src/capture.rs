@@ -7,9 +7,10 @@ use std::path::Path;
 
 use pinctl_topology::Topology;
 
-use crate::discover::read_with;
-use crate::error::DiscoveryError;
-use crate::fsroot::{FsRoot, Recorded};
+use pinctl_sysfs::fsroot::Recorded;
+use pinctl_sysfs::{FsRoot, read_tree};
+
+use crate::error::SourceError;
 
 /// Name of the single top-level folder of a capture.
 const TOP: &str = "pinctl-capture";
@@ -27,14 +28,14 @@ pub struct CaptureSummary {
 /// Reads the topology under `root` while recording every file, link and folder discovery
 /// touched (plus the routing tables `default_route_interfaces` reads), and writes them to a
 /// gzip-compressed tarball at `out` under one top-level folder.
-pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, DiscoveryError> {
+pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, SourceError> {
     let mut fs = FsRoot::recording(root);
-    let topology = read_with(&mut fs)?;
+    let topology = read_tree(&mut fs)?;
     for extra in ["proc/net/route", "proc/net/ipv6_route"] {
         fs.read(extra)?;
     }
     let items = fs.take_recorder().map(|r| r.items).unwrap_or_default();
-    let werr = |source| DiscoveryError::CaptureWrite { path: out.to_path_buf(), source };
+    let werr = |source| SourceError::CaptureWrite { path: out.to_path_buf(), source };
     let file = fs::File::create(out).map_err(werr)?;
     let gz =
         flate2::write::GzEncoder::new(io::BufWriter::new(file), flate2::Compression::default());

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use pinctl_sysfs::{TopologySource, load_topology, read_tarball, unpack_tarball};
+use pinctl_capture::{load_topology, read_tarball, unpack_tarball};
+use pinctl_sysfs::TopologySource;
 use pinctl_topology::{Locality, NodeSet, Topology};
 use serde_json::Value;
 

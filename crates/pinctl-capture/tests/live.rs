@@ -3,7 +3,8 @@
 
 use std::process::Command;
 
-use pinctl_sysfs::{TopologySource, capture_topology, load_topology, read_tarball, read_topology};
+use pinctl_capture::{capture_topology, load_topology, read_tarball};
+use pinctl_sysfs::{TopologySource, read_topology};
 use pinctl_topology::{CpuSet, NodeSet};
 
 fn kernel_list(path: &str) -> CpuSet {
@@ -79,7 +80,7 @@ fn live_capture_reads_back_identically() {
     assert_eq!(read_tarball(&out).unwrap(), summary.topology);
     let loaded = load_topology(&TopologySource::from_arg(Some(&out)).unwrap()).unwrap();
     assert_eq!(loaded.topology, summary.topology);
-    let tree = pinctl_sysfs::unpack_tarball(&out).unwrap();
+    let tree = pinctl_capture::unpack_tarball(&out).unwrap();
     assert_eq!(read_topology(tree.root()).unwrap(), summary.topology);
 }
 

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+use pinctl_capture::{capture_topology, load_topology, read_tarball};
 use pinctl_sysfs::{
-    NearError, TopologySource, capture_topology, default_route_interfaces, load_topology,
-    read_tarball, read_topology, resolve_near,
+    NearError, TopologySource, default_route_interfaces, read_topology, resolve_near,
 };
 use pinctl_topology::{DeviceKind, Locality, Topology};
 

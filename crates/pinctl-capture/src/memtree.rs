@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Read};
 
-use crate::fsroot::{normalize, parent};
+use pinctl_sysfs::fsroot::{Tree, join, normalize, parent};
 
 #[derive(Debug)]
 enum Entry {
@@ -195,6 +195,21 @@ impl MemTree {
     }
 }
 
+impl Tree for MemTree {
+    fn read(&self, path: &str) -> Option<&[u8]> {
+        MemTree::read(self, path)
+    }
+    fn list(&self, path: &str) -> Option<Vec<String>> {
+        MemTree::list(self, path)
+    }
+    fn read_link(&self, path: &str) -> Option<Option<&str>> {
+        MemTree::read_link(self, path)
+    }
+    fn is_dir(&self, path: &str) -> bool {
+        MemTree::is_dir(self, path)
+    }
+}
+
 /// Where a capture's sysfs/procfs tree starts, for an unpacked tarball and an in-memory one
 /// alike: `top` or a folder at most two single-folder levels down (`hwloc-gather-topology` and
 /// `tar -C` wrap the tree once or twice); among several folders, the first by name that holds
@@ -218,10 +233,6 @@ pub(crate) fn walk_to_root<P: Ord>(
         }
     }
     None
-}
-
-pub(crate) fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
 }
 
 #[cfg(test)]

@@ -1,0 +1,56 @@
+//! Errors of loading a topology source and writing a capture.
+
+use std::io;
+use std::path::PathBuf;
+
+use pinctl_sysfs::DiscoveryError;
+
+/// Why a topology source could not be loaded or a capture written.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// Reading a tree (a directory or an archive) failed.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// A tarball could not be decompressed or unpacked.
+    #[error("cannot unpack tarball `{path}`")]
+    Tarball {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A tarball unpacked to a tree without `sys/` or `proc/`.
+    #[error("tarball `{path}` holds no sysfs/procfs tree (no `sys/` or `proc/` folder found)")]
+    NoRootInTarball { path: PathBuf },
+    /// A JSON snapshot does not match pinctl's topology format.
+    #[error("`{path}` is not a pinctl topology snapshot")]
+    Snapshot {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An hwloc XML file was given but pinctl was built without hwloc support.
+    #[error(
+        "`{path}` is an hwloc XML topology, but this pinctl was built without hwloc support: \
+         rebuild with `cargo install --features hwloc` (needs the Debian packages libhwloc-dev \
+         libudev-dev pkg-config)"
+    )]
+    HwlocDisabled { path: PathBuf },
+    /// libhwloc rejected an XML file.
+    #[cfg(feature = "hwloc")]
+    #[error("cannot read hwloc XML `{path}`")]
+    Hwloc {
+        path: PathBuf,
+        #[source]
+        source: pinctl_hwloc::HwlocError,
+    },
+    /// A capture was asked of a source that is not a file system tree.
+    #[error("only the live machine or a sysfs/procfs directory can be captured, not `{what}`")]
+    NotCapturable { what: String },
+    /// The capture tarball could not be written.
+    #[error("cannot write capture `{path}`")]
+    CaptureWrite {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}

@@ -1,0 +1,18 @@
+//! Topology sources that are not a live tree: tarballs of a sysfs/procfs tree (read in memory
+//! or unpacked), `pinctl topology --json` snapshots, hwloc XML (feature `hwloc`), and writing
+//! captures (`pinctl topology --capture`). [`load_topology`] loads any `--topology` source.
+//!
+//! The heavy half of discovery: it holds the archive and compression code so pinctl-sysfs,
+//! which the launcher uses on every unit start, does not. It reads trees through
+//! pinctl-sysfs's [`FsRoot`](pinctl_sysfs::FsRoot) and discovery, so a capture is read exactly
+//! as the machine it came from. It must not decide placements or call NUMA syscalls.
+#![forbid(unsafe_code)]
+
+mod capture;
+mod error;
+mod memtree;
+mod tarball;
+
+pub use capture::{CaptureSummary, capture_topology};
+pub use error::SourceError;
+pub use tarball::{UnpackedTree, load_topology, read_tarball, unpack_tarball};

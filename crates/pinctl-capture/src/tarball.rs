@@ -1,0 +1,201 @@
+//! Loading any topology source: directories and the live machine through pinctl-sysfs,
+//! tarballs of a sysfs/procfs tree read in memory (or unpacked), `pinctl topology --json`
+//! snapshots, and (feature `hwloc`) hwloc XML.
+
+use std::fs;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use pinctl_sysfs::{FsRoot, LoadedTopology, TopologySource, read_tree};
+use pinctl_topology::Topology;
+
+use crate::error::SourceError;
+use crate::memtree::{MemTree, walk_to_root};
+
+/// Loads a topology from any source.
+pub fn load_topology(src: &TopologySource) -> Result<LoadedTopology, SourceError> {
+    let (topology, fs_root, is_live) = match src {
+        TopologySource::Live => return Ok(LoadedTopology::live()?),
+        TopologySource::Root(dir) => return Ok(LoadedTopology::directory(dir)?),
+        TopologySource::Tarball(path) => (read_tarball(path)?, None, false),
+        TopologySource::Snapshot(path) => (read_snapshot(path)?, None, false),
+        TopologySource::HwlocXml(path) => (read_hwloc(path)?, None, false),
+    };
+    Ok(LoadedTopology { topology, fs_root, is_live, source: src.clone() })
+}
+
+fn read_snapshot(path: &Path) -> Result<Topology, SourceError> {
+    let text = fs::read_to_string(path).map_err(|source| {
+        SourceError::Discovery(pinctl_sysfs::DiscoveryError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|source| SourceError::Snapshot { path: path.to_path_buf(), source })
+}
+
+#[cfg(feature = "hwloc")]
+fn read_hwloc(path: &Path) -> Result<Topology, SourceError> {
+    pinctl_hwloc::read_hwloc_xml(path)
+        .map_err(|source| SourceError::Hwloc { path: path.to_path_buf(), source })
+}
+
+#[cfg(not(feature = "hwloc"))]
+fn read_hwloc(path: &Path) -> Result<Topology, SourceError> {
+    Err(SourceError::HwlocDisabled { path: path.to_path_buf() })
+}
+
+/// A tarball unpacked to a temporary directory, removed when this is dropped.
+#[derive(Debug)]
+pub struct UnpackedTree {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl UnpackedTree {
+    /// The sysfs/procfs root inside the unpacked tree (the folder holding `sys/`, `proc/`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compression {
+    None,
+    Gzip,
+    Bzip2,
+    Xz,
+}
+
+fn compression(head: &[u8]) -> Compression {
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Compression::Gzip
+    } else if head.starts_with(b"BZh") {
+        Compression::Bzip2
+    } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        Compression::Xz
+    } else {
+        Compression::None
+    }
+}
+
+/// A tarball's contents, decompressed by its magic bytes (gzip, bzip2, xz or none).
+fn decompressed(path: &Path) -> Result<Box<dyn Read>, SourceError> {
+    let err = |source| SourceError::Tarball { path: path.to_path_buf(), source };
+    let file = fs::File::open(path).map_err(|source| {
+        SourceError::Discovery(pinctl_sysfs::DiscoveryError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
+    let mut reader = BufReader::new(file);
+    Ok(match compression(reader.fill_buf().map_err(err)?) {
+        Compression::None => Box::new(reader),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(reader)),
+        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(reader)),
+        Compression::Xz => {
+            // lzma-rs decodes whole streams only; captures are a few MiB at most.
+            let mut raw = Vec::new();
+            lzma_rs::xz_decompress(&mut reader, &mut raw)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+                .map_err(err)?;
+            Box::new(io::Cursor::new(raw))
+        }
+    })
+}
+
+/// Reads the topology of a (possibly gzip, bzip2 or xz compressed) tarball of a sysfs/procfs
+/// tree in memory, without unpacking it. Its root is the top folder, or the single folder
+/// below it, that holds `sys/` or `proc/`; absolute link targets are taken below that root.
+pub fn read_tarball(path: &Path) -> Result<Topology, SourceError> {
+    let reader = decompressed(path)?;
+    let mut tree = MemTree::from_tar(reader)
+        .map_err(|source| SourceError::Tarball { path: path.to_path_buf(), source })?;
+    let root = tree
+        .find_root()
+        .ok_or_else(|| SourceError::NoRootInTarball { path: path.to_path_buf() })?;
+    tree.set_root(&root);
+    Ok(read_tree(&mut FsRoot::in_memory(&tree, &root, path))?)
+}
+
+/// Unpacks a (possibly compressed) tarball of a sysfs/procfs tree into a temporary directory
+/// and finds its root, for tools that need a real directory (`read_tarball` reads the same
+/// without touching the disk). Only regular files, folders and links are unpacked (device
+/// nodes and fifos in a capture are skipped), and nothing is written outside the temporary
+/// folder.
+pub fn unpack_tarball(path: &Path) -> Result<UnpackedTree, SourceError> {
+    let err = |source| SourceError::Tarball { path: path.to_path_buf(), source };
+    let reader = decompressed(path)?;
+    let dir = tempfile::Builder::new().prefix("pinctl-topology-").tempdir().map_err(err)?;
+    unpack(reader, dir.path()).map_err(err)?;
+    let root = find_root(dir.path())
+        .ok_or_else(|| SourceError::NoRootInTarball { path: path.to_path_buf() })?;
+    Ok(UnpackedTree { _dir: dir, root })
+}
+
+fn unpack(reader: impl Read, dst: &Path) -> io::Result<()> {
+    use tar::EntryType;
+    let mut archive = tar::Archive::new(reader);
+    archive.set_preserve_permissions(false);
+    archive.set_preserve_mtime(false);
+    archive.set_unpack_xattrs(false);
+    archive.set_overwrite(true);
+    let dst = dst.canonicalize()?;
+    let mut dirs = Vec::new();
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        match entry.header().entry_type() {
+            // Folders last, deepest first, so restrictive modes do not block their contents.
+            EntryType::Directory => {
+                let p = entry.path()?.into_owned();
+                dirs.push(p);
+            }
+            EntryType::Regular | EntryType::Continuous | EntryType::Symlink | EntryType::Link => {
+                entry.unpack_in(&dst)?;
+            }
+            _ => {}
+        }
+    }
+    dirs.sort_by(|a, b| b.cmp(a));
+    for d in dirs {
+        let target = dst.join(&d);
+        if target.starts_with(&dst) && !d.components().any(|c| c == std::path::Component::ParentDir)
+        {
+            fs::create_dir_all(&target)?;
+        }
+    }
+    Ok(())
+}
+
+fn is_root(dir: &Path) -> bool {
+    dir.join("sys").is_dir() || dir.join("proc").is_dir()
+}
+
+/// The sysfs/procfs root inside an unpacked capture (`walk_to_root`).
+fn find_root(top: &Path) -> Option<PathBuf> {
+    let subdirs = |dir: &PathBuf| {
+        let entries = fs::read_dir(dir).ok()?;
+        Some(
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect(),
+        )
+    };
+    walk_to_root(top.to_path_buf(), |d| is_root(d), subdirs)
+}
+
+#[cfg(all(test, not(feature = "hwloc")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xml_without_feature_says_how_to_enable_it() {
+        let e = load_topology(&TopologySource::HwlocXml("x.xml".into())).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("cargo install --features hwloc"), "{msg}");
+        assert!(msg.contains("libhwloc-dev"), "{msg}");
+    }
+}
