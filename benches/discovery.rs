@@ -116,7 +116,11 @@ fn main() {
     let pinctl = env!("CARGO_BIN_EXE_pinctl");
     let pinctl_json = time_process(200, pinctl, &["topology", "--json"]);
     // scripts/bench passes the static build here, the one hosts install (docs/exec.md).
-    let alt = std::env::var("PINCTL_BENCH_ALT").ok();
+    // Only the first build of the list (the static one); exec's bench times the others.
+    let alt = std::env::var("PINCTL_BENCH_ALT")
+        .ok()
+        .and_then(|a| a.split(':').next().map(str::to_string))
+        .filter(|a| !a.is_empty());
     let alt_json = alt.as_deref().map(|p| time_process(200, p, &["topology", "--json"]));
     let numactl = time_process(200, "numactl", &["--hardware"]);
     let lstopo = time_process(30, "lstopo-no-graphics", &["--of", "xml"]);

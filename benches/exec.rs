@@ -4,8 +4,10 @@
 //! report gives the median and 90th percentile wall time of a fork+exec+wait and the ratios.
 //!
 //! Run with `cargo bench --bench exec` (release build). Numbers are reported, never asserted.
-//! `PINCTL_BENCH_ALT=/path/to/pinctl` adds the two pinctl rows for another build of the binary
-//! (scripts/bench passes the static build, `cargo build-static`) to the same interleaved run.
+//! `PINCTL_BENCH_ALT=/path/to/pinctl[:/another/pinctl...]` adds the two pinctl rows for each
+//! other build of the binary (scripts/bench passes the static build, `cargo build-static`;
+//! `PINCTL_BENCH_ALT_EXTRA` appends builds to compare, e.g. the static build of an earlier
+//! commit) to the same interleaved run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -104,20 +106,23 @@ fn main() {
         "--".into(),
         truebin.clone(),
     ];
-    if let Some(alt) = std::env::var_os("PINCTL_BENCH_ALT") {
-        let alt = alt.to_string_lossy().into_owned();
-        notes.push(format!("alt: {alt}"));
+    // Several builds can be compared in one interleaved run (e.g. before and after a change:
+    // PINCTL_BENCH_ALT=old/pinctl:new/pinctl); each gets its two rows.
+    let alts = std::env::var("PINCTL_BENCH_ALT").unwrap_or_default();
+    for (k, alt) in alts.split(':').filter(|a| !a.is_empty()).enumerate() {
+        let label = format!("alt{}", k + 1);
+        notes.push(format!("{label}: {alt}"));
         let swap = |argv: &[String]| -> Vec<String> {
-            std::iter::once(alt.clone()).chain(argv[1..].iter().cloned()).collect()
+            std::iter::once(alt.to_string()).chain(argv[1..].iter().cloned()).collect()
         };
         rows.push(Row {
-            name: "alt: pinctl exec --nodes 0 -- true".into(),
+            name: format!("{label}: pinctl exec --nodes 0 -- true"),
             argv: swap(&rows[1].argv),
             times: vec![],
         });
         if runs_ok(&planned).is_ok() {
             rows.push(Row {
-                name: "alt: pinctl exec -c FILE --service bench".into(),
+                name: format!("{label}: pinctl exec -c FILE --service bench"),
                 argv: swap(&planned),
                 times: vec![],
             });
