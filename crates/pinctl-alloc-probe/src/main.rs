@@ -108,7 +108,7 @@ fn read_policy(addr: Option<usize>) -> anyhow::Result<String> {
     }
     .context("get_mempolicy failed")?;
     let name = mode_of(mode).map_or_else(|| format!("mode{mode}"), |p| p.name().to_owned());
-    let mut text = format!("{name}:{}", nodes.to_set());
+    let mut text = format!("{name}:{}", nodes.to_set::<pinctl_topology::NodeKind>());
     for (flag, word) in [
         (MPOL_F_STATIC_NODES, "static"),
         (MPOL_F_RELATIVE_NODES, "relative"),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use pinctl_capture::{load_topology, read_tarball, unpack_tarball};
 use pinctl_sysfs::TopologySource;
-use pinctl_topology::{Locality, NodeSet, Topology};
+use pinctl_topology::{IdKind, IdSet, Locality, NodeSet, Topology};
 use serde_json::Value;
 
 fn fixture_dir(id: &str) -> PathBuf {
@@ -35,11 +35,11 @@ fn oracle(id: &str, file: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
 }
 
-fn set(v: &Value) -> NodeSet {
+fn set<K: IdKind>(v: &Value) -> IdSet<K> {
     v.as_str().unwrap().parse().unwrap()
 }
 
-fn ids(v: &Value) -> NodeSet {
+fn ids<K: IdKind>(v: &Value) -> IdSet<K> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 

@@ -7,7 +7,7 @@ use pinctl_capture::{capture_topology, load_topology, read_tarball};
 use pinctl_sysfs::{TopologySource, read_topology};
 use pinctl_topology::{CpuSet, NodeSet};
 
-fn kernel_list(path: &str) -> CpuSet {
+fn kernel_list<K: pinctl_topology::IdKind>(path: &str) -> pinctl_topology::IdSet<K> {
     std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
 }
 

@@ -2,7 +2,7 @@
 //! given host (a node it lacks, more CPUs than it has). Whether everything fits together is
 //! the planner's question, not this module's: here each value is checked on its own.
 
-use pinctl_topology::{DeviceKind, NodeSet, Topology};
+use pinctl_topology::{DeviceKind, IdKind, IdSet, NodeSet, Topology};
 
 use crate::diagnostic::{Diagnostic, Severity, Span};
 use crate::model::{Config, InstanceSize, KeepFree};
@@ -198,6 +198,6 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn list_or_none(set: &NodeSet) -> String {
+fn list_or_none<K: IdKind>(set: &IdSet<K>) -> String {
     if set.is_empty() { "none".to_string() } else { set.to_string() }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pinctl_topology::{CpuSet, IdSet, MAX_ID, MemoryPolicy, NodeId, NodeSet};
+use pinctl_topology::{CpuSet, MAX_ID, MemoryPolicy, NodeId, NodeSet};
 use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
@@ -938,7 +938,7 @@ impl Walker {
             only_nodes: merged
                 .only_nodes
                 .as_ref()
-                .map(|v| v.iter().map(|(n, _)| *n).collect::<IdSet>()),
+                .map(|v| v.iter().map(|(n, _)| *n).collect::<NodeSet>()),
             instances,
             user: merged.user.as_ref().map(|(u, _)| u.clone()),
             group: merged.group.as_ref().map(|(g, _)| g.clone()),

@@ -20,8 +20,8 @@ use hwlocality::object::distance::DistancesKind;
 use hwlocality::object::types::{OSDeviceType, ObjectType};
 use hwlocality::topology::builder::{BuildFlags, TypeFilter};
 use pinctl_topology::{
-    Cpu, CpuSet, Device, DeviceKind, HostFacts, IdSet, Locality, MAX_ID, Node, NodeId, NodeSet,
-    Topology,
+    Cpu, CpuSet, Device, DeviceKind, HostFacts, IdKind, IdSet, Locality, MAX_ID, Node, NodeId,
+    NodeSet, Topology,
 };
 
 /// Boxed cause from libhwloc or its bindings; boxed so that hwlocality's pre-release types do
@@ -154,7 +154,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
     }
     let subtyped = |id: NodeId| node_subtyped.iter().any(|&(n, s)| n == id && s);
 
-    let online = id_set(Some(&*hw.cpuset()), "the topology's CPU set")?;
+    let online: CpuSet = id_set(Some(&*hw.cpuset()), "the topology's CPU set")?;
     let known = id_set(Some(&*hw.complete_cpuset()), "the topology's complete CPU set")?;
     let mut cpus: Vec<Cpu> = known
         .union(&online)
@@ -320,7 +320,7 @@ fn os_id(obj: &TopologyObject, what: &str) -> Result<u32, String> {
 }
 
 /// Copies an hwloc bitmap into an [`IdSet`]; a missing bitmap is the empty set.
-fn id_set<B: Borrow<Bitmap>>(set: Option<&B>, what: &str) -> Result<CpuSet, String> {
+fn id_set<K: IdKind, B: Borrow<Bitmap>>(set: Option<&B>, what: &str) -> Result<IdSet<K>, String> {
     let Some(set) = set else {
         return Ok(IdSet::new());
     };

@@ -12,7 +12,7 @@ use pinctl_sys::{
     PolicyMode as _, SetupError, Stage, probe_support,
 };
 use pinctl_sysfs::Allowed;
-use pinctl_topology::{MemoryPolicy, NodeSet};
+use pinctl_topology::{IdKind, IdSet, MemoryPolicy};
 
 use crate::error::LaunchError;
 use crate::request::Resolved;
@@ -175,7 +175,9 @@ pub fn explain(
     allowed: &Allowed,
     got: Option<&Applied>,
 ) -> LaunchError {
-    let list = |s: Option<&NodeSet>| s.map_or_else(|| "none".to_string(), |s| s.to_string());
+    fn list<K: IdKind>(s: Option<&IdSet<K>>) -> String {
+        s.map_or_else(|| "none".to_string(), |s| s.to_string())
+    }
     let cause = match (error.stage, error.errno) {
         (Stage::SetAffinity, pinctl_sys::errno::EINVAL) => format!(
             "CPUs {} are outside this process's allowed CPUs {} (Cpus_allowed_list) or offline",

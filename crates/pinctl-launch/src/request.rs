@@ -5,13 +5,13 @@ use pinctl_sysfs::{Allowed, DeviceRef, Host, HostError};
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
 use serde::Serialize;
 
-use crate::spec::{Device, Kind, Spec, SpecError, pci_address};
+use crate::spec::{CpuSpec, Device, NodeSpec, SpecError, pci_address};
 
 /// Where a set of nodes comes from.
 #[derive(Debug, Clone)]
 pub enum Nodes {
     /// A list in numactl's grammar, read against the allowed nodes.
-    Spec(Spec),
+    Spec(NodeSpec),
     /// Nodes already known (a plan, `--near`).
     Set(NodeSet),
 }
@@ -20,7 +20,7 @@ pub enum Nodes {
 #[derive(Debug, Clone)]
 pub enum CpuTarget {
     /// A CPU list.
-    Cpus(Spec),
+    Cpus(CpuSpec),
     /// The CPUs of these nodes.
     Nodes(Nodes),
     /// CPUs already known (a plan).
@@ -165,9 +165,7 @@ impl Request {
         let nodes = |host: &mut Host, n: &Nodes| -> Result<NodeSet, ResolveError> {
             match n {
                 Nodes::Set(s) => Ok(s.clone()),
-                Nodes::Spec(spec) => {
-                    spec.resolve(Kind::Node, &node_base, |d| device_nodes(host, d))
-                }
+                Nodes::Spec(spec) => spec.resolve(&node_base, |d| device_nodes(host, d)),
             }
         };
         let cpus = match &self.cpus {
@@ -189,7 +187,7 @@ impl Request {
                 Some(cpus.clone())
             }
             Some(CpuTarget::Cpus(spec)) => {
-                Some(spec.resolve(Kind::Cpu, &cpu_base, |_| -> Result<CpuSet, ResolveError> {
+                Some(spec.resolve(&cpu_base, |_| -> Result<CpuSet, ResolveError> {
                     unreachable!("CPU lists hold no devices")
                 })?)
             }
@@ -263,16 +261,13 @@ mod tests {
         let allowed = Allowed { cpus: "0-1".parse().unwrap(), nodes: "0".parse().unwrap() };
         let mut host = Host::live();
         let cpus = Request {
-            cpus: Some(CpuTarget::Cpus(Spec::parse("5", Kind::Cpu).unwrap())),
+            cpus: Some(CpuTarget::Cpus(CpuSpec::parse("5").unwrap())),
             ..Default::default()
         };
         let e = cpus.resolve(&mut host, &allowed).unwrap_err();
         assert_eq!(e.exit_status().code(), 215, "{e}");
         let nodes = Request {
-            memory: Some((
-                MemoryPolicy::Bind,
-                Some(Nodes::Spec(Spec::parse("1", Kind::Node).unwrap())),
-            )),
+            memory: Some((MemoryPolicy::Bind, Some(Nodes::Spec(NodeSpec::parse("1").unwrap())))),
             ..Default::default()
         };
         let e = nodes.resolve(&mut host, &allowed).unwrap_err();

@@ -10,15 +10,41 @@
 //! within the allowed set; `all` is the allowed set; a device item resolves to its node(s) and,
 //! as in numactl, ends the list. Every id must be allowed.
 
-use pinctl_topology::IdSet;
+use std::marker::PhantomData;
 
-/// A parsed list, before the host's allowed set gives it meaning.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Spec {
-    pub invert: bool,
-    pub relative: bool,
-    pub items: Vec<Item>,
+use pinctl_topology::{CpuKind, IdKind, IdSet, NodeKind};
+
+/// What a list holds. Node lists may name devices (`netdev:eth0`); CPU lists may not, and
+/// the type of the list, not a runtime flag, says which it is.
+pub trait ListKind: IdKind {
+    /// Whether device items are allowed.
+    const DEVICES: bool;
 }
+
+impl ListKind for CpuKind {
+    const DEVICES: bool = false;
+}
+
+impl ListKind for NodeKind {
+    const DEVICES: bool = true;
+}
+
+/// A parsed list of CPUs or nodes, before the host's allowed set gives it meaning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec<K: ListKind> {
+    /// `!`: everything allowed but the list.
+    pub invert: bool,
+    /// `+`: numbers index the allowed set.
+    pub relative: bool,
+    /// The list's items in order.
+    pub items: Vec<Item>,
+    kind: PhantomData<K>,
+}
+
+/// A CPU list.
+pub type CpuSpec = Spec<CpuKind>;
+/// A node list.
+pub type NodeSpec = Spec<NodeKind>;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
@@ -45,22 +71,6 @@ impl std::fmt::Display for Device {
             Device::File(s) => write!(f, "file:{s}"),
             Device::Pci(s) => write!(f, "pci:{s}"),
             Device::Ip(s) => write!(f, "ip:{s}"),
-        }
-    }
-}
-
-/// What a list refers to, for messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Node,
-    Cpu,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Node => "node",
-            Kind::Cpu => "CPU",
         }
     }
 }
@@ -98,10 +108,11 @@ fn strtoul(s: &str) -> Option<(u64, &str)> {
     Some((v, &digits[end..]))
 }
 
-impl Spec {
-    pub fn parse(text: &str, kind: Kind) -> Result<Spec, SpecError> {
+impl<K: ListKind> Spec<K> {
+    /// Parses numactl's list grammar.
+    pub fn parse(text: &str) -> Result<Spec<K>, SpecError> {
         let syntax = |element: &str| SpecError::Syntax {
-            kind: kind.name(),
+            kind: K::NAME,
             spec: text.to_string(),
             element: element.to_string(),
         };
@@ -116,7 +127,7 @@ impl Spec {
         }
         let mut items = Vec::new();
         if text.is_empty() {
-            return Ok(Spec { invert, relative, items });
+            return Ok(Spec { invert, relative, items, kind: PhantomData });
         }
         loop {
             if s == "all" {
@@ -133,9 +144,9 @@ impl Spec {
                     _ => None,
                 };
                 if let Some(dev) = dev {
-                    if kind == Kind::Cpu {
+                    if !K::DEVICES {
                         return Err(SpecError::DeviceForCpus {
-                            kind: kind.name(),
+                            kind: K::NAME,
                             spec: text.to_string(),
                         });
                     }
@@ -156,21 +167,20 @@ impl Spec {
                 None => return Err(syntax(element)),
             }
         }
-        Ok(Spec { invert, relative, items })
+        Ok(Spec { invert, relative, items, kind: PhantomData })
     }
 
     /// The set this spec names, given the ids the process may use and a resolver for device
     /// items.
     pub fn resolve<E>(
         &self,
-        kind: Kind,
-        allowed: &IdSet,
-        mut device: impl FnMut(&Device) -> Result<IdSet, E>,
-    ) -> Result<IdSet, E>
+        allowed: &IdSet<K>,
+        mut device: impl FnMut(&Device) -> Result<IdSet<K>, E>,
+    ) -> Result<IdSet<K>, E>
     where
         E: From<SpecError>,
     {
-        let kname = kind.name();
+        let kname = K::NAME;
         let absolute = |n: u64| -> Result<u64, SpecError> {
             if !self.relative {
                 return Ok(n);
@@ -213,7 +223,7 @@ impl Spec {
     }
 }
 
-fn display(set: &IdSet) -> String {
+fn display<K: IdKind>(set: &IdSet<K>) -> String {
     if set.is_empty() { "none".to_string() } else { set.to_string() }
 }
 
@@ -241,12 +251,20 @@ pub fn pci_address(spec: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn ids(s: &str) -> IdSet {
+    fn ids<K: IdKind>(s: &str) -> IdSet<K> {
         s.parse().unwrap()
     }
 
-    fn resolve(text: &str, kind: Kind, allowed: &str) -> Result<IdSet, SpecError> {
-        Spec::parse(text, kind)?.resolve(kind, &ids(allowed), |d| -> Result<IdSet, SpecError> {
+    fn node(text: &str, allowed: &str) -> Result<IdSet<NodeKind>, SpecError> {
+        resolve(text, allowed)
+    }
+
+    fn cpu(text: &str, allowed: &str) -> Result<IdSet<CpuKind>, SpecError> {
+        resolve(text, allowed)
+    }
+
+    fn resolve<K: ListKind>(text: &str, allowed: &str) -> Result<IdSet<K>, SpecError> {
+        Spec::<K>::parse(text)?.resolve(&ids(allowed), |d| -> Result<IdSet<K>, SpecError> {
             match d {
                 Device::Netdev(n) if n == "eth0" => Ok(ids("1")),
                 _ => panic!("unexpected device {d}"),
@@ -256,28 +274,28 @@ mod tests {
 
     #[test]
     fn numbers_ranges_and_all() {
-        assert_eq!(resolve("0", Kind::Node, "0-3").unwrap(), ids("0"));
-        assert_eq!(resolve("1-2,0", Kind::Node, "0-3").unwrap(), ids("0-2"));
-        assert_eq!(resolve("all", Kind::Node, "0-3").unwrap(), ids("0-3"));
-        assert_eq!(resolve("0,all", Kind::Node, "0,2").unwrap(), ids("0,2"));
-        assert_eq!(resolve("", Kind::Node, "0-3").unwrap(), ids(""));
+        assert_eq!(node("0", "0-3").unwrap(), ids("0"));
+        assert_eq!(node("1-2,0", "0-3").unwrap(), ids("0-2"));
+        assert_eq!(node("all", "0-3").unwrap(), ids("0-3"));
+        assert_eq!(node("0,all", "0,2").unwrap(), ids("0,2"));
+        assert_eq!(node("", "0-3").unwrap(), ids(""));
         // strtoul(.., 0): hex and octal, as numactl reads them.
-        assert_eq!(resolve("0x3", Kind::Node, "0-3").unwrap(), ids("3"));
-        assert_eq!(resolve("010", Kind::Cpu, "0-15").unwrap(), ids("8"));
+        assert_eq!(node("0x3", "0-3").unwrap(), ids("3"));
+        assert_eq!(cpu("010", "0-15").unwrap(), ids("8"));
         // A range keeps only allowed members (a cpuset with holes).
-        assert_eq!(resolve("0-3", Kind::Cpu, "0,2-3,7").unwrap(), ids("0,2-3"));
+        assert_eq!(cpu("0-3", "0,2-3,7").unwrap(), ids("0,2-3"));
     }
 
     #[test]
     fn invert_and_relative() {
-        assert_eq!(resolve("!0", Kind::Cpu, "0-1").unwrap(), ids("1"));
-        assert_eq!(resolve("!1-2", Kind::Node, "0-3").unwrap(), ids("0,3"));
+        assert_eq!(cpu("!0", "0-1").unwrap(), ids("1"));
+        assert_eq!(node("!1-2", "0-3").unwrap(), ids("0,3"));
         // + indexes into the allowed set: the first allowed CPU of 4-7 is 4.
-        assert_eq!(resolve("+0-1", Kind::Cpu, "4-7").unwrap(), ids("4-5"));
-        assert_eq!(resolve("!+0", Kind::Cpu, "4-7").unwrap(), ids("5-7"));
-        assert_eq!(resolve("+1", Kind::Node, "2,5").unwrap(), ids("5"));
+        assert_eq!(cpu("+0-1", "4-7").unwrap(), ids("4-5"));
+        assert_eq!(cpu("!+0", "4-7").unwrap(), ids("5-7"));
+        assert_eq!(node("+1", "2,5").unwrap(), ids("5"));
         assert_eq!(
-            resolve("+2", Kind::Node, "2,5").unwrap_err(),
+            node("+2", "2,5").unwrap_err(),
             SpecError::RelativeOutOfRange {
                 kind: "node",
                 index: 2,
@@ -286,38 +304,35 @@ mod tests {
             }
         );
         // `!` must come before `+`, as in numactl.
-        assert!(resolve("+!0", Kind::Cpu, "0-3").is_err());
+        assert!(cpu("+!0", "0-3").is_err());
     }
 
     #[test]
     fn devices_end_the_list_and_are_for_nodes() {
-        assert_eq!(resolve("netdev:eth0", Kind::Node, "0-3").unwrap(), ids("1"));
-        assert_eq!(resolve("0,netdev:eth0", Kind::Node, "0-3").unwrap(), ids("0-1"));
+        assert_eq!(node("netdev:eth0", "0-3").unwrap(), ids("1"));
+        assert_eq!(node("0,netdev:eth0", "0-3").unwrap(), ids("0-1"));
         assert_eq!(
-            Spec::parse("file:/a,b", Kind::Node).unwrap().items,
+            NodeSpec::parse("file:/a,b").unwrap().items,
             vec![Item::Device(Device::File("/a,b".into()))]
         );
         assert_eq!(
-            Spec::parse("pci:0000:3b:00.0", Kind::Node).unwrap().items,
+            NodeSpec::parse("pci:0000:3b:00.0").unwrap().items,
             vec![Item::Device(Device::Pci("0000:3b:00.0".into()))]
         );
-        assert!(matches!(
-            Spec::parse("netdev:eth0", Kind::Cpu),
-            Err(SpecError::DeviceForCpus { .. })
-        ));
+        assert!(matches!(CpuSpec::parse("netdev:eth0"), Err(SpecError::DeviceForCpus { .. })));
     }
 
     #[test]
     fn ids_outside_the_allowed_set_name_the_allowed_set() {
-        let e = resolve("1", Kind::Node, "0").unwrap_err();
+        let e = node("1", "0").unwrap_err();
         assert_eq!(e.to_string(), "node `1` is not allowed here: this process may use nodes 0");
-        assert!(resolve("0-5", Kind::Cpu, "0-1").is_err());
+        assert!(cpu("0-5", "0-1").is_err());
     }
 
     #[test]
     fn malformed_lists_are_refused() {
         for bad in ["x", "1-", "-1", "1,,2", "1,", "1-2-3", "0xg", "all,0", "1 2"] {
-            assert!(resolve(bad, Kind::Node, "0-3").is_err(), "{bad}");
+            assert!(node(bad, "0-3").is_err(), "{bad}");
         }
     }
 

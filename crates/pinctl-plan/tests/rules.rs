@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use pinctl_topology::{Node, NodeSet};
+use pinctl_topology::Node;
 
 #[test]
 fn a_missed_near_names_who_took_the_node_and_warns() {
@@ -103,7 +103,7 @@ fn memory_only_nodes_never_host_instances_but_can_be_asked_for_memory() {
     let mut t = topology("xeon-e5-2682v4.json");
     t.nodes.push(Node {
         id: 2,
-        cpus: NodeSet::new(),
+        cpus: pinctl_topology::CpuSet::new(),
         memory_bytes: Some(256 << 30),
         memory_free_bytes: None,
         has_cpu: false,

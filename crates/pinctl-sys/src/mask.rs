@@ -2,7 +2,7 @@
 
 use std::ffi::{c_ulong, c_ulong as Word};
 
-use pinctl_topology::IdSet;
+use pinctl_topology::{IdKind, IdSet};
 
 const WORD_BITS: usize = Word::BITS as usize;
 
@@ -31,7 +31,7 @@ impl Mask {
     }
 
     /// A mask holding `set`, with room for at least `min_bits` ids.
-    pub fn from_set(set: &IdSet, min_bits: usize) -> Mask {
+    pub fn from_set<K: IdKind>(set: &IdSet<K>, min_bits: usize) -> Mask {
         let need = set.last().map_or(0, |l| l as usize + 1);
         let mut m = Mask::with_bits(need.max(min_bits));
         for id in set.iter() {
@@ -41,7 +41,7 @@ impl Mask {
     }
 
     /// The ids set in the mask.
-    pub fn to_set(&self) -> IdSet {
+    pub fn to_set<K: IdKind>(&self) -> IdSet<K> {
         self.iter().map(|i| i as u32).collect()
     }
 
@@ -135,7 +135,7 @@ impl Mask {
 
 impl std::fmt::Debug for Mask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Mask({}/{} bits)", self.to_set(), self.bits())
+        write!(f, "Mask({}/{} bits)", self.to_set::<pinctl_topology::CpuKind>(), self.bits())
     }
 }
 
@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn masks_round_trip_large_sparse_sets() {
-        let s: IdSet = "0,63-64,1023,4095".parse().unwrap();
+        let s: pinctl_topology::CpuSet = "0,63-64,1023,4095".parse().unwrap();
         let m = Mask::from_set(&s, 64);
         assert_eq!(m.bits(), 4096);
         assert_eq!(m.byte_len(), 512);
@@ -168,13 +168,20 @@ mod tests {
 
     #[test]
     fn comparisons_ignore_capacity() {
-        let a = Mask::from_set(&"1,2".parse().unwrap(), 64);
-        let b = Mask::from_set(&"1,2".parse().unwrap(), 2048);
+        let a = Mask::from_set(&"1,2".parse::<pinctl_topology::CpuSet>().unwrap(), 64);
+        let b = Mask::from_set(&"1,2".parse::<pinctl_topology::CpuSet>().unwrap(), 2048);
         assert!(a.same_ids(&b) && b.same_ids(&a));
-        assert!(a.is_subset_of(&Mask::from_set(&"0-3".parse().unwrap(), 8)));
-        assert!(!Mask::from_set(&"100".parse().unwrap(), 8).is_subset_of(&a));
+        assert!(
+            a.is_subset_of(&Mask::from_set(&"0-3".parse::<pinctl_topology::CpuSet>().unwrap(), 8))
+        );
+        assert!(
+            !Mask::from_set(&"100".parse::<pinctl_topology::CpuSet>().unwrap(), 8).is_subset_of(&a)
+        );
         let mut small = Mask::with_bits(64);
-        assert!(!small.copy_from(&Mask::from_set(&"100".parse().unwrap(), 8)));
+        assert!(
+            !small
+                .copy_from(&Mask::from_set(&"100".parse::<pinctl_topology::CpuSet>().unwrap(), 8))
+        );
         assert!(small.copy_from(&b));
         assert!(small.same_ids(&a));
     }

@@ -132,7 +132,7 @@ mod tests {
     struct MemoryPolicyRequestLike;
     impl MemoryPolicyRequestLike {
         fn set(k: &RecordingKernel, mode: c_int, nodes: &str) -> (c_int, pinctl_topology::NodeSet) {
-            let m = Mask::from_set(&nodes.parse().unwrap(), 64);
+            let m = Mask::from_set(&nodes.parse::<pinctl_topology::NodeSet>().unwrap(), 64);
             k.set_mempolicy(mode, Some(&m)).unwrap();
             k.policy()
         }

@@ -199,7 +199,7 @@ mod tests {
     use crate::kernel::{Call, RecordingKernel};
     use crate::mode::*;
 
-    fn set(s: &str) -> CpuSet {
+    fn set<K: pinctl_topology::IdKind>(s: &str) -> pinctl_topology::IdSet<K> {
         s.parse().unwrap()
     }
 

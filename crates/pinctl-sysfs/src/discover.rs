@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use pinctl_topology::{Cpu, CpuSet, HostFacts, IdSet, Node, NodeId, NodeSet, Topology};
+use pinctl_topology::{Cpu, CpuSet, HostFacts, IdKind, IdSet, Node, NodeId, NodeSet, Topology};
 
 use crate::devices::read_devices;
 use crate::error::DiscoveryError;
@@ -317,6 +317,20 @@ fn allowed_cpus(status: Option<CpuSet>, cpuset: Option<CpuSet>) -> Option<CpuSet
 /// there is in trees without `/proc/self/status`, such as hwloc's captures): cgroup v1 (`/proc/self/cpuset` or the `cpuset` line of
 /// `/proc/self/cgroup`, under the `cpuset` mount of `/proc/mounts`; old cpuset filesystems name
 /// the files `cpus`/`mems`), else cgroup v2 (`cpuset.cpus.effective` of the `0::` cgroup).
+/// The first of `names` under `dir` that exists, read as an id list.
+fn first_of<K: IdKind>(
+    fs: &mut FsRoot,
+    dir: &str,
+    names: &[&str],
+) -> Result<Option<IdSet<K>>, DiscoveryError> {
+    for name in names {
+        if let Some(set) = fs.parsed(&format!("{dir}/{name}"), parse::id_list)? {
+            return Ok(Some(set));
+        }
+    }
+    Ok(None)
+}
+
 fn cgroup_cpuset(fs: &mut FsRoot) -> Result<(Option<CpuSet>, Option<NodeSet>), DiscoveryError> {
     let Some(mounts_text) = fs.read("proc/mounts")?.map(str::to_string) else {
         return Ok((None, None));
@@ -363,16 +377,8 @@ fn cgroup_cpuset(fs: &mut FsRoot) -> Result<(Option<CpuSet>, Option<NodeSet>), D
     }
     for (dir, cpu_files, mem_files) in candidates {
         let dir = crate::fsroot::normalize(&dir);
-        let first = |fs: &mut FsRoot, names: &[&str]| -> Result<Option<IdSet>, DiscoveryError> {
-            for name in names {
-                if let Some(set) = fs.parsed(&format!("{dir}/{name}"), parse::id_list)? {
-                    return Ok(Some(set));
-                }
-            }
-            Ok(None)
-        };
-        let c = first(fs, cpu_files)?;
-        let n = first(fs, mem_files)?;
+        let c: Option<CpuSet> = first_of(fs, &dir, cpu_files)?;
+        let n: Option<NodeSet> = first_of(fs, &dir, mem_files)?;
         if c.is_some() || n.is_some() {
             return Ok((c, n));
         }

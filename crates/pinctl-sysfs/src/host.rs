@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pinctl_topology::{CpuSet, IdSet, NodeId, NodeSet};
+use pinctl_topology::{CpuSet, IdKind, IdSet, NodeId, NodeSet};
 
 use crate::devices::{nodes_of_cpus, walk_up};
 use crate::error::DiscoveryError;
@@ -235,7 +235,7 @@ impl Host {
     }
 
     /// Reads a list of ids from a file under the root (for callers with their own files).
-    pub fn id_list(&mut self, rel: &str) -> Result<IdSet, HostError> {
+    pub fn id_list<K: IdKind>(&mut self, rel: &str) -> Result<IdSet<K>, HostError> {
         self.required(rel, parse::id_list)
     }
 }

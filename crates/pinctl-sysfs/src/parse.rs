@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use pinctl_topology::{CpuSet, IdSet, NodeId, NodeSet, ParseIdSetError};
+#[cfg(test)]
+use pinctl_topology::CpuKind;
+use pinctl_topology::{CpuSet, IdKind, IdSet, NodeId, NodeSet, ParseIdSetError};
 
 /// A line of a sysfs/procfs file that does not have the shape the kernel writes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,7 +28,7 @@ impl ParseError {
 }
 
 /// A CPU or node list (`0-3,8-11`, the `cpulist`, `online`, `has_cpu` files).
-pub fn id_list(text: &str) -> Result<IdSet, ParseError> {
+pub fn id_list<K: IdKind>(text: &str) -> Result<IdSet<K>, ParseError> {
     IdSet::parse_list(text).map_err(|e| ParseError {
         line: 1,
         value: text.trim().to_string(),
@@ -36,7 +38,7 @@ pub fn id_list(text: &str) -> Result<IdSet, ParseError> {
 }
 
 /// A CPU mask (`cpumap`, `local_cpus`): comma-separated 32-bit hexadecimal words.
-pub fn id_mask(text: &str) -> Result<IdSet, ParseError> {
+pub fn id_mask<K: IdKind>(text: &str) -> Result<IdSet<K>, ParseError> {
     IdSet::parse_mask(text).map_err(|e| ParseError {
         line: 1,
         value: text.trim().to_string(),
@@ -175,15 +177,12 @@ pub struct AllowedSets {
 pub fn status_allowed(text: &str) -> Result<AllowedSets, ParseError> {
     let mut out = AllowedSets::default();
     for (i, line) in text.lines().enumerate() {
-        let (slot, value) = if let Some(v) = line.strip_prefix("Cpus_allowed_list:") {
-            (&mut out.cpus, v)
+        let at_line = |e| ParseError { line: i + 1, ..e };
+        if let Some(v) = line.strip_prefix("Cpus_allowed_list:") {
+            out.cpus = Some(id_list(v).map_err(at_line)?);
         } else if let Some(v) = line.strip_prefix("Mems_allowed_list:") {
-            (&mut out.nodes, v)
-        } else {
-            continue;
-        };
-        let set = id_list(value).map_err(|e| ParseError { line: i + 1, ..e })?;
-        *slot = Some(set);
+            out.nodes = Some(id_list(v).map_err(at_line)?);
+        }
     }
     Ok(out)
 }
@@ -487,10 +486,13 @@ mod tests {
 
     #[test]
     fn lists_and_masks() {
-        assert_eq!(id_list("0-5,48-53\n").unwrap().to_string(), "0-5,48-53");
-        assert_eq!(id_mask("00000000,003f0000,0000003f\n").unwrap().to_string(), "0-5,48-53");
-        assert_eq!(id_mask("0000,00000000,00000003").unwrap().to_string(), "0-1");
-        let e = id_list("0-x").unwrap_err();
+        assert_eq!(id_list::<CpuKind>("0-5,48-53\n").unwrap().to_string(), "0-5,48-53");
+        assert_eq!(
+            id_mask::<CpuKind>("00000000,003f0000,0000003f\n").unwrap().to_string(),
+            "0-5,48-53"
+        );
+        assert_eq!(id_mask::<CpuKind>("0000,00000000,00000003").unwrap().to_string(), "0-1");
+        let e = id_list::<CpuKind>("0-x").unwrap_err();
         assert_eq!(e.value, "0-x");
         assert!(e.to_string().contains("`0-x`"), "{e}");
     }

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 proptest! {
     #[test]
     fn parsers_never_panic(text in "\\PC{0,200}") {
-        let _ = parse::id_list(&text);
-        let _ = parse::id_mask(&text);
+        let _ = parse::id_list::<pinctl_topology::CpuKind>(&text);
+        let _ = parse::id_mask::<pinctl_topology::CpuKind>(&text);
         let _ = parse::numa_node(&text);
         let _ = parse::meminfo(&text);
         let _ = parse::distance_row(&text);

@@ -1,11 +1,17 @@
 //! Sets of small integer ids (CPUs, NUMA nodes) in the kernel's two text forms.
 //!
+//! A set knows what its ids number ([`CpuSet`] or [`NodeSet`], the same bitmap with a
+//! different marker), so the compiler refuses a node list where CPUs are meant; code that is
+//! the same for both (parsers, masks, rendering) is generic over [`IdKind`].
+//!
 //! Written by hand rather than taken from a bitset crate because the value of this type is
 //! its exact agreement with the kernel's `bitmap_parselist`/`bitmap_print_to_pagebuf`
 //! formats (`0-3,8-11`, `0-15:2/4`, `ffffffff,00000001`) and none of the general bitset crates
 //! speak them. Masks grow on demand: no 1024-CPU or 64-node ceiling.
 
 use std::fmt;
+use std::hash::Hash;
+use std::marker::PhantomData;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -31,17 +37,55 @@ pub enum ParseIdSetError {
     BadMaskWord(String),
 }
 
-/// A set of ids stored as a growable bitmap of 64-bit words.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct IdSet {
-    // Invariant: no trailing zero words, so equal sets compare equal.
-    words: Vec<u64>,
+/// What the ids of a set number. Implemented by [`CpuKind`] and [`NodeKind`] only.
+pub trait IdKind:
+    Copy + Default + fmt::Debug + PartialEq + Eq + Hash + PartialOrd + Ord + 'static
+{
+    /// What one id is called in messages (`CPU`, `node`).
+    const NAME: &'static str;
 }
 
-impl IdSet {
+/// Marker of [`CpuSet`]: logical CPUs as the kernel numbers them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CpuKind;
+
+/// Marker of [`NodeSet`]: NUMA nodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeKind;
+
+impl IdKind for CpuKind {
+    const NAME: &'static str = "CPU";
+}
+
+impl IdKind for NodeKind {
+    const NAME: &'static str = "node";
+}
+
+/// A set of ids stored as a growable bitmap of 64-bit words. The kind is part of the type, so
+/// node ids cannot reach a parameter that means CPUs:
+///
+/// ```compile_fail
+/// use pinctl_topology::{CpuSet, NodeSet};
+/// fn run_on(_cpus: &CpuSet) {}
+/// let nodes: NodeSet = "0-1".parse().unwrap();
+/// run_on(&nodes); // error: expected `IdSet<CpuKind>`, found `IdSet<NodeKind>`
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdSet<K: IdKind> {
+    // Invariant: no trailing zero words, so equal sets compare equal.
+    words: Vec<u64>,
+    kind: PhantomData<K>,
+}
+
+/// A set of CPU ids (logical CPUs as the kernel numbers them).
+pub type CpuSet = IdSet<CpuKind>;
+/// A set of NUMA node ids.
+pub type NodeSet = IdSet<NodeKind>;
+
+impl<K: IdKind> IdSet<K> {
     /// The empty set.
     pub const fn new() -> Self {
-        IdSet { words: Vec::new() }
+        IdSet { words: Vec::new(), kind: PhantomData }
     }
 
     /// The set `0..n`.
@@ -105,31 +149,31 @@ impl IdSet {
     }
 
     /// Ids in `self` or `other`.
-    pub fn union(&self, other: &IdSet) -> IdSet {
+    pub fn union(&self, other: &IdSet<K>) -> IdSet<K> {
         let n = self.words.len().max(other.words.len());
         let words = (0..n).map(|i| self.word(i) | other.word(i)).collect();
         IdSet::from_words(words)
     }
 
     /// Ids in both `self` and `other`.
-    pub fn intersection(&self, other: &IdSet) -> IdSet {
+    pub fn intersection(&self, other: &IdSet<K>) -> IdSet<K> {
         let words = self.words.iter().zip(&other.words).map(|(a, b)| a & b).collect();
         IdSet::from_words(words)
     }
 
     /// Ids in `self` but not in `other`.
-    pub fn difference(&self, other: &IdSet) -> IdSet {
+    pub fn difference(&self, other: &IdSet<K>) -> IdSet<K> {
         let words = self.words.iter().enumerate().map(|(i, a)| a & !other.word(i)).collect();
         IdSet::from_words(words)
     }
 
     /// Whether every id of `self` is in `other`.
-    pub fn is_subset(&self, other: &IdSet) -> bool {
+    pub fn is_subset(&self, other: &IdSet<K>) -> bool {
         self.words.iter().enumerate().all(|(i, a)| a & !other.word(i) == 0)
     }
 
     /// Whether `self` and `other` share no id.
-    pub fn is_disjoint(&self, other: &IdSet) -> bool {
+    pub fn is_disjoint(&self, other: &IdSet<K>) -> bool {
         self.words.iter().zip(&other.words).all(|(a, b)| a & b == 0)
     }
 
@@ -139,11 +183,11 @@ impl IdSet {
     }
 
     /// Builds a set from 64-bit words, least significant first.
-    pub fn from_words(mut words: Vec<u64>) -> IdSet {
+    pub fn from_words(mut words: Vec<u64>) -> IdSet<K> {
         while words.last() == Some(&0) {
             words.pop();
         }
-        IdSet { words }
+        IdSet { words, kind: PhantomData }
     }
 
     fn word(&self, i: usize) -> u64 {
@@ -158,7 +202,7 @@ impl IdSet {
 
     /// Parses the kernel's list format: `0-3,8-11`, `5`, `0-15:2/4` (first 2 of every 4),
     /// empty string or a lone newline for the empty set. Whitespace around the list is ignored.
-    pub fn parse_list(s: &str) -> Result<IdSet, ParseIdSetError> {
+    pub fn parse_list(s: &str) -> Result<IdSet<K>, ParseIdSetError> {
         let mut set = IdSet::new();
         let s = s.trim();
         if s.is_empty() {
@@ -207,7 +251,7 @@ impl IdSet {
 
     /// Parses the kernel's mask format (`cpumap`, `Cpus_allowed`): comma-separated 32-bit
     /// hexadecimal words, most significant first, e.g. `00000000,0000ffff`.
-    pub fn parse_mask(s: &str) -> Result<IdSet, ParseIdSetError> {
+    pub fn parse_mask(s: &str) -> Result<IdSet<K>, ParseIdSetError> {
         let s = s.trim();
         let mut set = IdSet::new();
         if s.is_empty() {
@@ -272,7 +316,7 @@ fn parse_id(s: &str, elem: &str) -> Result<u32, ParseIdSetError> {
 }
 
 /// Kernel list format, ascending, ranges merged: `0-7,16-23`; empty set prints as nothing.
-impl fmt::Display for IdSet {
+impl<K: IdKind> fmt::Display for IdSet<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, (lo, hi)) in self.ranges().into_iter().enumerate() {
             if i > 0 {
@@ -284,20 +328,20 @@ impl fmt::Display for IdSet {
     }
 }
 
-impl fmt::Debug for IdSet {
+impl<K: IdKind> fmt::Debug for IdSet<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{{{self}}}")
     }
 }
 
-impl FromStr for IdSet {
+impl<K: IdKind> FromStr for IdSet<K> {
     type Err = ParseIdSetError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         IdSet::parse_list(s)
     }
 }
 
-impl FromIterator<u32> for IdSet {
+impl<K: IdKind> FromIterator<u32> for IdSet<K> {
     fn from_iter<T: IntoIterator<Item = u32>>(iter: T) -> Self {
         let mut set = IdSet::new();
         for id in iter {
@@ -307,7 +351,7 @@ impl FromIterator<u32> for IdSet {
     }
 }
 
-impl Extend<u32> for IdSet {
+impl<K: IdKind> Extend<u32> for IdSet<K> {
     fn extend<T: IntoIterator<Item = u32>>(&mut self, iter: T) {
         for id in iter {
             self.insert(id);
@@ -315,23 +359,18 @@ impl Extend<u32> for IdSet {
     }
 }
 
-impl Serialize for IdSet {
+impl<K: IdKind> Serialize for IdSet<K> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
     }
 }
 
-impl<'de> Deserialize<'de> for IdSet {
+impl<'de, K: IdKind> Deserialize<'de> for IdSet<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         IdSet::parse_list(&s).map_err(serde::de::Error::custom)
     }
 }
-
-/// A set of CPU ids (logical CPUs as the kernel numbers them).
-pub type CpuSet = IdSet;
-/// A set of NUMA node ids.
-pub type NodeSet = IdSet;
 
 #[cfg(test)]
 mod tests {
@@ -340,65 +379,65 @@ mod tests {
 
     #[test]
     fn parses_kernel_lists() {
-        assert_eq!(IdSet::parse_list("0-3,8-11\n").unwrap().to_string(), "0-3,8-11");
-        assert_eq!(IdSet::parse_list("").unwrap(), IdSet::new());
-        assert_eq!(IdSet::parse_list("\n").unwrap(), IdSet::new());
-        assert_eq!(IdSet::parse_list("5,3,4").unwrap().to_string(), "3-5");
-        assert_eq!(IdSet::parse_list("0-15:2/4").unwrap().to_string(), "0-1,4-5,8-9,12-13");
-        assert_eq!(IdSet::parse_list("1023").unwrap().last(), Some(1023));
+        assert_eq!(CpuSet::parse_list("0-3,8-11\n").unwrap().to_string(), "0-3,8-11");
+        assert_eq!(CpuSet::parse_list("").unwrap(), CpuSet::new());
+        assert_eq!(CpuSet::parse_list("\n").unwrap(), CpuSet::new());
+        assert_eq!(CpuSet::parse_list("5,3,4").unwrap().to_string(), "3-5");
+        assert_eq!(CpuSet::parse_list("0-15:2/4").unwrap().to_string(), "0-1,4-5,8-9,12-13");
+        assert_eq!(CpuSet::parse_list("1023").unwrap().last(), Some(1023));
     }
 
     #[test]
     fn rejects_bad_lists() {
-        assert!(matches!(IdSet::parse_list("3-1"), Err(ParseIdSetError::Backwards(_))));
-        assert!(matches!(IdSet::parse_list("a"), Err(ParseIdSetError::BadElement(_))));
-        assert!(matches!(IdSet::parse_list("1,,2"), Err(ParseIdSetError::BadElement(_))));
-        assert!(matches!(IdSet::parse_list("-1"), Err(ParseIdSetError::BadElement(_))));
-        assert!(matches!(IdSet::parse_list("0-99999999"), Err(ParseIdSetError::TooLarge(_))));
-        assert!(matches!(IdSet::parse_list("0-7:3/2"), Err(ParseIdSetError::BadElement(_))));
+        assert!(matches!(CpuSet::parse_list("3-1"), Err(ParseIdSetError::Backwards(_))));
+        assert!(matches!(CpuSet::parse_list("a"), Err(ParseIdSetError::BadElement(_))));
+        assert!(matches!(CpuSet::parse_list("1,,2"), Err(ParseIdSetError::BadElement(_))));
+        assert!(matches!(CpuSet::parse_list("-1"), Err(ParseIdSetError::BadElement(_))));
+        assert!(matches!(CpuSet::parse_list("0-99999999"), Err(ParseIdSetError::TooLarge(_))));
+        assert!(matches!(CpuSet::parse_list("0-7:3/2"), Err(ParseIdSetError::BadElement(_))));
     }
 
     #[test]
     fn parses_kernel_masks() {
-        assert_eq!(IdSet::parse_mask("0000ffff\n").unwrap().to_string(), "0-15");
-        assert_eq!(IdSet::parse_mask("00000001,00000000").unwrap().to_string(), "32");
-        assert_eq!(IdSet::parse_mask("ffffffff,ffffffff,ffffffff").unwrap().len(), 96);
-        assert_eq!(IdSet::parse_list("0-15").unwrap().to_mask_string(), "0000ffff");
-        assert_eq!(IdSet::parse_list("32").unwrap().to_mask_string(), "00000001,00000000");
-        assert_eq!(IdSet::new().to_mask_string(), "00000000");
-        assert!(IdSet::parse_mask("xyz").is_err());
+        assert_eq!(CpuSet::parse_mask("0000ffff\n").unwrap().to_string(), "0-15");
+        assert_eq!(CpuSet::parse_mask("00000001,00000000").unwrap().to_string(), "32");
+        assert_eq!(CpuSet::parse_mask("ffffffff,ffffffff,ffffffff").unwrap().len(), 96);
+        assert_eq!(CpuSet::parse_list("0-15").unwrap().to_mask_string(), "0000ffff");
+        assert_eq!(CpuSet::parse_list("32").unwrap().to_mask_string(), "00000001,00000000");
+        assert_eq!(CpuSet::new().to_mask_string(), "00000000");
+        assert!(CpuSet::parse_mask("xyz").is_err());
     }
 
     #[test]
     fn set_algebra() {
-        let a: IdSet = "0-7".parse().unwrap();
-        let b: IdSet = "4-11".parse().unwrap();
+        let a: CpuSet = "0-7".parse().unwrap();
+        let b: CpuSet = "4-11".parse().unwrap();
         assert_eq!(a.union(&b).to_string(), "0-11");
         assert_eq!(a.intersection(&b).to_string(), "4-7");
         assert_eq!(a.difference(&b).to_string(), "0-3");
         assert!(a.intersection(&b).is_subset(&a));
         assert!(!a.is_disjoint(&b));
-        let mut c = IdSet::parse_list("200").unwrap();
+        let mut c = CpuSet::parse_list("200").unwrap();
         assert!(c.remove(200));
-        assert_eq!(c, IdSet::new(), "trailing words are trimmed so sets compare equal");
+        assert_eq!(c, CpuSet::new(), "trailing words are trimmed so sets compare equal");
     }
 
     proptest! {
         #[test]
         fn list_round_trips(ids in proptest::collection::btree_set(0u32..2048, 0..200)) {
-            let set: IdSet = ids.iter().copied().collect();
+            let set: CpuSet = ids.iter().copied().collect();
             let text = set.to_string();
-            let back = IdSet::parse_list(&text).unwrap();
+            let back = CpuSet::parse_list(&text).unwrap();
             prop_assert_eq!(&back, &set);
             prop_assert_eq!(back.iter().collect::<Vec<_>>(), ids.into_iter().collect::<Vec<_>>());
-            prop_assert_eq!(IdSet::parse_mask(&set.to_mask_string()).unwrap(), set);
+            prop_assert_eq!(CpuSet::parse_mask(&set.to_mask_string()).unwrap(), set);
         }
 
         #[test]
         fn any_list_text_parses_to_canonical_form(text in "[0-9]{1,3}(-[0-9]{1,3})?(,[0-9]{1,3}(-[0-9]{1,3})?){0,6}") {
-            if let Ok(set) = IdSet::parse_list(&text) {
+            if let Ok(set) = CpuSet::parse_list(&text) {
                 let canon = set.to_string();
-                prop_assert_eq!(IdSet::parse_list(&canon).unwrap(), set);
+                prop_assert_eq!(CpuSet::parse_list(&canon).unwrap(), set);
             }
         }
     }

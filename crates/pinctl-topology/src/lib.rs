@@ -11,7 +11,7 @@ mod idset;
 mod policy;
 mod warnings;
 
-pub use idset::{CpuSet, IdSet, MAX_ID, NodeSet, ParseIdSetError};
+pub use idset::{CpuKind, CpuSet, IdKind, IdSet, MAX_ID, NodeKind, NodeSet, ParseIdSetError};
 pub use policy::{MemoryPolicy, ParseMemoryPolicyError};
 pub use warnings::host_warnings;
 

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
-use pinctl_launch::spec::{Kind, Spec};
+use pinctl_launch::spec::{CpuSpec, NodeSpec};
 use pinctl_launch::{CpuTarget, Launch, Nodes, Request, Resolved};
 use pinctl_sys::LinuxKernel;
 use pinctl_sysfs::Host;
@@ -112,7 +112,7 @@ fn usage(msg: impl std::fmt::Display) -> Error {
 }
 
 fn node_spec(text: &str) -> Result<Nodes, Error> {
-    Ok(Nodes::Spec(Spec::parse(text, Kind::Node).map_err(usage)?))
+    Ok(Nodes::Spec(NodeSpec::parse(text).map_err(usage)?))
 }
 
 impl ExecArgs {
@@ -178,7 +178,7 @@ impl ExecArgs {
             return Err(usage("--cpus and --physcpubind both set the CPUs: give one"));
         }
         if let Some(c) = self.cpus.as_ref().or(self.numactl.physcpubind.as_ref()) {
-            req.cpus = Some(CpuTarget::Cpus(Spec::parse(c, Kind::Cpu).map_err(usage)?));
+            req.cpus = Some(CpuTarget::Cpus(CpuSpec::parse(c).map_err(usage)?));
         } else if let Some(n) = &self.numactl.cpunodebind {
             req.cpus = Some(CpuTarget::Nodes(node_spec(n)?));
         } else if let Some(cpus) = home_cpus {

@@ -8,13 +8,13 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use pinctl_launch::spec::{Kind, Spec};
+use pinctl_launch::spec::{CpuSpec, NodeSpec};
 use pinctl_launch::{CpuTarget, ExitStatus, Launch, LaunchError, Nodes, Request, Resolved};
 use pinctl_sys::{
     LinuxKernel, MPOL_BIND, MPOL_DEFAULT, MPOL_INTERLEAVE, MPOL_PREFERRED, MPOL_PREFERRED_MANY,
 };
 use pinctl_sysfs::{Allowed, Host};
-use pinctl_topology::{IdSet, MemoryPolicy, NodeSet};
+use pinctl_topology::{IdKind, IdSet, MemoryPolicy, NodeSet};
 
 use crate::error::{CmdResult, Error};
 
@@ -177,7 +177,8 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
     let mut last_spec: Option<String> = None;
     let mut compress = false;
     let mut hardware = false;
-    let mut spec = |text: String, kind: Kind| -> Result<Spec, UsageError> {
+    // Only node lists take part in `same` (CPU lists are parsed below on their own).
+    let mut node_spec = |text: String| -> Result<NodeSpec, UsageError> {
         // numactl's `same`: the previous node specification.
         let text = if text == "same" {
             last_spec
@@ -187,7 +188,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
             last_spec = Some(text.clone());
             text
         };
-        Spec::parse(&text, kind)
+        NodeSpec::parse(&text)
             .map_err(|e| UsageError { message: e.to_string(), invalid: Some(text) })
     };
     fn set_policy(
@@ -235,7 +236,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
             }
             Opt::Value(c @ ('m' | 'p' | 'P' | 'i' | 'w'), v) => {
                 did_spec = true;
-                let s = spec(v, Kind::Node)?;
+                let s = node_spec(v)?;
                 let p = match c {
                     'm' => MemoryPolicy::Bind,
                     'p' => MemoryPolicy::Preferred,
@@ -247,11 +248,11 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
             }
             Opt::Value('N' | 'c', v) => {
                 did_spec = true;
-                req.cpus = Some(CpuTarget::Nodes(Nodes::Spec(spec(v, Kind::Node)?)));
+                req.cpus = Some(CpuTarget::Nodes(Nodes::Spec(node_spec(v)?)));
             }
             Opt::Value('C', v) => {
                 did_spec = true;
-                let s = Spec::parse(&v, Kind::Cpu)
+                let s = CpuSpec::parse(&v)
                     .map_err(|e| UsageError { message: e.to_string(), invalid: Some(v.clone()) })?;
                 req.cpus = Some(CpuTarget::Cpus(s));
             }
@@ -357,7 +358,7 @@ fn io_err(e: io::Error) -> Error {
 }
 
 /// numactl's `printmask`: `name: 0 1 ` then a newline.
-fn write_mask(out: &mut impl Write, name: &str, set: &IdSet) -> io::Result<()> {
+fn write_mask<K: IdKind>(out: &mut impl Write, name: &str, set: &IdSet<K>) -> io::Result<()> {
     write!(out, "{name}: ")?;
     for id in set.iter() {
         write!(out, "{id} ")?;

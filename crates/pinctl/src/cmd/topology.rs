@@ -82,9 +82,9 @@ pub(crate) fn render(
         opt(h.numa_balancing),
         opt(h.zone_reclaim_mode)
     )?;
-    let set = |s: &Option<pinctl_topology::IdSet>| {
+    fn set<K: pinctl_topology::IdKind>(s: &Option<pinctl_topology::IdSet<K>>) -> String {
         s.as_ref().map_or_else(|| "unknown".to_string(), |s| s.to_string())
-    };
+    }
     writeln!(out, "allowed: cpus {}, nodes {}", set(&h.allowed_cpus), set(&h.allowed_nodes))?;
     writeln!(out, "available: {} nodes ({})", t.nodes.len(), t.node_ids())?;
     if !h.offline_nodes.is_empty() {
