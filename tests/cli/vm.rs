@@ -2,7 +2,7 @@
 //!
 //! `full_suite_in_qemu_guests` boots real kernels with 4 and 8 NUMA nodes and runs every
 //! scenario; it takes minutes and installs packages, so it is `#[ignore]`d and cargo lists it
-//! as ignored, never as passed. Run it with `cargo test --test vm -- --ignored`, or run
+//! as ignored, never as passed. Run it with `cargo test --test cli vm:: -- --ignored`, or run
 //! `tests/vm/run` directly (what scripts/test does). The other tests here are fast static checks
 //! that the layouts, scenarios and numactl lines are consistent, so a broken edit to the test
 //! bed shows up in plain `cargo test` instead of as a confusing guest failure.
@@ -13,8 +13,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::{PINCTL, root};
+
 fn vm_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm")
+    root().join("tests/vm")
 }
 
 fn read(path: &Path) -> String {
@@ -129,10 +131,10 @@ fn numactl_lines_are_well_formed_and_enough() {
 }
 
 #[test]
-#[ignore = "boots QEMU guests for minutes: run `cargo test --test vm -- --ignored` or tests/vm/run"]
+#[ignore = "boots QEMU guests for minutes: run `cargo test --test cli vm:: -- --ignored` or tests/vm/run"]
 fn full_suite_in_qemu_guests() {
     let status = Command::new(vm_dir().join("run"))
-        .env("PINCTL_VM_PINCTL", env!("CARGO_BIN_EXE_pinctl"))
+        .env("PINCTL_VM_PINCTL", PINCTL)
         .status()
         .expect("cannot start tests/vm/run");
     assert!(status.success(), "tests/vm/run failed ({status}): see the FAIL lines above");

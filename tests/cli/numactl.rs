@@ -2,25 +2,30 @@
 //! a symlink named `numactl`) run the same command lines; the real `numactl --show` run under
 //! each must print the same thing, and `--show`/`--hardware` themselves must match.
 //!
-//! Skipped (with a message) where numactl is not installed. On a one-node machine only
+//! Fails where numactl is not installed (scripts/test installs it): a comparison that cannot
+//! be made must not pass. On a one-node machine only
 //! node 0 and the CPUs of this cpuset can be exercised; multi-node behaviour is checked in
 //! the VM suite (tests/vm).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn real_numactl() -> Option<PathBuf> {
+use crate::support::PINCTL;
+
+/// The real numactl; the test fails without it.
+fn real_numactl() -> PathBuf {
     ["/usr/bin/numactl", "/usr/local/bin/numactl", "/bin/numactl"]
         .iter()
         .map(PathBuf::from)
         .find(|p| p.exists())
+        .expect("numactl is not installed: `apt-get install numactl` (scripts/test installs it)")
 }
 
 /// A directory with `numactl -> pinctl`.
 fn pinctl_as_numactl() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join("numactl");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_pinctl"), &link).unwrap();
+    std::os::unix::fs::symlink(PINCTL, &link).unwrap();
     (dir, link)
 }
 
@@ -70,10 +75,7 @@ const LINES: &[&str] = &[
 
 #[test]
 fn show_under_numactl_and_pinctl_agrees() {
-    let Some(numactl) = real_numactl() else {
-        eprintln!("skipped: numactl is not installed (apt-get install numactl)");
-        return;
-    };
+    let numactl = real_numactl();
     let (_dir, pinctl) = pinctl_as_numactl();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut compared = 0;
@@ -96,10 +98,7 @@ fn show_under_numactl_and_pinctl_agrees() {
 
 #[test]
 fn refusals_agree() {
-    let Some(numactl) = real_numactl() else {
-        eprintln!("skipped: numactl is not installed");
-        return;
-    };
+    let numactl = real_numactl();
     let (_dir, pinctl) = pinctl_as_numactl();
     // Nodes beyond this host, conflicting policies, bad lists, no command: numactl exits 1.
     for line in [
@@ -127,10 +126,7 @@ fn refusals_agree() {
 
 #[test]
 fn show_and_hardware_match_byte_for_byte() {
-    let Some(numactl) = real_numactl() else {
-        eprintln!("skipped: numactl is not installed");
-        return;
-    };
+    let numactl = real_numactl();
     let (_dir, pinctl) = pinctl_as_numactl();
     assert_eq!(run(&pinctl, &["--show"]), run(&numactl, &["--show"]));
     assert_eq!(run(&pinctl, &["-s"]), run(&numactl, &["-s"]));
@@ -149,10 +145,7 @@ fn show_and_hardware_match_byte_for_byte() {
 
 #[test]
 fn show_reports_the_options_before_it() {
-    let Some(numactl) = real_numactl() else {
-        eprintln!("skipped: numactl is not installed");
-        return;
-    };
+    let numactl = real_numactl();
     let (_dir, pinctl) = pinctl_as_numactl();
     // numactl applies options as it reads them, so `--show` sees those before it and
     // ignores those after.

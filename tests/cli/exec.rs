@@ -1,12 +1,9 @@
 //! `pinctl exec` against the real binary on this machine: it really applies the placement and
 //! execs, so what the child reports in /proc/self/status is the kernel's answer.
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn pinctl() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pinctl"))
-}
+use crate::support::{PINCTL, pinctl, write_config};
 
 fn status_field(status: &str, field: &str) -> String {
     status
@@ -178,10 +175,9 @@ fn an_unsupported_policy_is_refused_unless_ignored() {
 /// A service file with one instance `db` (extra keys in `service`), and the placement
 /// `pinctl exec --dry-run --json` resolves for it.
 fn planned_db(dir: &std::path::Path, service: &str) -> (std::path::PathBuf, serde_json::Value) {
-    let config = dir.join("pinctl.toml");
     let text =
         format!("[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"/bin/true\"]\n{service}");
-    std::fs::write(&config, text).unwrap();
+    let config = write_config(dir, &text);
     let out = pinctl()
         .args(["exec", "-c"])
         .arg(&config)
@@ -226,7 +222,7 @@ fn the_plan_ignores_the_affinity_pinctl_inherits() {
     let cpus = planned["cpus"].as_str().unwrap().to_string();
     let first_cpu = cpus.split([',', '-']).next().unwrap();
     let out = std::process::Command::new("taskset")
-        .args(["-c", first_cpu, env!("CARGO_BIN_EXE_pinctl"), "exec", "-c"])
+        .args(["-c", first_cpu, PINCTL, "exec", "-c"])
         .arg(&config)
         .args(["--service", "db", "--", "grep", "Cpus_allowed_list", "/proc/self/status"])
         .output()

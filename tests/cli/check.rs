@@ -1,31 +1,15 @@
 //! `pinctl check` against the real binary: exit 0 for a usable file, 1 with every problem
 //! printed otherwise.
 
-use std::path::Path;
-use std::process::Command;
-
-use assert_cmd::prelude::*;
 use predicates::prelude::*;
 
-fn pinctl() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pinctl"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
-
-const EPYC: &str = "configs/topologies/epyc-nps4.json";
-
-fn write_config(dir: &Path, text: &str) -> std::path::PathBuf {
-    let path = dir.join("pinctl.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use crate::support::{EPYC, XEON, pinctl, write_config};
 
 #[test]
 fn every_bundled_config_is_valid_for_its_topology() {
     for (config, topology) in [
         ("configs/tidb-epyc.toml", EPYC),
-        ("configs/mysql-xeon.toml", "configs/topologies/xeon-e5-2682v4.json"),
+        ("configs/mysql-xeon.toml", XEON),
         ("configs/mysql-arm.toml", "configs/topologies/arm-128core.json"),
         ("configs/interleaved.toml", "configs/topologies/interleaved-4node.json"),
     ] {

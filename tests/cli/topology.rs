@@ -1,32 +1,28 @@
 //! `pinctl topology` run as a program: human output (insta snapshots), the JSON contract of
 //! docs/topology.md, every `--topology` source kind, `--capture`, and its errors.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::support::{pinctl, root};
 
 const SHARED: &str = "../shared/fixtures/topologies";
 
-/// Runs pinctl from the repository root so relative paths (and so the snapshots) are stable.
-fn pinctl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinctl"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .output()
-        .unwrap()
+fn run(args: &[&str]) -> Output {
+    pinctl().args(args).output().unwrap()
 }
 
 fn ok(args: &[&str]) -> String {
-    let out = pinctl(args);
+    let out = run(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "pinctl {args:?} failed: {stderr}");
     String::from_utf8(out.stdout).unwrap()
 }
 
 fn fails(args: &[&str]) -> String {
-    let out = pinctl(args);
+    let out = run(args);
     assert_eq!(out.status.code(), Some(1), "pinctl {args:?} should fail with 1");
     assert!(out.stdout.is_empty());
     String::from_utf8(out.stderr).unwrap()
@@ -34,7 +30,7 @@ fn fails(args: &[&str]) -> String {
 
 /// The one tarball of a shared fixture, relative to the repository root.
 fn shared_tarball(id: &str) -> String {
-    let raw = Path::new(env!("CARGO_MANIFEST_DIR")).join(SHARED).join(id).join("raw");
+    let raw = root().join(SHARED).join(id).join("raw");
     let name = std::fs::read_dir(&raw)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -215,8 +211,7 @@ fn hwloc_xml_loads_with_the_feature() {
         ("G10-flux-xeon8480-snc4-2s-8n-nics", "ipa20.xml"),
     ] {
         let v = json(&["topology", "--topology", &format!("{SHARED}/{id}/raw/{file}"), "--json"]);
-        let oracle_path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(SHARED).join(id).join("oracle/summary.json");
+        let oracle_path = root().join(SHARED).join(id).join("oracle/summary.json");
         let oracle: Value =
             serde_json::from_str(&std::fs::read_to_string(oracle_path).unwrap()).unwrap();
         let nodes = v["nodes"].as_array().unwrap();

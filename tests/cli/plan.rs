@@ -1,25 +1,8 @@
 //! `pinctl plan` against the real binary, on the bundled topologies (docs/planning.md).
 
-use std::path::Path;
-use std::process::Command;
-
-use assert_cmd::prelude::*;
 use predicates::prelude::*;
 
-fn pinctl() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pinctl"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
-
-const EPYC: &str = "configs/topologies/epyc-nps4.json";
-const XEON: &str = "configs/topologies/xeon-e5-2682v4.json";
-
-fn write_config(dir: &Path, text: &str) -> std::path::PathBuf {
-    let path = dir.join("pinctl.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use crate::support::{EPYC, XEON, pinctl, write_config};
 
 #[test]
 fn the_readme_command_shows_a_multi_node_plan() {

@@ -2,12 +2,11 @@
 //! command in a code block is run from the repository root and its stdout and stderr must
 //! match the lines that follow it, up to the next command or the end of the block.
 
-use std::process::Command;
+use crate::support::{pinctl, root};
 
 #[test]
 fn planning_doc_examples_are_current() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let doc = std::fs::read_to_string(format!("{root}/docs/planning.md")).unwrap();
+    let doc = std::fs::read_to_string(root().join("docs/planning.md")).unwrap();
     let mut examples = Vec::new();
     let mut block: Option<Vec<&str>> = None;
     for line in doc.lines() {
@@ -23,11 +22,7 @@ fn planning_doc_examples_are_current() {
     assert!(examples.len() >= 10, "found only {} examples", examples.len());
     for (command, expected) in examples {
         let args: Vec<&str> = command.split_whitespace().collect();
-        let out = Command::new(env!("CARGO_BIN_EXE_pinctl"))
-            .args(&args)
-            .current_dir(root)
-            .output()
-            .unwrap();
+        let out = pinctl().args(&args).output().unwrap();
         let actual = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
         assert_eq!(
