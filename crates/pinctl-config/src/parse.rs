@@ -1135,6 +1135,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_key_has_one_reader() {
+        // A key listed twice would be read by its first entry only, the other dead code.
+        for keys in [&TOP_KEYS[..], &HOST_KEYS, &SERVICE_KEYS, &LIMIT_KEYS] {
+            let mut sorted = keys.to_vec();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), keys.len(), "a key is listed twice in {keys:?}");
+        }
+    }
+
+    #[test]
     fn placeholders() {
         assert_eq!(substitute("/data{instance}/x{instance}", 3), "/data3/x3");
         assert_eq!(
