@@ -10,11 +10,8 @@ use std::time::{Duration, Instant};
 
 use pinctl_config::Config;
 use pinctl_plan::PlanInputs;
-use pinctl_topology::{
-    Cpu, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeSet, Topology,
-};
-
-const GIB: u64 = 1 << 30;
+use pinctl_testkit::{GIB, SyntheticTopology};
+use pinctl_topology::{CpuSet, DeviceKind, Topology};
 
 /// `sockets` x `per_socket` nodes of `cores` cores with 2 SMT threads each; distances
 /// 10 / 12 within a socket / 32 across; `nvme{i}n1` on every `stride`-th node, `eth0` on the
@@ -22,58 +19,19 @@ const GIB: u64 = 1 << 30;
 fn host(sockets: u32, per_socket: u32, cores: u32, drives: u32) -> Topology {
     let n = sockets * per_socket;
     let threads = n * cores;
-    let mut nodes = Vec::new();
-    let mut cpus = Vec::new();
+    let mut host = SyntheticTopology::new();
     for node in 0..n {
         let first = node * cores;
         let set: CpuSet =
             (first..first + cores).chain(threads + first..threads + first + cores).collect();
-        for c in set.iter() {
-            cpus.push(Cpu {
-                id: c,
-                online: true,
-                package: Some(node / per_socket),
-                core: Some(c % threads),
-                node: Some(node),
-            });
-        }
-        nodes.push(Node {
-            id: node,
-            cpus: set,
-            memory_bytes: Some(64 * GIB),
-            memory_free_bytes: None,
-            has_cpu: true,
-            has_memory: true,
-        });
+        host = host.node(set, node / per_socket, Some(64 * GIB));
     }
-    cpus.sort_by_key(|c| c.id);
-    let distances = (0..n)
-        .map(|i| {
-            (0..n)
-                .map(|j| match (i, j) {
-                    _ if i == j => 10,
-                    _ if i / per_socket == j / per_socket => 12,
-                    _ => 32,
-                })
-                .collect()
-        })
-        .collect();
+    host = host.cores(move |c| c % threads).distances_by_package(12, 32);
     let stride = n / drives;
-    let mut devices: Vec<Device> = (0..drives)
-        .map(|d| (format!("nvme{d}n1"), DeviceKind::Nvme, d * stride + 1))
-        .chain([("eth0".to_string(), DeviceKind::Nic, n - 1)])
-        .map(|(name, kind, node)| Device {
-            name,
-            kind,
-            pci: None,
-            node: Some(node),
-            nodes: NodeSet::from_iter([node]),
-            locality: Locality::NumaNode,
-            members: Vec::new(),
-        })
-        .collect();
-    devices.sort_by(|a, b| a.name.cmp(&b.name));
-    Topology { nodes, distances, cpus, devices, host: HostFacts::default(), warnings: Vec::new() }
+    for d in 0..drives {
+        host = host.device(&format!("nvme{d}n1"), DeviceKind::Nvme, [d * stride + 1]);
+    }
+    host.device("eth0", DeviceKind::Nic, [n - 1]).build()
 }
 
 fn service(name: &str, instances: u32, size: &str, memory: &str, near: bool) -> String {

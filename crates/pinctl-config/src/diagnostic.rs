@@ -12,8 +12,9 @@
 //!
 //! The renderer is written here rather than taken from `annotate-snippets` (the crate rustc
 //! and cargo use) because pinctl only needs single-line carets, and because the rendered text
-//! is a tested contract (tests/bad/*.stderr are compared byte for byte): a renderer of our own
-//! cannot change its spacing under us in a dependency update, and costs no dependency.
+//! is a tested contract (the snapshots in tests/bad/ are compared byte for byte): a renderer
+//! of our own cannot change its spacing under us in a dependency update, and costs no
+//! dependency.
 
 use std::fmt;
 use std::fmt::Write as _;

@@ -5,6 +5,7 @@
 //! loses the position of values that fail custom validation, while this walk keeps going and
 //! records every problem with the span of the key or value at fault.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::path::{Path, PathBuf};
@@ -22,32 +23,95 @@ use crate::model::{
 };
 use crate::values;
 
-/// Keys of `[host]`.
-pub const HOST_KEYS: [&str; 3] = ["keep-free", "reserve-cpus", "memory-reserve"];
-/// Keys of `[service.NAME]` and `[defaults]`.
-pub const SERVICE_KEYS: [&str; 17] = [
-    "command",
-    "instances",
-    "nodes",
-    "cpus",
-    "memory",
-    "memory-policy",
-    "near",
-    "only-nodes",
-    "unit",
-    "user",
-    "group",
-    "working-dir",
-    "env",
-    "restart",
-    "stop-signal",
-    "stop-timeout",
-    "limits",
-];
+// Every table of the file is read through a table of (key, reader) pairs: the reader is the
+// only code that reads the key, and the list of valid keys in "unknown field ..., expected
+// one of ..." errors and their "did you mean" hints is made from the same table, so the two
+// cannot drift apart.
+//
+// To add a key to `[service.NAME]` (and so to `[defaults]`): add its field to `RawService`
+// and to `merge`, write a `Walker::read_*` method with the `Reader` signature that checks the
+// value and stores it, add one `("the-key", Walker::read_*)` entry to `SERVICE_READERS`
+// where it should appear in the list of expected keys, and carry the value into `Service`
+// in `Walker::service`. A `[host]` key is the same with `HOST_READERS`, `HostConfig` and
+// `HostSpans`. The public `*_KEYS` lists follow by themselves.
+
+/// Reads the value of one key into the table's state `S`, recording every problem.
+type Reader<S> = fn(&mut Walker, &mut S, &Key<'_>, &Val<'_>);
+
 /// Top-level tables.
-pub const TOP_KEYS: [&str; 3] = ["host", "defaults", "service"];
+const TOP_READERS: &[(&str, Reader<RawDocument>)] = &[
+    ("host", Walker::read_host),
+    ("defaults", Walker::read_defaults),
+    ("service", Walker::read_services),
+];
+/// Keys of `[host]`.
+const HOST_READERS: &[(&str, Reader<(HostConfig, HostSpans)>)] = &[
+    ("keep-free", Walker::read_keep_free),
+    ("reserve-cpus", Walker::read_reserve_cpus),
+    ("memory-reserve", Walker::read_memory_reserve),
+];
+/// Keys of `[service.NAME]` and `[defaults]`.
+const SERVICE_READERS: &[(&str, Reader<RawService>)] = &[
+    ("command", Walker::read_command),
+    ("instances", Walker::read_instances),
+    ("nodes", Walker::read_size),
+    ("cpus", Walker::read_size),
+    ("memory", Walker::read_memory),
+    ("memory-policy", Walker::read_memory_policy),
+    ("near", Walker::read_near),
+    ("only-nodes", Walker::read_only_nodes),
+    ("unit", Walker::read_unit),
+    ("user", Walker::read_account),
+    ("group", Walker::read_account),
+    ("working-dir", Walker::read_working_dir),
+    ("env", Walker::read_env),
+    ("restart", Walker::read_restart),
+    ("stop-signal", Walker::read_stop_signal),
+    ("stop-timeout", Walker::read_stop_timeout),
+    ("limits", Walker::read_limits),
+];
+
+/// How a `limits` key is written and checked.
+#[derive(Clone, Copy)]
+struct LimitRule {
+    /// A byte size (`"64MiB"`) is accepted besides a plain integer.
+    bytes: bool,
+    /// Zero is refused: a process cannot even start without a file descriptor table or a
+    /// stack.
+    nonzero: bool,
+}
+
+/// Keys of `limits`. A new limit is one entry here and a field of `Limits` (filled in
+/// `Walker::service`).
+const LIMIT_RULES: &[(&str, LimitRule)] = &[
+    ("nofile", LimitRule { bytes: false, nonzero: true }),
+    ("nproc", LimitRule { bytes: false, nonzero: false }),
+    ("memlock", LimitRule { bytes: true, nonzero: false }),
+    ("core", LimitRule { bytes: true, nonzero: false }),
+    ("stack", LimitRule { bytes: true, nonzero: true }),
+];
+
+/// Top-level tables.
+pub const TOP_KEYS: [&str; TOP_READERS.len()] = key_names(TOP_READERS);
+/// Keys of `[host]`.
+pub const HOST_KEYS: [&str; HOST_READERS.len()] = key_names(HOST_READERS);
+/// Keys of `[service.NAME]` and `[defaults]`.
+pub const SERVICE_KEYS: [&str; SERVICE_READERS.len()] = key_names(SERVICE_READERS);
 /// Keys of `limits`.
-pub const LIMIT_KEYS: [&str; 5] = ["nofile", "nproc", "memlock", "core", "stack"];
+pub const LIMIT_KEYS: [&str; LIMIT_RULES.len()] = key_names(LIMIT_RULES);
+
+/// The first column of a key table, as the public array of key names.
+const fn key_names<T, const N: usize>(table: &[(&'static str, T)]) -> [&'static str; N] {
+    assert!(table.len() == N);
+    let mut names = [""; N];
+    let mut i = 0;
+    while i < N {
+        names[i] = table[i].0;
+        i += 1;
+    }
+    names
+}
+
 const RESTART_NAMES: [&str; 3] = ["always", "on-failure", "never"];
 
 /// More instances than this cannot be placed: each needs a CPU of its own and Linux builds
@@ -66,6 +130,7 @@ pub const DEFAULT_STOP_SIGNAL: &str = "TERM";
 const PLACEHOLDER: &str = "{instance}";
 
 type Val<'i> = Spanned<DeValue<'i>>;
+type Key<'i> = Spanned<Cow<'i, str>>;
 type Sp<T> = Option<(T, Span)>;
 
 /// One `[service.NAME]` or `[defaults]` table after checking each value on its own.
@@ -74,8 +139,8 @@ struct RawService {
     instances: Sp<u32>,
     nodes: Sp<u32>,
     cpus: Sp<u32>,
-    /// Whether `nodes` or `cpus` was written, even with a bad value.
-    size_written: bool,
+    /// Which of `nodes` or `cpus` was written (the last one) and where, even with a bad value.
+    size_key: Option<(&'static str, Span)>,
     memory: Sp<u64>,
     memory_policy: Sp<MemoryPolicy>,
     near: Option<Vec<(String, Span)>>,
@@ -91,6 +156,23 @@ struct RawService {
     stop_signal: Sp<&'static str>,
     stop_timeout: Sp<Duration>,
     limits: BTreeMap<&'static str, (u64, Span)>,
+}
+
+/// The top-level tables as read, before the services are built.
+#[derive(Default)]
+struct RawDocument {
+    host: Option<(HostConfig, HostSpans)>,
+    defaults: RawService,
+    services: Vec<(String, Span, RawService)>,
+    /// Whether a `[service]` table was written at all, even a broken one.
+    service_table_seen: bool,
+}
+
+/// Which service each instance name, and which instance each unit name, was first given to.
+#[derive(Default)]
+struct NameOwners {
+    instances: BTreeMap<String, (String, Span)>,
+    units: BTreeMap<String, String>,
 }
 
 struct Walker {
@@ -163,9 +245,7 @@ fn type_name(v: &DeValue<'_>) -> &'static str {
 }
 
 /// Entries of a table in file order (the parsed table is sorted by key).
-fn entries<'a, 'i>(
-    table: &'a DeTable<'i>,
-) -> Vec<(&'a Spanned<std::borrow::Cow<'i, str>>, &'a Val<'i>)> {
+fn entries<'a, 'i>(table: &'a DeTable<'i>) -> Vec<(&'a Key<'i>, &'a Val<'i>)> {
     let mut v: Vec<_> = table.iter().collect();
     v.sort_by_key(|(k, _)| k.span().start);
     v
@@ -228,7 +308,7 @@ impl Walker {
         format!("{}:{}:{}", loc.path().display(), loc.line(), loc.column())
     }
 
-    fn unknown_key(&mut self, key: &Spanned<std::borrow::Cow<'_, str>>, expected: &[&str]) {
+    fn unknown_key(&mut self, key: &Key<'_>, expected: &[&str]) {
         let list = expected.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
         let name = key.get_ref().as_ref();
         let d = self.error(&key.span(), format!("unknown field `{name}`, expected one of {list}"));
@@ -350,112 +430,42 @@ impl Walker {
         }
     }
 
-    fn document(&mut self, path: &Path, root: &DeTable<'_>) -> Option<Config> {
-        let mut host = None;
-        let mut defaults = RawService::default();
-        let mut services: Vec<(String, Span, RawService)> = Vec::new();
-        let mut service_table_seen = false;
-        for (key, value) in entries(root) {
-            match key.get_ref().as_ref() {
-                "host" => {
-                    if let Some(t) = self.table("host", value) {
-                        host = Some(self.host(t));
-                    }
+    /// Reads each entry of `table` with its reader from `readers` into `state`; a key with
+    /// no reader is an unknown field, and the list of expected keys is the readers' keys.
+    fn read_table<S>(&mut self, table: &DeTable<'_>, readers: &[(&str, Reader<S>)], state: &mut S) {
+        for (key, value) in entries(table) {
+            match readers.iter().find(|(name, _)| *name == key.get_ref().as_ref()) {
+                Some((_, read)) => read(self, state, key, value),
+                None => {
+                    let names: Vec<&str> = readers.iter().map(|(name, _)| *name).collect();
+                    self.unknown_key(key, &names);
                 }
-                "defaults" => {
-                    if let Some(t) = self.table("defaults", value) {
-                        defaults = self.service_table(t);
-                    }
-                }
-                "service" => {
-                    service_table_seen = true;
-                    let Some(t) = self.table("service", value) else { continue };
-                    for (name, body) in entries(t) {
-                        let name_str = name.get_ref().as_ref();
-                        if !values::is_service_name(name_str) {
-                            self.error(&name.span(), format!("invalid service name `{name_str}`"))
-                                .help = Some("service names are lowercase letters, digits, `-` and `_`, starting with a letter or digit".into());
-                        }
-                        let DeValue::Table(body_table) = body.get_ref() else {
-                            self.wrong_type(
-                                &format!("service.{name_str}"),
-                                body,
-                                "a table `[service.NAME]`",
-                            );
-                            continue;
-                        };
-                        let raw = self.service_table(body_table);
-                        services.push((name_str.to_string(), name.span(), raw));
-                    }
-                }
-                _ => self.unknown_key(key, &TOP_KEYS),
             }
         }
-        let (host, host_spans) = host.unwrap_or_default();
-        if services.is_empty() {
+    }
+
+    fn document(&mut self, path: &Path, root: &DeTable<'_>) -> Option<Config> {
+        let mut raw = RawDocument::default();
+        self.read_table(root, TOP_READERS, &mut raw);
+        let (host, host_spans) = raw.host.unwrap_or_default();
+        if raw.services.is_empty() {
             let message = format!("`{}` defines no services", path.display());
             let d = Diagnostic::for_file(path, Severity::Error, message)
                 .with_help("add a `[service.NAME]` table with at least a `command`");
-            if !service_table_seen || !self.diagnostics.iter().any(Diagnostic::is_error) {
+            if !raw.service_table_seen || !self.diagnostics.iter().any(Diagnostic::is_error) {
                 self.push(d);
             }
             return None;
         }
-        let mut built = Vec::with_capacity(services.len());
-        let mut built_spans = Vec::with_capacity(services.len());
-        let mut instance_owner: BTreeMap<String, (String, Span)> = BTreeMap::new();
-        let mut unit_owner: BTreeMap<String, String> = BTreeMap::new();
-        for (name, name_span, raw) in &services {
-            let merged = merge(&defaults, raw);
-            let Some((service, spans)) = self.service(name, name_span, &merged, raw) else {
+        let mut built = Vec::with_capacity(raw.services.len());
+        let mut built_spans = Vec::with_capacity(raw.services.len());
+        let mut owners = NameOwners::default();
+        for (name, name_span, own) in &raw.services {
+            let merged = merge(&raw.defaults, own);
+            let Some((service, spans)) = self.service(name, name_span, &merged, own) else {
                 continue;
             };
-            for instance in &service.instances {
-                match instance_owner.entry(instance.name.clone()) {
-                    Entry::Vacant(v) => {
-                        v.insert((service.name.clone(), name_span.clone()));
-                    }
-                    Entry::Occupied(o) => {
-                        let (other, other_span) = o.get().clone();
-                        let at = self.location_text(&other_span);
-                        self.error(
-                            name_span,
-                            format!("instance name `{}` of service `{name}` is also an instance of service `{other}`", instance.name),
-                        )
-                        .notes
-                        .push(format!("service `{other}` is defined at {at}"));
-                    }
-                }
-                if let (Some(unit), Some((_, unit_span))) = (&instance.unit, &merged.unit) {
-                    match unit_owner.entry(unit.clone()) {
-                        Entry::Vacant(v) => {
-                            v.insert(instance.name.clone());
-                        }
-                        Entry::Occupied(o) => {
-                            let d = self.error(
-                                unit_span,
-                                format!(
-                                    "unit `{unit}` is given to both `{}` and `{}`",
-                                    o.get(),
-                                    instance.name
-                                ),
-                            );
-                            if service.instances.len() > 1
-                                && !merged
-                                    .unit
-                                    .as_ref()
-                                    .is_some_and(|(u, _)| u.contains(PLACEHOLDER))
-                            {
-                                d.help = Some(format!(
-                                    "put `{PLACEHOLDER}` in the unit name, e.g. `{}@{PLACEHOLDER}.service`",
-                                    service.name
-                                ));
-                            }
-                            break;
-                        }
-                    }
-                }
-            }
+            self.check_unique_names(&mut owners, &service, name_span, &merged);
             built.push(service);
             built_spans.push(spans);
         }
@@ -470,308 +480,416 @@ impl Walker {
         })
     }
 
-    fn host(&mut self, table: &DeTable<'_>) -> (HostConfig, HostSpans) {
-        let mut host = HostConfig::default();
-        let mut spans = HostSpans::default();
-        for (key, value) in entries(table) {
-            match key.get_ref().as_ref() {
-                "keep-free" => {
-                    let expected = "an array of NIC names and node ids, e.g. [\"eth0\", 3]";
-                    let Some(items) = self.array("keep-free", value, expected) else { continue };
-                    let mut list = Vec::new();
-                    for item in items.iter() {
-                        let entry = match item.get_ref() {
-                            DeValue::String(s) => {
-                                if !values::is_interface_name(s) {
-                                    self.error(&item.span(), format!("`{s}` is not a network interface name"))
-                                        .help = Some("keep-free takes NIC names (at most 15 characters, no `/`, `:` or blanks) and node ids".into());
-                                    continue;
-                                }
-                                KeepFree::Nic(s.to_string())
-                            }
-                            DeValue::Integer(_) => {
-                                let Some(n) = self.integer("keep-free", item, 0, u64::from(MAX_ID))
-                                else {
-                                    continue;
-                                };
-                                KeepFree::Node(n as NodeId)
-                            }
-                            _ => {
-                                self.wrong_type("keep-free", item, "a NIC name or a node id");
-                                continue;
-                            }
-                        };
-                        if let Some(i) = list.iter().position(|e| *e == entry) {
-                            let at = self.location_text(&spans.keep_free[i]);
-                            self.error(&item.span(), "`keep-free` lists this entry twice")
-                                .notes
-                                .push(format!("first listed at {at}"));
-                            continue;
-                        }
-                        list.push(entry);
-                        spans.keep_free.push(item.span());
-                    }
-                    host.keep_free = Some(list);
+    /// Records the instance and unit names of `service` in `owners`, and reports those that
+    /// an earlier service already uses.
+    fn check_unique_names(
+        &mut self,
+        owners: &mut NameOwners,
+        service: &Service,
+        name_span: &Span,
+        merged: &RawService,
+    ) {
+        let name = &service.name;
+        for instance in &service.instances {
+            match owners.instances.entry(instance.name.clone()) {
+                Entry::Vacant(v) => {
+                    v.insert((service.name.clone(), name_span.clone()));
                 }
-                "reserve-cpus" => {
-                    let Some(s) = self.string("reserve-cpus", value, "a CPU list such as \"0-1\"")
-                    else {
-                        continue;
-                    };
-                    match CpuSet::parse_list(s) {
-                        Ok(set) => {
-                            host.reserve_cpus = set;
-                            spans.reserve_cpus = Some(value.span());
+                Entry::Occupied(o) => {
+                    let (other, other_span) = o.get().clone();
+                    let at = self.location_text(&other_span);
+                    self.error(
+                        name_span,
+                        format!("instance name `{}` of service `{name}` is also an instance of service `{other}`", instance.name),
+                    )
+                    .notes
+                    .push(format!("service `{other}` is defined at {at}"));
+                }
+            }
+            if let (Some(unit), Some((_, unit_span))) = (&instance.unit, &merged.unit) {
+                match owners.units.entry(unit.clone()) {
+                    Entry::Vacant(v) => {
+                        v.insert(instance.name.clone());
+                    }
+                    Entry::Occupied(o) => {
+                        let d = self.error(
+                            unit_span,
+                            format!(
+                                "unit `{unit}` is given to both `{}` and `{}`",
+                                o.get(),
+                                instance.name
+                            ),
+                        );
+                        if service.instances.len() > 1
+                            && !merged.unit.as_ref().is_some_and(|(u, _)| u.contains(PLACEHOLDER))
+                        {
+                            d.help = Some(format!(
+                                "put `{PLACEHOLDER}` in the unit name, e.g. `{}@{PLACEHOLDER}.service`",
+                                service.name
+                            ));
                         }
-                        Err(e) => {
-                            self.error(&value.span(), format!("invalid `reserve-cpus` `{s}`: {e}"));
-                        }
+                        break;
                     }
                 }
-                "memory-reserve" => {
-                    if let Some(n) = self.size("memory-reserve", value) {
-                        host.memory_reserve = Some(n);
-                        spans.memory_reserve = Some(value.span());
-                    }
-                }
-                _ => self.unknown_key(key, &HOST_KEYS),
             }
         }
-        (host, spans)
+    }
+
+    fn read_host(&mut self, doc: &mut RawDocument, _: &Key<'_>, value: &Val<'_>) {
+        if let Some(t) = self.table("host", value) {
+            let mut host = Default::default();
+            self.read_table(t, HOST_READERS, &mut host);
+            doc.host = Some(host);
+        }
+    }
+
+    fn read_defaults(&mut self, doc: &mut RawDocument, _: &Key<'_>, value: &Val<'_>) {
+        if let Some(t) = self.table("defaults", value) {
+            doc.defaults = self.service_table(t);
+        }
+    }
+
+    fn read_services(&mut self, doc: &mut RawDocument, _: &Key<'_>, value: &Val<'_>) {
+        doc.service_table_seen = true;
+        let Some(t) = self.table("service", value) else { return };
+        for (name, body) in entries(t) {
+            let name_str = name.get_ref().as_ref();
+            if !values::is_service_name(name_str) {
+                self.error(&name.span(), format!("invalid service name `{name_str}`"))
+                    .help = Some("service names are lowercase letters, digits, `-` and `_`, starting with a letter or digit".into());
+            }
+            let DeValue::Table(body_table) = body.get_ref() else {
+                self.wrong_type(&format!("service.{name_str}"), body, "a table `[service.NAME]`");
+                continue;
+            };
+            let raw = self.service_table(body_table);
+            doc.services.push((name_str.to_string(), name.span(), raw));
+        }
+    }
+
+    fn read_keep_free(
+        &mut self,
+        (host, spans): &mut (HostConfig, HostSpans),
+        _: &Key<'_>,
+        value: &Val<'_>,
+    ) {
+        let expected = "an array of NIC names and node ids, e.g. [\"eth0\", 3]";
+        let Some(items) = self.array("keep-free", value, expected) else { return };
+        let mut list = Vec::new();
+        for item in items.iter() {
+            let entry = match item.get_ref() {
+                DeValue::String(s) => {
+                    if !values::is_interface_name(s) {
+                        self.error(&item.span(), format!("`{s}` is not a network interface name"))
+                            .help = Some("keep-free takes NIC names (at most 15 characters, no `/`, `:` or blanks) and node ids".into());
+                        continue;
+                    }
+                    KeepFree::Nic(s.to_string())
+                }
+                DeValue::Integer(_) => {
+                    let Some(n) = self.integer("keep-free", item, 0, u64::from(MAX_ID)) else {
+                        continue;
+                    };
+                    KeepFree::Node(n as NodeId)
+                }
+                _ => {
+                    self.wrong_type("keep-free", item, "a NIC name or a node id");
+                    continue;
+                }
+            };
+            if let Some(i) = list.iter().position(|e| *e == entry) {
+                let at = self.location_text(&spans.keep_free[i]);
+                self.error(&item.span(), "`keep-free` lists this entry twice")
+                    .notes
+                    .push(format!("first listed at {at}"));
+                continue;
+            }
+            list.push(entry);
+            spans.keep_free.push(item.span());
+        }
+        host.keep_free = Some(list);
+    }
+
+    fn read_reserve_cpus(
+        &mut self,
+        (host, spans): &mut (HostConfig, HostSpans),
+        _: &Key<'_>,
+        value: &Val<'_>,
+    ) {
+        let Some(s) = self.string("reserve-cpus", value, "a CPU list such as \"0-1\"") else {
+            return;
+        };
+        match CpuSet::parse_list(s) {
+            Ok(set) => {
+                host.reserve_cpus = set;
+                spans.reserve_cpus = Some(value.span());
+            }
+            Err(e) => {
+                self.error(&value.span(), format!("invalid `reserve-cpus` `{s}`: {e}"));
+            }
+        }
+    }
+
+    fn read_memory_reserve(
+        &mut self,
+        (host, spans): &mut (HostConfig, HostSpans),
+        _: &Key<'_>,
+        value: &Val<'_>,
+    ) {
+        if let Some(n) = self.size("memory-reserve", value) {
+            host.memory_reserve = Some(n);
+            spans.memory_reserve = Some(value.span());
+        }
     }
 
     /// Checks each value of a `[service.NAME]` or `[defaults]` table on its own.
     fn service_table(&mut self, table: &DeTable<'_>) -> RawService {
         let mut raw = RawService::default();
-        let mut size_key: Option<(&str, Span)> = None;
-        for (key, value) in entries(table) {
-            let k = key.get_ref().as_ref();
-            let span = value.span();
-            match k {
-                "instances" => {
-                    raw.instances = self
-                        .integer(k, value, 1, u64::from(MAX_INSTANCES))
-                        .map(|n| (n as u32, span));
-                }
-                "nodes" | "cpus" => {
-                    if let Some((other, other_span)) = &size_key {
-                        let at = self.location_text(other_span);
-                        let d = self.error(
-                            &key.span(),
-                            "`nodes` and `cpus` are both set: an instance is sized by one of them",
-                        );
-                        d.notes.push(format!("`{other}` is set at {at}"));
-                        d.help = Some("`nodes = N` gives each instance N whole nodes; `cpus = N` gives it N CPUs packed inside a node".into());
-                    }
-                    size_key = Some((if k == "nodes" { "nodes" } else { "cpus" }, key.span()));
-                    raw.size_written = true;
-                    let n = self.integer(k, value, 1, u64::from(MAX_ID)).map(|n| (n as u32, span));
-                    if k == "nodes" {
-                        raw.nodes = n;
-                    } else {
-                        raw.cpus = n;
-                    }
-                }
-                "memory" => {
-                    if let Some(n) = self.size(k, value) {
-                        if n == 0 {
-                            self.error(&span, "`memory` is zero").help = Some(
-                                "leave `memory` out when the instance's memory need is unknown"
-                                    .into(),
-                            );
-                        } else {
-                            raw.memory = Some((n, span));
-                        }
-                    }
-                }
-                "memory-policy" => {
-                    let Some(s) = self.string(k, value, "a memory policy name") else { continue };
-                    match s.parse::<MemoryPolicy>() {
-                        Ok(p) => raw.memory_policy = Some((p, span)),
-                        Err(e) => {
-                            let names: Vec<&str> =
-                                MemoryPolicy::ALL.iter().map(|p| p.name()).collect();
-                            let d = self.error(&span, e.to_string());
-                            if let Some(c) = values::closest(s, &names) {
-                                d.help = Some(format!("did you mean `{c}`?"));
-                            }
-                        }
-                    }
-                }
-                "near" => {
-                    let items: Vec<&Val<'_>> = match value.get_ref() {
-                        // A lone string is a one-element list: unambiguous and common.
-                        DeValue::String(_) => vec![value],
-                        DeValue::Array(a) => a.iter().collect(),
-                        _ => {
-                            self.wrong_type(k, value, "an array of devices or paths");
-                            continue;
-                        }
-                    };
-                    let mut near = Vec::new();
-                    for item in items {
-                        let Some(s) = self.string(k, item, "a device or a path") else { continue };
-                        if s.trim().is_empty() {
-                            self.error(&item.span(), "empty device or path in `near`");
-                            continue;
-                        }
-                        self.check_placeholders(s, &item.span());
-                        near.push((s.to_string(), item.span()));
-                    }
-                    raw.near = Some(near);
-                }
-                "only-nodes" => {
-                    raw.only_nodes = self.only_nodes(value);
-                }
-                "unit" => {
-                    let Some(s) = self.non_empty_string(k, value) else { continue };
-                    if !values::is_service_unit_name(&substitute(s, 0)) {
-                        self.error(&span, format!("`{s}` is not a systemd service unit name"))
-                            .help = Some("expected a name such as `tikv@{instance}.service`: letters, digits, `:-_.\\@`, ending in `.service`".into());
-                        continue;
-                    }
-                    raw.unit = Some((s.to_string(), span));
-                }
-                "command" => {
-                    raw.command_written = true;
-                    let Some(items) = self.array(
-                        k,
-                        value,
-                        "an array of strings, e.g. [\"/usr/bin/server\", \"--flag\"]",
-                    ) else {
-                        continue;
-                    };
-                    if items.is_empty() {
-                        self.error(&span, "`command` is empty").help =
-                            Some("give the program and its arguments, e.g. `command = [\"/usr/bin/tikv-server\"]`".into());
-                        continue;
-                    }
-                    let mut command = Vec::new();
-                    let mut ok = true;
-                    for (i, item) in items.iter().enumerate() {
-                        let Some(s) = self.string(k, item, "a string") else {
-                            ok = false;
-                            continue;
-                        };
-                        if i == 0 && s.trim().is_empty() {
-                            self.error(&item.span(), "the program in `command` is empty");
-                            ok = false;
-                        }
-                        if s.contains('\0') {
-                            self.error(&item.span(), "`command` contains a NUL byte");
-                            ok = false;
-                        }
-                        self.check_placeholders(s, &item.span());
-                        command.push(s.to_string());
-                    }
-                    if ok {
-                        raw.command = Some((command, span));
-                    }
-                }
-                "user" | "group" => {
-                    let Some(s) = self.non_empty_string(k, value) else { continue };
-                    if !values::is_account_name(s) {
-                        self.error(&span, format!("`{s}` is not a valid {k} name or id"));
-                        continue;
-                    }
-                    let v = Some((s.to_string(), span));
-                    if k == "user" {
-                        raw.user = v;
-                    } else {
-                        raw.group = v;
-                    }
-                }
-                "working-dir" => {
-                    let Some(s) = self.non_empty_string(k, value) else { continue };
-                    if !substitute(s, 0).starts_with('/') {
-                        self.error(
-                            &span,
-                            format!("`working-dir` must be an absolute path, not `{s}`"),
-                        );
-                        continue;
-                    }
-                    raw.working_dir = Some((s.to_string(), span));
-                }
-                "env" => {
-                    let Some(t) = self.table(k, value) else { continue };
-                    for (name, v) in entries(t) {
-                        let n = name.get_ref().as_ref();
-                        if n.is_empty() || n.contains('=') || n.contains('\0') {
-                            self.error(
-                                &name.span(),
-                                format!("`{n}` is not a valid environment variable name"),
-                            );
-                            continue;
-                        }
-                        let Some(s) = self.string(&format!("env.{n}"), v, "a string") else {
-                            continue;
-                        };
-                        if s.contains('\0') {
-                            self.error(&v.span(), format!("`env.{n}` contains a NUL byte"));
-                            continue;
-                        }
-                        self.check_placeholders(s, &v.span());
-                        raw.env.insert(n.to_string(), (s.to_string(), v.span()));
-                    }
-                }
-                "restart" => {
-                    let Some(s) =
-                        self.string(k, value, "one of \"always\", \"on-failure\", \"never\"")
-                    else {
-                        continue;
-                    };
-                    let policy = match s {
-                        "always" => RestartPolicy::Always,
-                        "on-failure" => RestartPolicy::OnFailure,
-                        "never" => RestartPolicy::Never,
-                        _ => {
-                            let d = self.error(&span, format!("unknown restart policy `{s}`, expected one of `always`, `on-failure`, `never`"));
-                            if let Some(c) = values::closest(s, &RESTART_NAMES) {
-                                d.help = Some(format!("did you mean `{c}`?"));
-                            }
-                            continue;
-                        }
-                    };
-                    raw.restart = Some((policy, span));
-                }
-                "stop-signal" => {
-                    let Some(s) = self.string(k, value, "a signal name such as \"TERM\"") else {
-                        continue;
-                    };
-                    match values::parse_signal(s) {
-                        Ok(sig) => raw.stop_signal = Some((sig, span)),
-                        Err(e) => {
-                            self.error(&span, e);
-                        }
-                    }
-                }
-                "stop-timeout" => match value.get_ref() {
-                    DeValue::Integer(_) => {
-                        if let Some(n) = self.integer(k, value, 1, u64::from(u32::MAX)) {
-                            raw.stop_timeout = Some((Duration::from_secs(n), span));
-                        }
-                    }
-                    DeValue::String(s) => match values::parse_duration(s) {
-                        Ok(d) if d.is_zero() => {
-                            self.error(&span, "`stop-timeout` must be longer than zero");
-                        }
-                        Ok(d) => raw.stop_timeout = Some((d, span)),
-                        Err(e) => {
-                            self.error(&span, format!("invalid `stop-timeout`: {e}"));
-                        }
-                    },
-                    _ => {
-                        self.wrong_type(k, value, "a duration such as \"30s\" or \"1m30s\"");
-                    }
-                },
-                "limits" => {
-                    let Some(t) = self.table(k, value) else { continue };
-                    self.limits(t, &mut raw.limits);
-                }
-                _ => self.unknown_key(key, &SERVICE_KEYS),
+        self.read_table(table, SERVICE_READERS, &mut raw);
+        raw
+    }
+
+    fn read_instances(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        raw.instances = self
+            .integer(key.get_ref(), value, 1, u64::from(MAX_INSTANCES))
+            .map(|n| (n as u32, value.span()));
+    }
+
+    /// `nodes` or `cpus`: an instance is sized by one of them.
+    fn read_size(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let k = key.get_ref().as_ref();
+        if let Some((other, other_span)) = &raw.size_key {
+            let at = self.location_text(other_span);
+            let d = self.error(
+                &key.span(),
+                "`nodes` and `cpus` are both set: an instance is sized by one of them",
+            );
+            d.notes.push(format!("`{other}` is set at {at}"));
+            d.help = Some("`nodes = N` gives each instance N whole nodes; `cpus = N` gives it N CPUs packed inside a node".into());
+        }
+        raw.size_key = Some((if k == "nodes" { "nodes" } else { "cpus" }, key.span()));
+        let n = self.integer(k, value, 1, u64::from(MAX_ID)).map(|n| (n as u32, value.span()));
+        if k == "nodes" {
+            raw.nodes = n;
+        } else {
+            raw.cpus = n;
+        }
+    }
+
+    fn read_memory(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        if let Some(n) = self.size(key.get_ref(), value) {
+            if n == 0 {
+                self.error(&span, "`memory` is zero").help =
+                    Some("leave `memory` out when the instance's memory need is unknown".into());
+            } else {
+                raw.memory = Some((n, span));
             }
         }
-        raw
+    }
+
+    fn read_memory_policy(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let Some(s) = self.string(key.get_ref(), value, "a memory policy name") else { return };
+        match s.parse::<MemoryPolicy>() {
+            Ok(p) => raw.memory_policy = Some((p, span)),
+            Err(e) => {
+                let names: Vec<&str> = MemoryPolicy::ALL.iter().map(|p| p.name()).collect();
+                let d = self.error(&span, e.to_string());
+                if let Some(c) = values::closest(s, &names) {
+                    d.help = Some(format!("did you mean `{c}`?"));
+                }
+            }
+        }
+    }
+
+    fn read_near(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let k = key.get_ref().as_ref();
+        let items: Vec<&Val<'_>> = match value.get_ref() {
+            // A lone string is a one-element list: unambiguous and common.
+            DeValue::String(_) => vec![value],
+            DeValue::Array(a) => a.iter().collect(),
+            _ => {
+                self.wrong_type(k, value, "an array of devices or paths");
+                return;
+            }
+        };
+        let mut near = Vec::new();
+        for item in items {
+            let Some(s) = self.string(k, item, "a device or a path") else { continue };
+            if s.trim().is_empty() {
+                self.error(&item.span(), "empty device or path in `near`");
+                continue;
+            }
+            self.check_placeholders(s, &item.span());
+            near.push((s.to_string(), item.span()));
+        }
+        raw.near = Some(near);
+    }
+
+    fn read_only_nodes(&mut self, raw: &mut RawService, _: &Key<'_>, value: &Val<'_>) {
+        raw.only_nodes = self.only_nodes(value);
+    }
+
+    fn read_unit(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let Some(s) = self.non_empty_string(key.get_ref(), value) else { return };
+        if !values::is_service_unit_name(&substitute(s, 0)) {
+            self.error(&span, format!("`{s}` is not a systemd service unit name"))
+                .help = Some("expected a name such as `tikv@{instance}.service`: letters, digits, `:-_.\\@`, ending in `.service`".into());
+            return;
+        }
+        raw.unit = Some((s.to_string(), span));
+    }
+
+    fn read_command(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let k = key.get_ref().as_ref();
+        let span = value.span();
+        raw.command_written = true;
+        let Some(items) =
+            self.array(k, value, "an array of strings, e.g. [\"/usr/bin/server\", \"--flag\"]")
+        else {
+            return;
+        };
+        if items.is_empty() {
+            self.error(&span, "`command` is empty").help = Some(
+                "give the program and its arguments, e.g. `command = [\"/usr/bin/tikv-server\"]`"
+                    .into(),
+            );
+            return;
+        }
+        let mut command = Vec::new();
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            let Some(s) = self.string(k, item, "a string") else {
+                ok = false;
+                continue;
+            };
+            if i == 0 && s.trim().is_empty() {
+                self.error(&item.span(), "the program in `command` is empty");
+                ok = false;
+            }
+            if s.contains('\0') {
+                self.error(&item.span(), "`command` contains a NUL byte");
+                ok = false;
+            }
+            self.check_placeholders(s, &item.span());
+            command.push(s.to_string());
+        }
+        if ok {
+            raw.command = Some((command, span));
+        }
+    }
+
+    /// `user` or `group`: a name or a numeric id.
+    fn read_account(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let k = key.get_ref().as_ref();
+        let span = value.span();
+        let Some(s) = self.non_empty_string(k, value) else { return };
+        if !values::is_account_name(s) {
+            self.error(&span, format!("`{s}` is not a valid {k} name or id"));
+            return;
+        }
+        let v = Some((s.to_string(), span));
+        if k == "user" {
+            raw.user = v;
+        } else {
+            raw.group = v;
+        }
+    }
+
+    fn read_working_dir(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let Some(s) = self.non_empty_string(key.get_ref(), value) else { return };
+        if !substitute(s, 0).starts_with('/') {
+            self.error(&span, format!("`working-dir` must be an absolute path, not `{s}`"));
+            return;
+        }
+        raw.working_dir = Some((s.to_string(), span));
+    }
+
+    fn read_env(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let Some(t) = self.table(key.get_ref(), value) else { return };
+        for (name, v) in entries(t) {
+            let n = name.get_ref().as_ref();
+            if n.is_empty() || n.contains('=') || n.contains('\0') {
+                self.error(&name.span(), format!("`{n}` is not a valid environment variable name"));
+                continue;
+            }
+            let Some(s) = self.string(&format!("env.{n}"), v, "a string") else {
+                continue;
+            };
+            if s.contains('\0') {
+                self.error(&v.span(), format!("`env.{n}` contains a NUL byte"));
+                continue;
+            }
+            self.check_placeholders(s, &v.span());
+            raw.env.insert(n.to_string(), (s.to_string(), v.span()));
+        }
+    }
+
+    fn read_restart(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let Some(s) =
+            self.string(key.get_ref(), value, "one of \"always\", \"on-failure\", \"never\"")
+        else {
+            return;
+        };
+        let policy = match s {
+            "always" => RestartPolicy::Always,
+            "on-failure" => RestartPolicy::OnFailure,
+            "never" => RestartPolicy::Never,
+            _ => {
+                let d = self.error(&span, format!("unknown restart policy `{s}`, expected one of `always`, `on-failure`, `never`"));
+                if let Some(c) = values::closest(s, &RESTART_NAMES) {
+                    d.help = Some(format!("did you mean `{c}`?"));
+                }
+                return;
+            }
+        };
+        raw.restart = Some((policy, span));
+    }
+
+    fn read_stop_signal(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let Some(s) = self.string(key.get_ref(), value, "a signal name such as \"TERM\"") else {
+            return;
+        };
+        match values::parse_signal(s) {
+            Ok(sig) => raw.stop_signal = Some((sig, span)),
+            Err(e) => {
+                self.error(&span, e);
+            }
+        }
+    }
+
+    fn read_stop_timeout(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let k = key.get_ref().as_ref();
+        let span = value.span();
+        match value.get_ref() {
+            DeValue::Integer(_) => {
+                if let Some(n) = self.integer(k, value, 1, u64::from(u32::MAX)) {
+                    raw.stop_timeout = Some((Duration::from_secs(n), span));
+                }
+            }
+            DeValue::String(s) => match values::parse_duration(s) {
+                Ok(d) if d.is_zero() => {
+                    self.error(&span, "`stop-timeout` must be longer than zero");
+                }
+                Ok(d) => raw.stop_timeout = Some((d, span)),
+                Err(e) => {
+                    self.error(&span, format!("invalid `stop-timeout`: {e}"));
+                }
+            },
+            _ => {
+                self.wrong_type(k, value, "a duration such as \"30s\" or \"1m30s\"");
+            }
+        }
+    }
+
+    fn read_limits(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let Some(t) = self.table(key.get_ref(), value) else { return };
+        self.limits(t, &mut raw.limits);
     }
 
     fn only_nodes(&mut self, value: &Val<'_>) -> Option<Vec<(NodeId, Span)>> {
@@ -828,12 +946,14 @@ impl Walker {
 
     fn limits(&mut self, table: &DeTable<'_>, out: &mut BTreeMap<&'static str, (u64, Span)>) {
         for (key, value) in entries(table) {
-            let Some(&name) = LIMIT_KEYS.iter().find(|k| **k == key.get_ref().as_ref()) else {
+            let Some(&(name, rule)) =
+                LIMIT_RULES.iter().find(|(k, _)| *k == key.get_ref().as_ref())
+            else {
                 self.unknown_key(key, &LIMIT_KEYS);
                 continue;
             };
             let field = format!("limits.{name}");
-            let is_bytes = matches!(name, "memlock" | "core" | "stack");
+            let is_bytes = rule.bytes;
             let n = match value.get_ref() {
                 DeValue::String(s) if matches!(s.trim(), "infinity" | "unlimited") => {
                     Some(u64::MAX)
@@ -860,8 +980,7 @@ impl Walker {
                 }
             };
             let Some(n) = n else { continue };
-            // A process cannot even start without a file descriptor table or a stack.
-            if n == 0 && matches!(name, "nofile" | "stack") {
+            if n == 0 && rule.nonzero {
                 self.error(
                     &value.span(),
                     format!("`{field}` is zero: the service could not start"),
@@ -979,7 +1098,7 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
     fn pick<T: Clone>(own: &Sp<T>, default: &Sp<T>) -> Sp<T> {
         own.clone().or_else(|| default.clone())
     }
-    let (nodes, cpus) = if own.size_written {
+    let (nodes, cpus) = if own.size_key.is_some() {
         (own.nodes.clone(), own.cpus.clone())
     } else {
         (defaults.nodes.clone(), defaults.cpus.clone())
@@ -992,7 +1111,7 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
         instances: pick(&own.instances, &defaults.instances),
         nodes,
         cpus,
-        size_written: own.size_written || defaults.size_written,
+        size_key: own.size_key.clone().or_else(|| defaults.size_key.clone()),
         memory: pick(&own.memory, &defaults.memory),
         memory_policy: pick(&own.memory_policy, &defaults.memory_policy),
         near: own.near.clone().or_else(|| defaults.near.clone()),
@@ -1014,6 +1133,17 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_key_has_one_reader() {
+        // A key listed twice would be read by its first entry only, the other dead code.
+        for keys in [&TOP_KEYS[..], &HOST_KEYS, &SERVICE_KEYS, &LIMIT_KEYS] {
+            let mut sorted = keys.to_vec();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), keys.len(), "a key is listed twice in {keys:?}");
+        }
+    }
 
     #[test]
     fn placeholders() {

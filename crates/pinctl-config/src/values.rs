@@ -180,28 +180,12 @@ pub(crate) fn parse_signal(text: &str) -> Result<&'static str, String> {
     })
 }
 
-/// Levenshtein distance, for "did you mean" hints.
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = if ca == cb { diagonal } else { 1 + diagonal.min(above).min(row[j]) };
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
 /// The candidate closest to `word`, when it is close enough to be a plausible typo.
 pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).clamp(1, 3);
     candidates
         .iter()
-        .map(|c| (edit_distance(&word.to_ascii_lowercase(), c), *c))
+        .map(|c| (strsim::levenshtein(&word.to_ascii_lowercase(), c), *c))
         .filter(|&(d, _)| d <= limit)
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
@@ -371,7 +355,6 @@ mod tests {
         assert_eq!(closest("instance", &keys), Some("instances"));
         assert_eq!(closest("only_nodes", &keys), Some("only-nodes"));
         assert_eq!(closest("zzz", &keys), None);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Snapshot tests of rendered diagnostics: every `tests/<dir>/NAME.toml` has a `NAME.stderr`
-//! next to it holding the exact expected output. Set `PINCTL_BLESS=1` to rewrite the
-//! `.stderr` files from the current output (then review the diff before committing).
+//! Snapshot tests of rendered diagnostics: every `tests/<dir>/NAME.toml` has an insta snapshot
+//! `NAME.snap` next to it holding the exact expected output. To accept new output, run
+//! `INSTA_UPDATE=always cargo test -p pinctl-config --test snapshots` (or `cargo insta review`
+//! where cargo-insta is installed) and review the diff before committing; a missing or stale
+//! snapshot fails the test (CI sets `INSTA_UPDATE=no`).
 //!
 //! - `bad/`: files that must be refused; the snapshot is the whole error report.
 //! - `warn/`: files that must load, with warnings; the snapshot is the warnings.
@@ -11,7 +13,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use pinctl_config::{Diagnostic, check_against, parse, render_all};
-use pinctl_topology::{Cpu, Device, DeviceKind, HostFacts, IdSet, Locality, Node, Topology};
+use pinctl_testkit::{GIB, SyntheticTopology};
+use pinctl_topology::{DeviceKind, Topology};
 
 fn cases(dir: &str) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(dir);
@@ -30,9 +33,9 @@ fn display_path(dir: &str, file: &Path) -> PathBuf {
     Path::new(dir).join(file.file_name().unwrap())
 }
 
-/// Compares every case's output with its snapshot and reports all mismatches at once.
+/// Compares every case's output with its insta snapshot, `<dir>/NAME.snap` next to
+/// `<dir>/NAME.toml`, and reports all mismatches at once rather than stopping at the first.
 fn check_snapshots(dir: &str, render: impl Fn(&Path, &str) -> Result<String, String>) {
-    let bless = std::env::var_os("PINCTL_BLESS").is_some_and(|v| v != "0");
     let mut failures = String::new();
     for file in cases(dir) {
         let text = fs::read_to_string(&file).unwrap();
@@ -44,31 +47,27 @@ fn check_snapshots(dir: &str, render: impl Fn(&Path, &str) -> Result<String, Str
                 continue;
             }
         };
-        let snapshot = file.with_extension("stderr");
-        if bless {
-            fs::write(&snapshot, &actual).unwrap();
-            continue;
+        // insta compares text with trailing blank lines trimmed: the report's own ending
+        // (exactly one newline) is checked here so the output stays byte for byte the same.
+        if !actual.ends_with('\n') || actual.ends_with("\n\n") {
+            let _ = writeln!(failures, "{}: output does not end in one newline", file.display());
         }
-        match fs::read_to_string(&snapshot) {
-            Ok(expected) if expected == actual => {}
-            Ok(expected) => {
-                let _ = writeln!(
-                    failures,
-                    "{} differs from its snapshot\n--- expected\n{expected}--- actual\n{actual}",
-                    file.display()
-                );
-            }
-            Err(_) => {
-                let _ = writeln!(
-                    failures,
-                    "{} has no snapshot {}; actual output:\n{actual}",
-                    file.display(),
-                    snapshot.display()
-                );
-            }
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path(dir);
+        settings.set_prepend_module_to_snapshot(false);
+        settings.set_input_file(&file);
+        settings.set_omit_expression(true);
+        // insta panics on a mismatch (after printing the diff); catching it lets every other
+        // case be compared too.
+        let compared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            settings.bind(|| insta::assert_snapshot!(name, actual));
+        }));
+        if compared.is_err() {
+            let _ = writeln!(failures, "{} differs from its snapshot (diff above)", file.display());
         }
     }
-    assert!(failures.is_empty(), "{failures}\n(run with PINCTL_BLESS=1 to accept the new output)");
+    assert!(failures.is_empty(), "{failures}");
 }
 
 #[test]
@@ -110,55 +109,12 @@ fn configs_that_do_not_fit_the_host_are_reported_against_it() {
 /// 8 nodes of 8 CPUs (node n = CPUs 8n..8n+7), 2 sockets, 16 GiB per node; eth0 on node 5,
 /// nvme0n1 on node 2.
 fn eight_node_host() -> Topology {
-    let nodes = (0..8u32)
-        .map(|n| Node {
-            id: n,
-            cpus: (8 * n..8 * n + 8).collect(),
-            memory_bytes: Some(16 << 30),
-            memory_free_bytes: Some(15 << 30),
-            has_cpu: true,
-            has_memory: true,
-        })
-        .collect();
-    let distances = (0..8u32)
-        .map(|a| {
-            (0..8u32)
-                .map(|b| {
-                    if a == b {
-                        10
-                    } else if a / 4 == b / 4 {
-                        12
-                    } else {
-                        32
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    let cpus = (0..64u32)
-        .map(|c| Cpu {
-            id: c,
-            online: true,
-            package: Some(c / 32),
-            core: Some(c % 32),
-            node: Some(c / 8),
-        })
-        .collect();
-    let device = |name: &str, kind, node: u32| Device {
-        name: name.into(),
-        kind,
-        pci: None,
-        node: Some(node),
-        nodes: IdSet::from_iter([node]),
-        locality: Locality::NumaNode,
-        members: Vec::new(),
-    };
-    Topology {
-        nodes,
-        distances,
-        cpus,
-        devices: vec![device("eth0", DeviceKind::Nic, 5), device("nvme0n1", DeviceKind::Nvme, 2)],
-        host: HostFacts::default(),
-        warnings: Vec::new(),
-    }
+    let host = (0..8u32).fold(SyntheticTopology::new(), |t, n| {
+        t.node((8 * n..8 * n + 8).collect(), n / 4, Some(16 * GIB))
+    });
+    host.cores(|c| c % 32)
+        .distances_by_package(12, 32)
+        .device("eth0", DeviceKind::Nic, [5])
+        .device("nvme0n1", DeviceKind::Nvme, [2])
+        .build()
 }

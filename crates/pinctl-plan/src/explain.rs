@@ -4,198 +4,15 @@
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
 
 use crate::cpus::NodeCpus;
-use crate::problem::{Problem, Shape};
+use crate::problem::{InstanceInfo, Problem, Shape};
 use crate::search::Outcome;
 use crate::{Placement, Plan, PlanError, format_bytes, plural};
 
 pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
-    let n = p.nodes.len();
-    let mut node_cpus: Vec<NodeCpus> =
-        p.nodes.iter().map(|node| NodeCpus::new(&node.cores)).collect();
-    let mut occupants: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, set) in outcome.assignment.iter().enumerate() {
-        for &j in set {
-            occupants[j].push(i);
-        }
-    }
-    let mut warnings = p.warnings.clone();
-    let mut violations = Vec::new();
-    let mut placements = Vec::with_capacity(p.instances.len());
-    let node_ids = |set: &[usize]| -> NodeSet { set.iter().map(|&j| p.nodes[j].id).collect() };
-
-    for (i, (inst, set)) in p.instances.iter().zip(&outcome.assignment).enumerate() {
-        let nodes = node_ids(set);
-        let on_nodes = format!("node{} {nodes}", plural(nodes.len()));
-        let mut reasons = Vec::new();
-        let cpus = match inst.shape {
-            Shape::Whole(k) => {
-                reasons.push(format!(
-                    "owns node{} {nodes} (nodes = {k}){}",
-                    plural(k as usize),
-                    closeness(p, set)
-                ));
-                set.iter().fold(CpuSet::new(), |acc, &j| acc.union(&node_cpus[j].take(u32::MAX)))
-            }
-            Shape::Spanning(c) => {
-                reasons.push(format!(
-                    "cpus = {c} is more than any node it may use has: owns the {} node{} {nodes}{}, whole cores first",
-                    set.len(),
-                    plural(set.len()),
-                    closeness(p, set)
-                ));
-                let mut left = c;
-                let mut cpus = CpuSet::new();
-                for &j in set {
-                    let got = node_cpus[j].take(left);
-                    left -= got.len() as u32;
-                    cpus = cpus.union(&got);
-                }
-                cpus
-            }
-            Shape::Shared(c) => {
-                let j = set[0];
-                let others: Vec<&str> = occupants[j]
-                    .iter()
-                    .filter(|&&k| k != i)
-                    .map(|&k| p.instances[k].name.as_str())
-                    .collect();
-                let used: u32 = occupants[j]
-                    .iter()
-                    .map(|&k| match p.instances[k].shape {
-                        Shape::Shared(c) => c,
-                        _ => 0,
-                    })
-                    .sum();
-                let sharing = if others.is_empty() {
-                    String::new()
-                } else {
-                    format!("; shares it with {}", others.join(", "))
-                };
-                reasons.push(format!(
-                    "cpus = {c}: packed in node {} ({used} of its {} usable CPUs taken), whole cores first{sharing}",
-                    p.nodes[j].id,
-                    p.nodes[j].cpu_count()
-                ));
-                node_cpus[j].take(c)
-            }
-        };
-
-        for target in &inst.near {
-            if target.nodes.is_empty() {
-                continue;
-            }
-            let device_nodes = node_ids(&target.nodes);
-            let devices =
-                target.devices.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ");
-            let on = if target.spec == target.devices.join(",") {
-                format!("near {devices}")
-            } else {
-                format!("near `{}` ({devices})", target.spec)
-            };
-            if set.iter().any(|j| target.nodes.contains(j)) {
-                reasons.push(format!("{on}: on the device's node {device_nodes}"));
-            } else {
-                let d = p.near_distance(set, &target.nodes);
-                let why = why_not_on(p, &occupants, i, &target.nodes);
-                reasons
-                    .push(format!("{on}: {why}, so the closest node it can have (distance {d})"));
-                violations.push(format!(
-                    "{}: not on the node of {devices} ({why}): placed on {on_nodes} at distance {d}",
-                    inst.name
-                ));
-            }
-        }
-
-        for &j in set {
-            if p.kept_free[j].is_empty() {
-                continue;
-            }
-            let kept_for = p.kept_free[j].join(", ");
-            reasons.push(format!(
-                "uses node {}, kept free for {kept_for}, as a last resort",
-                p.nodes[j].id
-            ));
-            violations.push(kept_free_violation(p, &outcome.assignment, &occupants, i, j));
-        }
-
-        let mut memory_nodes = NodeSet::new();
-        if inst.policy.takes_nodes() {
-            memory_nodes = nodes.union(&inst.memory_only_nodes);
-            if !inst.memory_only_nodes.is_empty() {
-                reasons.push(format!(
-                    "memory-only node{} {} added to its memory nodes (named in only-nodes)",
-                    plural(inst.memory_only_nodes.len()),
-                    inst.memory_only_nodes
-                ));
-            }
-        }
-        if inst.memory > 0 {
-            let capacity = match inst.shape {
-                Shape::Shared(_) => p.nodes[set[0]].memory,
-                _ => p.memory_of(set),
-            };
-            let what = format!("{} {}", inst.policy, format_bytes(inst.memory));
-            match capacity {
-                Some(cap) if inst.memory > cap => {
-                    reasons.push(format!(
-                        "memory {what} is more than {on_nodes} can hold ({}): it spills to other nodes",
-                        format_bytes(cap)
-                    ));
-                    violations.push(format!(
-                        "{}: expects {} but {on_nodes} can hold {} after the memory reserve; `{}` lets it spill to other nodes",
-                        inst.name,
-                        format_bytes(inst.memory),
-                        format_bytes(cap),
-                        inst.policy
-                    ));
-                }
-                Some(cap) => reasons.push(format!(
-                    "memory {what} fits {on_nodes} ({} after the reserve)",
-                    format_bytes(cap)
-                )),
-                None => reasons.push(format!("memory {what}: {on_nodes} has unknown memory size")),
-            }
-        }
-        if inst.policy == MemoryPolicy::Preferred && memory_nodes.len() > 1 {
-            warnings.push(format!(
-                "{}: `preferred` prefers only the first node of {memory_nodes} (the kernel takes \
-                 one preferred node); `preferred-many` prefers all of them",
-                inst.name
-            ));
-        }
-        placements.push(Placement {
-            instance: inst.name.clone(),
-            service: inst.service.clone(),
-            nodes,
-            cpus,
-            memory_policy: inst.policy,
-            memory_nodes,
-            reasons,
-        });
-    }
-
-    // Shared nodes whose instances together expect more memory than the node holds.
-    for (j, on_node) in occupants.iter().enumerate() {
-        let shared: Vec<usize> = on_node
-            .iter()
-            .copied()
-            .filter(|&k| matches!(p.instances[k].shape, Shape::Shared(_)))
-            .collect();
-        let total: u64 = shared.iter().map(|&k| p.instances[k].memory).sum();
-        if let Some(cap) = p.nodes[j].memory {
-            if shared.len() > 1 && total > cap {
-                let names: Vec<&str> =
-                    shared.iter().map(|&k| p.instances[k].name.as_str()).collect();
-                violations.push(format!(
-                    "node {}: {} together expect {} but it holds {} after the memory reserve; the ones not under `bind` spill to other nodes",
-                    p.nodes[j].id,
-                    names.join(", "),
-                    format_bytes(total),
-                    format_bytes(cap)
-                ));
-            }
-        }
-    }
+    let mut b = Builder::new(p, &outcome.assignment);
+    let placements: Vec<Placement> = (0..p.instances.len()).map(|i| b.placement(i)).collect();
+    b.shared_memory_violations();
+    let Builder { mut warnings, violations, .. } = b;
 
     if p.strict && !violations.is_empty() {
         return Err(PlanError::Strict { violations });
@@ -210,6 +27,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
     let mut all_warnings = violations;
     all_warnings.append(&mut warnings);
 
+    let n = p.nodes.len();
     let used: NodeSet = placements.iter().fold(NodeSet::new(), |acc, pl| acc.union(&pl.nodes));
     let all: NodeSet = p.nodes.iter().map(|node| node.id).collect();
     let kept: NodeSet =
@@ -228,6 +46,257 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         cost: outcome.cost,
         optimal: outcome.exhaustive,
     })
+}
+
+/// What turning an assignment into placements keeps between instances: the CPUs still free
+/// on each node (instances sharing a node take them in turn), and the warnings so far.
+struct Builder<'a> {
+    p: &'a Problem,
+    /// The nodes (indexes into `p.nodes`) of each instance.
+    assignment: &'a [Vec<usize>],
+    /// The instances on each node.
+    occupants: Vec<Vec<usize>>,
+    node_cpus: Vec<NodeCpus>,
+    warnings: Vec<String>,
+    /// Soft rules broken: warnings, or the error under `--strict`.
+    violations: Vec<String>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(p: &'a Problem, assignment: &'a [Vec<usize>]) -> Builder<'a> {
+        let mut occupants: Vec<Vec<usize>> = vec![Vec::new(); p.nodes.len()];
+        for (i, set) in assignment.iter().enumerate() {
+            for &j in set {
+                occupants[j].push(i);
+            }
+        }
+        Builder {
+            p,
+            assignment,
+            occupants,
+            node_cpus: p.nodes.iter().map(|node| NodeCpus::new(&node.cores)).collect(),
+            warnings: p.warnings.clone(),
+            violations: Vec::new(),
+        }
+    }
+
+    fn node_ids(&self, set: &[usize]) -> NodeSet {
+        set.iter().map(|&j| self.p.nodes[j].id).collect()
+    }
+
+    /// The placement of instance `i`, with a reason for each choice.
+    fn placement(&mut self, i: usize) -> Placement {
+        let inst = &self.p.instances[i];
+        let set = &self.assignment[i];
+        let nodes = self.node_ids(set);
+        let on_nodes = format!("node{} {nodes}", plural(nodes.len()));
+        let mut reasons = Vec::new();
+        let cpus = self.take_cpus(i, &nodes, &mut reasons);
+        self.explain_near(i, &on_nodes, &mut reasons);
+        self.explain_kept_free(i, &mut reasons);
+        let memory_nodes = memory_nodes(inst, &nodes, &mut reasons);
+        self.explain_memory(i, &on_nodes, &mut reasons);
+        if inst.policy == MemoryPolicy::Preferred && memory_nodes.len() > 1 {
+            self.warnings.push(format!(
+                "{}: `preferred` prefers only the first node of {memory_nodes} (the kernel takes \
+                 one preferred node); `preferred-many` prefers all of them",
+                inst.name
+            ));
+        }
+        Placement {
+            instance: inst.name.clone(),
+            service: inst.service.clone(),
+            nodes,
+            cpus,
+            memory_policy: inst.policy,
+            memory_nodes,
+            reasons,
+        }
+    }
+
+    /// Takes instance `i`'s CPUs from its nodes' free CPUs, whole cores first.
+    fn take_cpus(&mut self, i: usize, nodes: &NodeSet, reasons: &mut Vec<String>) -> CpuSet {
+        let p = self.p;
+        let set = &self.assignment[i];
+        match p.instances[i].shape {
+            Shape::Whole(k) => {
+                reasons.push(format!(
+                    "owns node{} {nodes} (nodes = {k}){}",
+                    plural(k as usize),
+                    closeness(p, set)
+                ));
+                set.iter()
+                    .fold(CpuSet::new(), |acc, &j| acc.union(&self.node_cpus[j].take(u32::MAX)))
+            }
+            Shape::Spanning(c) => {
+                reasons.push(format!(
+                    "cpus = {c} is more than any node it may use has: owns the {} node{} {nodes}{}, whole cores first",
+                    set.len(),
+                    plural(set.len()),
+                    closeness(p, set)
+                ));
+                let mut left = c;
+                let mut cpus = CpuSet::new();
+                for &j in set {
+                    let got = self.node_cpus[j].take(left);
+                    left -= got.len() as u32;
+                    cpus = cpus.union(&got);
+                }
+                cpus
+            }
+            Shape::Shared(c) => {
+                let j = set[0];
+                let others: Vec<&str> = self.occupants[j]
+                    .iter()
+                    .filter(|&&k| k != i)
+                    .map(|&k| p.instances[k].name.as_str())
+                    .collect();
+                let used: u32 = self.occupants[j]
+                    .iter()
+                    .map(|&k| match p.instances[k].shape {
+                        Shape::Shared(c) => c,
+                        _ => 0,
+                    })
+                    .sum();
+                let sharing = if others.is_empty() {
+                    String::new()
+                } else {
+                    format!("; shares it with {}", others.join(", "))
+                };
+                reasons.push(format!(
+                    "cpus = {c}: packed in node {} ({used} of its {} usable CPUs taken), whole cores first{sharing}",
+                    p.nodes[j].id,
+                    p.nodes[j].cpu_count()
+                ));
+                self.node_cpus[j].take(c)
+            }
+        }
+    }
+
+    /// Whether instance `i` landed on the node of each device it is `near`, and why not.
+    fn explain_near(&mut self, i: usize, on_nodes: &str, reasons: &mut Vec<String>) {
+        let p = self.p;
+        let inst = &p.instances[i];
+        let set = &self.assignment[i];
+        for target in &inst.near {
+            if target.nodes.is_empty() {
+                continue;
+            }
+            let device_nodes = self.node_ids(&target.nodes);
+            let devices =
+                target.devices.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ");
+            let on = if target.spec == target.devices.join(",") {
+                format!("near {devices}")
+            } else {
+                format!("near `{}` ({devices})", target.spec)
+            };
+            if set.iter().any(|j| target.nodes.contains(j)) {
+                reasons.push(format!("{on}: on the device's node {device_nodes}"));
+            } else {
+                let d = p.near_distance(set, &target.nodes);
+                let why = why_not_on(p, &self.occupants, i, &target.nodes);
+                reasons
+                    .push(format!("{on}: {why}, so the closest node it can have (distance {d})"));
+                self.violations.push(format!(
+                    "{}: not on the node of {devices} ({why}): placed on {on_nodes} at distance {d}",
+                    inst.name
+                ));
+            }
+        }
+    }
+
+    /// Each kept-free node instance `i` had to use, as a last resort.
+    fn explain_kept_free(&mut self, i: usize, reasons: &mut Vec<String>) {
+        let p = self.p;
+        for &j in &self.assignment[i] {
+            if p.kept_free[j].is_empty() {
+                continue;
+            }
+            let kept_for = p.kept_free[j].join(", ");
+            reasons.push(format!(
+                "uses node {}, kept free for {kept_for}, as a last resort",
+                p.nodes[j].id
+            ));
+            self.violations.push(kept_free_violation(p, self.assignment, &self.occupants, i, j));
+        }
+    }
+
+    /// Whether instance `i`'s expected memory fits its nodes.
+    fn explain_memory(&mut self, i: usize, on_nodes: &str, reasons: &mut Vec<String>) {
+        let p = self.p;
+        let inst = &p.instances[i];
+        let set = &self.assignment[i];
+        if inst.memory == 0 {
+            return;
+        }
+        let capacity = match inst.shape {
+            Shape::Shared(_) => p.nodes[set[0]].memory,
+            _ => p.memory_of(set),
+        };
+        let what = format!("{} {}", inst.policy, format_bytes(inst.memory));
+        match capacity {
+            Some(cap) if inst.memory > cap => {
+                reasons.push(format!(
+                    "memory {what} is more than {on_nodes} can hold ({}): it spills to other nodes",
+                    format_bytes(cap)
+                ));
+                self.violations.push(format!(
+                    "{}: expects {} but {on_nodes} can hold {} after the memory reserve; `{}` lets it spill to other nodes",
+                    inst.name,
+                    format_bytes(inst.memory),
+                    format_bytes(cap),
+                    inst.policy
+                ));
+            }
+            Some(cap) => reasons.push(format!(
+                "memory {what} fits {on_nodes} ({} after the reserve)",
+                format_bytes(cap)
+            )),
+            None => reasons.push(format!("memory {what}: {on_nodes} has unknown memory size")),
+        }
+    }
+
+    /// Shared nodes whose instances together expect more memory than the node holds.
+    fn shared_memory_violations(&mut self) {
+        let p = self.p;
+        for (j, on_node) in self.occupants.iter().enumerate() {
+            let shared: Vec<usize> = on_node
+                .iter()
+                .copied()
+                .filter(|&k| matches!(p.instances[k].shape, Shape::Shared(_)))
+                .collect();
+            let total: u64 = shared.iter().map(|&k| p.instances[k].memory).sum();
+            if let Some(cap) = p.nodes[j].memory {
+                if shared.len() > 1 && total > cap {
+                    let names: Vec<&str> =
+                        shared.iter().map(|&k| p.instances[k].name.as_str()).collect();
+                    self.violations.push(format!(
+                        "node {}: {} together expect {} but it holds {} after the memory reserve; the ones not under `bind` spill to other nodes",
+                        p.nodes[j].id,
+                        names.join(", "),
+                        format_bytes(total),
+                        format_bytes(cap)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// The memory nodes of an instance on `nodes`: none for a policy that takes no nodes, else its
+/// nodes and the memory-only nodes its `only-nodes` names.
+fn memory_nodes(inst: &InstanceInfo, nodes: &NodeSet, reasons: &mut Vec<String>) -> NodeSet {
+    if !inst.policy.takes_nodes() {
+        return NodeSet::new();
+    }
+    if !inst.memory_only_nodes.is_empty() {
+        reasons.push(format!(
+            "memory-only node{} {} added to its memory nodes (named in only-nodes)",
+            plural(inst.memory_only_nodes.len()),
+            inst.memory_only_nodes
+        ));
+    }
+    nodes.union(&inst.memory_only_nodes)
 }
 
 /// Why instance `i` is not on any of the device nodes `targets`: who took them, or that it may

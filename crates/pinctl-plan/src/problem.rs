@@ -7,7 +7,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use pinctl_config::{Config, InstanceSize, KeepFree};
+use pinctl_config::{Config, Instance, InstanceSize, KeepFree, Service};
 use pinctl_topology::{CpuId, MemoryPolicy, NodeId, NodeSet, Topology};
 
 use crate::{PlanError, PlanInputs, format_bytes, plural};
@@ -202,6 +202,214 @@ pub(crate) fn add_terms(a: &Terms, b: &Terms) -> Terms {
     out
 }
 
+/// Every node of the topology with the CPUs and memory services may get on it.
+fn node_infos(topology: &Topology, config: &Config) -> Vec<NodeInfo> {
+    let online = topology.online_cpus();
+    let reserve = &config.host.reserve_cpus;
+    topology
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut usable = n.cpus.intersection(&online).difference(reserve);
+            if let Some(allowed) = &topology.host.allowed_cpus {
+                usable = usable.intersection(allowed);
+            }
+            let memory_allowed =
+                topology.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(n.id));
+            let memory = n.memory_bytes.map(|total| {
+                let reserve = config.host.memory_reserve.unwrap_or(total / 50);
+                total.saturating_sub(reserve)
+            });
+            let excluded_because = if !n.has_cpu || n.cpus.is_empty() {
+                Some("memory-only")
+            } else if usable.is_empty() {
+                Some("no usable CPUs (reserve-cpus or cpuset)")
+            } else if !memory_allowed {
+                Some("memory outside the cpuset")
+            } else {
+                None
+            };
+            NodeInfo {
+                id: n.id,
+                cores: crate::cpus::cores(topology, &usable),
+                cpu_count: usable.len() as u32,
+                memory,
+                package: topology.package_of_node(n.id),
+                placeable: excluded_because.is_none(),
+                excluded_because,
+            }
+        })
+        .collect()
+}
+
+/// The `n` x `n` distance matrix, with the kernel's defaults where the topology has none.
+fn distance_matrix(topology: &Topology, n: usize) -> Vec<Vec<u32>> {
+    (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    topology
+                        .distances
+                        .get(i)
+                        .and_then(|row| row.get(j))
+                        .copied()
+                        .unwrap_or(if i == j { LOCAL_DISTANCE } else { UNKNOWN_REMOTE_DISTANCE })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Per node index, the `keep-free` entries (or the default NICs) that name it; entries that
+/// name nothing in this topology become warnings.
+fn kept_free_nodes(
+    topology: &Topology,
+    config: &Config,
+    inputs: &PlanInputs,
+    warnings: &mut Vec<String>,
+) -> Vec<Vec<String>> {
+    let index_of = |id: NodeId| topology.node_index(id);
+    let mut kept_free: Vec<Vec<String>> = vec![Vec::new(); topology.nodes.len()];
+    let entries: Vec<KeepFree> = match &config.host.keep_free {
+        Some(list) => list.clone(),
+        None => inputs.default_keep_free.iter().cloned().map(KeepFree::Nic).collect(),
+    };
+    for entry in &entries {
+        match entry {
+            KeepFree::Node(id) => match index_of(*id) {
+                Some(i) => kept_free[i].push(format!("node {id}")),
+                None => warnings.push(format!(
+                    "keep-free names node {id}, which this topology does not have: ignored"
+                )),
+            },
+            KeepFree::Nic(name) => match topology.device(name) {
+                Some(d) if !d.nodes.is_empty() => {
+                    for id in d.nodes.iter() {
+                        if let Some(i) = index_of(id) {
+                            kept_free[i].push(format!("`{name}`"));
+                        }
+                    }
+                }
+                Some(_) => warnings.push(format!(
+                    "keep-free names `{name}`, whose node is unknown: no node is kept free for it"
+                )),
+                None => warnings.push(format!(
+                    "keep-free names `{name}`, which this topology does not have: ignored"
+                )),
+            },
+        }
+    }
+    kept_free
+}
+
+/// Every instance of every service, in config order, with its shape, candidate nodes, near
+/// targets and class. Fails for an instance no node can take or whose `bind` cannot fit.
+fn instance_infos(
+    topology: &Topology,
+    config: &Config,
+    inputs: &PlanInputs,
+    nodes: &[NodeInfo],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<InstanceInfo>, PlanError> {
+    let mut instances = Vec::new();
+    let mut classes: BTreeMap<(usize, Vec<Vec<usize>>), usize> = BTreeMap::new();
+    for (service_index, service) in config.services.iter().enumerate() {
+        let (candidates, memory_only_nodes) = service_candidates(nodes, service);
+        let max_node_cpus = candidates.iter().map(|&i| nodes[i].cpu_count()).max().unwrap_or(0);
+        let shape = match service.size {
+            InstanceSize::Nodes(k) => Shape::Whole(k),
+            InstanceSize::Cpus(c) if c <= max_node_cpus => Shape::Shared(c),
+            InstanceSize::Cpus(c) => Shape::Spanning(c),
+        };
+        let mut is_candidate = vec![false; nodes.len()];
+        for &i in &candidates {
+            is_candidate[i] = true;
+        }
+        for instance in &service.instances {
+            if candidates.is_empty() {
+                return Err(PlanError::Infeasible {
+                    instance: instance.name.clone(),
+                    reason: no_candidate_reason(nodes, service.only_nodes.as_ref()),
+                });
+            }
+            let near = near_targets(topology, inputs, instance, warnings);
+            let key = (service_index, near.iter().map(|t| t.nodes.clone()).collect());
+            let next = classes.len();
+            let class = *classes.entry(key).or_insert(next);
+            let info = InstanceInfo {
+                name: instance.name.clone(),
+                service: service.name.clone(),
+                shape,
+                memory: service.memory.unwrap_or(0),
+                policy: service.memory_policy,
+                candidates: candidates.clone(),
+                is_candidate: is_candidate.clone(),
+                near,
+                class,
+                memory_only_nodes: memory_only_nodes.clone(),
+            };
+            check_bind_capacity(nodes, &info)?;
+            instances.push(info);
+        }
+    }
+    Ok(instances)
+}
+
+/// The node indexes a service's instances may use, and the memory-only nodes its
+/// `only-nodes` names (added to its memory nodes).
+fn service_candidates(nodes: &[NodeInfo], service: &Service) -> (Vec<usize>, NodeSet) {
+    let mut candidates = Vec::new();
+    let mut memory_only_nodes = NodeSet::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let listed = service.only_nodes.as_ref().is_none_or(|o| o.contains(node.id));
+        if listed && node.placeable {
+            candidates.push(i);
+        }
+        if node.excluded_because == Some("memory-only")
+            && service.only_nodes.as_ref().is_some_and(|o| o.contains(node.id))
+        {
+            memory_only_nodes.insert(node.id);
+        }
+    }
+    (candidates, memory_only_nodes)
+}
+
+/// An instance's `near` entries resolved to node indexes; an entry that resolves to no
+/// device, or to devices of unknown node, is a warning and does not steer.
+fn near_targets(
+    topology: &Topology,
+    inputs: &PlanInputs,
+    instance: &Instance,
+    warnings: &mut Vec<String>,
+) -> Vec<NearTarget> {
+    let name = &instance.name;
+    let mut near = Vec::new();
+    for spec in &instance.near {
+        let devices = inputs.near.get(spec).cloned().unwrap_or_default();
+        let mut target = NodeSet::new();
+        let mut unknown = Vec::new();
+        for d in &devices {
+            match topology.device(d) {
+                Some(dev) if !dev.nodes.is_empty() => target = target.union(&dev.nodes),
+                _ => unknown.push(d.as_str()),
+            }
+        }
+        if devices.is_empty() {
+            warnings
+                .push(format!("{name}: near `{spec}` resolves to no device: placed without it"));
+        } else if target.is_empty() {
+            warnings.push(format!(
+                "{name}: near `{spec}`: the node of {} is unknown: placed without it",
+                quoted_list(&unknown)
+            ));
+        }
+        let nodes_idx: Vec<usize> =
+            target.iter().filter_map(|id| topology.node_index(id)).collect();
+        near.push(NearTarget { spec: spec.clone(), devices, nodes: nodes_idx });
+    }
+    near
+}
+
 impl Problem {
     /// Prepares the problem: usable CPUs and memory of every node, each instance's shape,
     /// candidate nodes and near targets, the kept-free nodes. Fails on what no search can fix
@@ -212,164 +420,10 @@ impl Problem {
         inputs: &PlanInputs,
     ) -> Result<Problem, PlanError> {
         let mut warnings = Vec::new();
-        let online = topology.online_cpus();
-        let reserve = &config.host.reserve_cpus;
-        let nodes: Vec<NodeInfo> = topology
-            .nodes
-            .iter()
-            .map(|n| {
-                let mut usable = n.cpus.intersection(&online).difference(reserve);
-                if let Some(allowed) = &topology.host.allowed_cpus {
-                    usable = usable.intersection(allowed);
-                }
-                let memory_allowed =
-                    topology.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(n.id));
-                let memory = n.memory_bytes.map(|total| {
-                    let reserve = config.host.memory_reserve.unwrap_or(total / 50);
-                    total.saturating_sub(reserve)
-                });
-                let excluded_because = if !n.has_cpu || n.cpus.is_empty() {
-                    Some("memory-only")
-                } else if usable.is_empty() {
-                    Some("no usable CPUs (reserve-cpus or cpuset)")
-                } else if !memory_allowed {
-                    Some("memory outside the cpuset")
-                } else {
-                    None
-                };
-                NodeInfo {
-                    id: n.id,
-                    cores: crate::cpus::cores(topology, &usable),
-                    cpu_count: usable.len() as u32,
-                    memory,
-                    package: topology.package_of_node(n.id),
-                    placeable: excluded_because.is_none(),
-                    excluded_because,
-                }
-            })
-            .collect();
-        let n = nodes.len();
-        let distance = (0..n)
-            .map(|i| {
-                (0..n)
-                    .map(|j| {
-                        topology.distances.get(i).and_then(|row| row.get(j)).copied().unwrap_or(
-                            if i == j { LOCAL_DISTANCE } else { UNKNOWN_REMOTE_DISTANCE },
-                        )
-                    })
-                    .collect()
-            })
-            .collect();
-
-        let index_of = |id: NodeId| topology.node_index(id);
-        let mut kept_free: Vec<Vec<String>> = vec![Vec::new(); n];
-        let entries: Vec<KeepFree> = match &config.host.keep_free {
-            Some(list) => list.clone(),
-            None => inputs.default_keep_free.iter().cloned().map(KeepFree::Nic).collect(),
-        };
-        for entry in &entries {
-            match entry {
-                KeepFree::Node(id) => match index_of(*id) {
-                    Some(i) => kept_free[i].push(format!("node {id}")),
-                    None => warnings.push(format!(
-                        "keep-free names node {id}, which this topology does not have: ignored"
-                    )),
-                },
-                KeepFree::Nic(name) => match topology.device(name) {
-                    Some(d) if !d.nodes.is_empty() => {
-                        for id in d.nodes.iter() {
-                            if let Some(i) = index_of(id) {
-                                kept_free[i].push(format!("`{name}`"));
-                            }
-                        }
-                    }
-                    Some(_) => warnings.push(format!(
-                        "keep-free names `{name}`, whose node is unknown: no node is kept free for it"
-                    )),
-                    None => warnings.push(format!(
-                        "keep-free names `{name}`, which this topology does not have: ignored"
-                    )),
-                },
-            }
-        }
-
-        let mut instances = Vec::new();
-        let mut classes: BTreeMap<(usize, Vec<Vec<usize>>), usize> = BTreeMap::new();
-        for (service_index, service) in config.services.iter().enumerate() {
-            let mut candidates = Vec::new();
-            let mut memory_only_nodes = NodeSet::new();
-            for (i, node) in nodes.iter().enumerate() {
-                let listed = service.only_nodes.as_ref().is_none_or(|o| o.contains(node.id));
-                if listed && node.placeable {
-                    candidates.push(i);
-                }
-                if node.excluded_because == Some("memory-only")
-                    && service.only_nodes.as_ref().is_some_and(|o| o.contains(node.id))
-                {
-                    memory_only_nodes.insert(node.id);
-                }
-            }
-            let max_node_cpus = candidates.iter().map(|&i| nodes[i].cpu_count()).max().unwrap_or(0);
-            let shape = match service.size {
-                InstanceSize::Nodes(k) => Shape::Whole(k),
-                InstanceSize::Cpus(c) if c <= max_node_cpus => Shape::Shared(c),
-                InstanceSize::Cpus(c) => Shape::Spanning(c),
-            };
-            let mut is_candidate = vec![false; n];
-            for &i in &candidates {
-                is_candidate[i] = true;
-            }
-            for instance in &service.instances {
-                let info_name = instance.name.clone();
-                if candidates.is_empty() {
-                    return Err(PlanError::Infeasible {
-                        instance: info_name,
-                        reason: no_candidate_reason(&nodes, service.only_nodes.as_ref()),
-                    });
-                }
-                let mut near = Vec::new();
-                for spec in &instance.near {
-                    let devices = inputs.near.get(spec).cloned().unwrap_or_default();
-                    let mut target = NodeSet::new();
-                    let mut unknown = Vec::new();
-                    for d in &devices {
-                        match topology.device(d) {
-                            Some(dev) if !dev.nodes.is_empty() => target = target.union(&dev.nodes),
-                            _ => unknown.push(d.as_str()),
-                        }
-                    }
-                    if devices.is_empty() {
-                        warnings.push(format!(
-                            "{info_name}: near `{spec}` resolves to no device: placed without it"
-                        ));
-                    } else if target.is_empty() {
-                        warnings.push(format!(
-                            "{info_name}: near `{spec}`: the node of {} is unknown: placed without it",
-                            quoted_list(&unknown)
-                        ));
-                    }
-                    let nodes_idx: Vec<usize> = target.iter().filter_map(index_of).collect();
-                    near.push(NearTarget { spec: spec.clone(), devices, nodes: nodes_idx });
-                }
-                let key = (service_index, near.iter().map(|t| t.nodes.clone()).collect());
-                let next = classes.len();
-                let class = *classes.entry(key).or_insert(next);
-                let info = InstanceInfo {
-                    name: info_name,
-                    service: service.name.clone(),
-                    shape,
-                    memory: service.memory.unwrap_or(0),
-                    policy: service.memory_policy,
-                    candidates: candidates.clone(),
-                    is_candidate: is_candidate.clone(),
-                    near,
-                    class,
-                    memory_only_nodes: memory_only_nodes.clone(),
-                };
-                check_bind_capacity(&nodes, &info)?;
-                instances.push(info);
-            }
-        }
+        let nodes = node_infos(topology, config);
+        let distance = distance_matrix(topology, nodes.len());
+        let kept_free = kept_free_nodes(topology, config, inputs, &mut warnings);
+        let instances = instance_infos(topology, config, inputs, &nodes, &mut warnings)?;
         Ok(Problem { nodes, distance, instances, kept_free, warnings, strict: inputs.strict })
     }
 

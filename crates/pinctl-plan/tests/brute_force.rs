@@ -9,12 +9,9 @@ use std::time::Duration;
 
 use pinctl_config::{Config, HostConfig, Instance, InstanceSize, KeepFree, Limits, Service};
 use pinctl_plan::{Cost, Load, PlanError, PlanInputs, Problem};
-use pinctl_topology::{
-    Cpu, CpuSet, Device, DeviceKind, HostFacts, Locality, MemoryPolicy, Node, NodeSet, Topology,
-};
+use pinctl_testkit::{GIB, SyntheticTopology};
+use pinctl_topology::{CpuSet, DeviceKind, MemoryPolicy, NodeSet, Topology};
 use proptest::prelude::*;
-
-const GIB: u64 = 1 << 30;
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -116,30 +113,12 @@ fn build_case(
     max_total: usize,
 ) -> Case {
     let n = node_specs.len();
-    let mut nodes = Vec::new();
-    let mut cpus = Vec::new();
+    let mut host = SyntheticTopology::new();
     let mut next_cpu = 0;
-    for (i, spec) in node_specs.iter().enumerate() {
+    for spec in &node_specs {
         let set: CpuSet = (next_cpu..next_cpu + spec.cpus).collect();
-        for c in set.iter() {
-            // Pairs of CPUs share a core, so whole-core allocation is exercised.
-            cpus.push(Cpu {
-                id: c,
-                online: true,
-                package: Some(spec.package),
-                core: Some(c / 2),
-                node: Some(i as u32),
-            });
-        }
         next_cpu += spec.cpus;
-        nodes.push(Node {
-            id: i as u32,
-            cpus: set,
-            memory_bytes: spec.memory_gib.map(|g| g * GIB),
-            memory_free_bytes: None,
-            has_cpu: spec.cpus > 0,
-            has_memory: true,
-        });
+        host = host.node(set, spec.package, spec.memory_gib.map(|g| g * GIB));
     }
     // Pair (i, j), i < j, takes the next random distance, row by row.
     let pair_index = |i: usize, j: usize| i * (2 * n - i - 1) / 2 + (j - i - 1);
@@ -154,33 +133,14 @@ fn build_case(
                 .collect()
         })
         .collect();
+    // Pairs of CPUs share a core, so whole-core allocation is exercised.
+    host = host.cores(|c| c / 2).distance_matrix(matrix);
     let names = ["eth0", "nvme0n1", "nvme1n1", "eth1"];
-    let devices: Vec<Device> = device_nodes
-        .iter()
-        .enumerate()
-        .map(|(d, node)| {
-            let nodes: NodeSet = node.filter(|&x| x < n).map(|x| x as u32).into_iter().collect();
-            Device {
-                name: names[d].to_string(),
-                kind: if names[d].starts_with("eth") { DeviceKind::Nic } else { DeviceKind::Nvme },
-                pci: None,
-                node: nodes.first().filter(|_| nodes.len() == 1),
-                nodes,
-                locality: Locality::NumaNode,
-                members: Vec::new(),
-            }
-        })
-        .collect();
-    let mut devices = devices;
-    devices.sort_by(|a, b| a.name.cmp(&b.name));
-    let topology = Topology {
-        nodes,
-        distances: matrix,
-        cpus,
-        devices,
-        host: HostFacts::default(),
-        warnings: Vec::new(),
-    };
+    for (d, node) in device_nodes.iter().enumerate() {
+        let kind = if names[d].starts_with("eth") { DeviceKind::Nic } else { DeviceKind::Nvme };
+        host = host.device(names[d], kind, node.filter(|&x| x < n).map(|x| x as u32));
+    }
+    let topology = host.build();
 
     let mut total = 0;
     let mut config_services = Vec::new();

@@ -8,83 +8,26 @@ use std::path::{Path, PathBuf};
 
 use pinctl_config::Config;
 use pinctl_plan::{Plan, PlanError, PlanInputs};
-use pinctl_topology::{
-    Cpu, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeSet, Topology,
-};
-
-const GIB: u64 = 1 << 30;
+use pinctl_testkit::{GIB, SyntheticTopology};
+use pinctl_topology::{CpuSet, DeviceKind, HostFacts, NodeSet, Topology};
 
 /// The repository root (two levels above this crate).
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A topology from per-node CPU lists; `core_of` gives each CPU's (package, core).
-fn build(
-    node_cpus: Vec<CpuSet>,
-    memory: u64,
-    distance: impl Fn(usize, usize) -> u32,
-    core_of: impl Fn(u32, usize) -> (u32, u32),
-    devices: Vec<(&str, DeviceKind, u32)>,
-) -> Topology {
-    let n = node_cpus.len();
-    let nodes = node_cpus
-        .iter()
-        .enumerate()
-        .map(|(i, cpus)| Node {
-            id: i as u32,
-            cpus: cpus.clone(),
-            memory_bytes: Some(memory),
-            memory_free_bytes: None,
-            has_cpu: true,
-            has_memory: true,
-        })
-        .collect();
-    let mut cpus: Vec<Cpu> = node_cpus
-        .iter()
-        .enumerate()
-        .flat_map(|(i, set)| set.iter().map(move |c| (c, i)))
-        .map(|(c, i)| {
-            let (package, core) = core_of(c, i);
-            Cpu {
-                id: c,
-                online: true,
-                package: Some(package),
-                core: Some(core),
-                node: Some(i as u32),
-            }
-        })
-        .collect();
-    cpus.sort_by_key(|c| c.id);
-    let mut devices: Vec<Device> = devices
-        .into_iter()
-        .enumerate()
-        .map(|(k, (name, kind, node))| Device {
-            name: name.to_string(),
-            kind,
-            pci: Some(format!("0000:{:02x}:00.0", 0x40 + k)),
-            node: Some(node),
-            nodes: NodeSet::from_iter([node]),
-            locality: Locality::NumaNode,
-            members: Vec::new(),
-        })
-        .collect();
-    devices.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut t = Topology {
-        nodes,
-        distances: (0..n).map(|i| (0..n).map(|j| distance(i, j)).collect()).collect(),
-        cpus,
-        devices,
-        host: HostFacts {
-            kernel: Some("6.8.0".into()),
-            numa_balancing: Some(0),
-            zone_reclaim_mode: Some(0),
-            allowed_cpus: None,
-            allowed_nodes: None,
-            offline_nodes: NodeSet::new(),
-        },
-        warnings: Vec::new(),
+/// The host facts of every seed: a recent kernel with automatic NUMA balancing and zone
+/// reclaim off, no cpuset.
+fn seed(t: SyntheticTopology) -> Topology {
+    let host = HostFacts {
+        kernel: Some("6.8.0".into()),
+        numa_balancing: Some(0),
+        zone_reclaim_mode: Some(0),
+        allowed_cpus: None,
+        allowed_nodes: None,
+        offline_nodes: NodeSet::new(),
     };
+    let mut t = t.host(host).build();
     t.refresh_warnings();
     t
 }
@@ -95,69 +38,46 @@ fn list(s: &str) -> CpuSet {
 
 /// A: 2-socket Xeon E5-2682 v4, node0 = 0-15,32-47, node1 = 16-31,48-63, 10/21, 128 GiB.
 pub fn xeon() -> Topology {
-    build(
-        vec![list("0-15,32-47"), list("16-31,48-63")],
-        128 * GIB,
-        |i, j| if i == j { 10 } else { 21 },
-        |c, i| (i as u32, c % 32),
-        vec![("eth0", DeviceKind::Nic, 0)],
+    seed(
+        SyntheticTopology::new()
+            .node(list("0-15,32-47"), 0, Some(128 * GIB))
+            .node(list("16-31,48-63"), 1, Some(128 * GIB))
+            .cores(|c| c % 32)
+            .distances_by_package(21, 21)
+            .device("eth0", DeviceKind::Nic, [0]),
     )
 }
 
 /// B: 2-socket EPYC in NPS4: node n = 8n..8n+7 and 64+8n..64+8n+7, 64 GiB, 10/12/32,
 /// eth0 on node 5, nvme0n1 on node 2, nvme1n1 on node 6.
 pub fn epyc() -> Topology {
-    build(
-        (0..8)
-            .map(|n| list(&format!("{}-{},{}-{}", 8 * n, 8 * n + 7, 64 + 8 * n, 64 + 8 * n + 7)))
-            .collect(),
-        64 * GIB,
-        |i, j| {
-            if i == j {
-                10
-            } else if i / 4 == j / 4 {
-                12
-            } else {
-                32
-            }
-        },
-        |c, i| ((i / 4) as u32, c % 64),
-        vec![
-            ("eth0", DeviceKind::Nic, 5),
-            ("nvme0n1", DeviceKind::Nvme, 2),
-            ("nvme1n1", DeviceKind::Nvme, 6),
-        ],
+    let host = (0..8).fold(SyntheticTopology::new(), |t, n| {
+        let cpus = list(&format!("{}-{},{}-{}", 8 * n, 8 * n + 7, 64 + 8 * n, 64 + 8 * n + 7));
+        t.node(cpus, n / 4, Some(64 * GIB))
+    });
+    seed(
+        host.cores(|c| c % 64)
+            .distances_by_package(12, 32)
+            .device("eth0", DeviceKind::Nic, [5])
+            .device("nvme0n1", DeviceKind::Nvme, [2])
+            .device("nvme1n1", DeviceKind::Nvme, [6]),
     )
 }
 
 /// C: 2-socket 128-core ARM: 16 nodes of 8 CPUs (node i = 8i..8i+7), no SMT, 10/20/30, 32 GiB.
 pub fn arm() -> Topology {
-    build(
-        (0..16).map(|i| list(&format!("{}-{}", 8 * i, 8 * i + 7))).collect(),
-        32 * GIB,
-        |i, j| {
-            if i == j {
-                10
-            } else if i / 8 == j / 8 {
-                20
-            } else {
-                30
-            }
-        },
-        |c, i| ((i / 8) as u32, c),
-        vec![],
-    )
+    let host = (0..16).fold(SyntheticTopology::new(), |t, i| {
+        t.node(list(&format!("{}-{}", 8 * i, 8 * i + 7)), i / 8, Some(32 * GIB))
+    });
+    seed(host.distances_by_package(20, 30))
 }
 
 /// D: 4 nodes with interleaved CPUs: node k = k, k+4, ..., 44; 10/20, 16 GiB.
 pub fn interleaved() -> Topology {
-    build(
-        (0..4).map(|k| (0..12).map(|i| k + 4 * i).collect()).collect(),
-        16 * GIB,
-        |i, j| if i == j { 10 } else { 20 },
-        |c, _| (0, c),
-        vec![],
-    )
+    let host = (0..4).fold(SyntheticTopology::new(), |t, k| {
+        t.node((0..12).map(|i| k + 4 * i).collect(), 0, Some(16 * GIB))
+    });
+    seed(host.distances_by_package(20, 20))
 }
 
 /// The seed topologies and the file each is checked in as.

@@ -1,0 +1,221 @@
+//! Synthetic topologies for tests and benchmarks: one builder instead of a copy of the same
+//! `Topology { nodes, cpus, distances, devices, .. }` assembly in every test suite and bench.
+//!
+//! Why a crate of its own rather than a `testing` feature of `pinctl-topology`: the model
+//! crate stays free of test scaffolding (nothing to feature-gate, nothing that an
+//! `--all-features` release build compiles in), and since this crate depends on the model
+//! only, `pinctl-config`, `pinctl-plan` and the root package's tests and benches can all
+//! dev-depend on it without a cycle. It is never published.
+//!
+//! It must not read the machine: everything it builds is data given by the caller.
+#![forbid(unsafe_code)]
+
+use pinctl_topology::{
+    Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeId, NodeSet, Topology,
+};
+
+/// One GiB, for node memory sizes.
+pub const GIB: u64 = 1 << 30;
+
+/// How the builder fills the distance matrix.
+enum Distances {
+    /// 10 on the diagonal, `same` between nodes of one package, `other` across packages.
+    ByPackage { same: u32, other: u32 },
+    /// Given whole.
+    Matrix(Vec<Vec<u32>>),
+}
+
+/// A topology described node by node. Node `i` gets id `i` in the order nodes are added; a
+/// CPU's package is its node's, its core comes from [`SyntheticTopology::cores`]. Devices
+/// get PCI addresses `0000:40:00.0`, `0000:41:00.0`, ... in the order they are added.
+/// CPUs are sorted by id and devices by name, as discovery sorts them.
+///
+/// ```
+/// use pinctl_testkit::{GIB, SyntheticTopology};
+/// use pinctl_topology::DeviceKind;
+///
+/// let t = SyntheticTopology::new()
+///     .node("0-3".parse().unwrap(), 0, Some(16 * GIB))
+///     .node("4-7".parse().unwrap(), 0, Some(16 * GIB))
+///     .distances_by_package(20, 20)
+///     .device("eth0", DeviceKind::Nic, [1])
+///     .build();
+/// assert_eq!(t.distances, vec![vec![10, 20], vec![20, 10]]);
+/// assert_eq!(t.device("eth0").unwrap().node, Some(1));
+/// ```
+pub struct SyntheticTopology {
+    /// CPUs, package and memory of each node.
+    nodes: Vec<(CpuSet, u32, Option<u64>)>,
+    core_of: Box<dyn Fn(CpuId) -> u32>,
+    distances: Distances,
+    devices: Vec<(String, DeviceKind, NodeSet)>,
+    host: HostFacts,
+}
+
+impl std::fmt::Debug for SyntheticTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyntheticTopology")
+            .field("nodes", &self.nodes)
+            .field("devices", &self.devices)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SyntheticTopology {
+    fn default() -> Self {
+        SyntheticTopology::new()
+    }
+}
+
+impl SyntheticTopology {
+    /// No nodes yet; every CPU its own core, distances 10 / 20 / 20, default host facts.
+    pub fn new() -> SyntheticTopology {
+        SyntheticTopology {
+            nodes: Vec::new(),
+            core_of: Box::new(|cpu| cpu),
+            distances: Distances::ByPackage { same: 20, other: 20 },
+            devices: Vec::new(),
+            host: HostFacts::default(),
+        }
+    }
+
+    /// Adds the next node: its CPUs (none for a memory-only node), its package, and its
+    /// memory (`None`: unknown).
+    pub fn node(mut self, cpus: CpuSet, package: u32, memory_bytes: Option<u64>) -> Self {
+        self.nodes.push((cpus, package, memory_bytes));
+        self
+    }
+
+    /// The core id of each CPU: CPUs with the same core id in one package are SMT siblings.
+    pub fn cores(mut self, core_of: impl Fn(CpuId) -> u32 + 'static) -> Self {
+        self.core_of = Box::new(core_of);
+        self
+    }
+
+    /// Distances of 10 to itself, `same` within a package and `other` across packages.
+    pub fn distances_by_package(mut self, same: u32, other: u32) -> Self {
+        self.distances = Distances::ByPackage { same, other };
+        self
+    }
+
+    /// The whole distance matrix, one row per node.
+    pub fn distance_matrix(mut self, matrix: Vec<Vec<u32>>) -> Self {
+        self.distances = Distances::Matrix(matrix);
+        self
+    }
+
+    /// A device local to `nodes` (none: its node is unknown).
+    pub fn device(
+        mut self,
+        name: &str,
+        kind: DeviceKind,
+        nodes: impl IntoIterator<Item = NodeId>,
+    ) -> Self {
+        self.devices.push((name.to_string(), kind, nodes.into_iter().collect()));
+        self
+    }
+
+    /// Host facts (kernel, sysctls, the allowed cpuset).
+    pub fn host(mut self, host: HostFacts) -> Self {
+        self.host = host;
+        self
+    }
+
+    /// The topology, without host warnings (`Topology::refresh_warnings` computes them).
+    pub fn build(self) -> Topology {
+        let SyntheticTopology { nodes: specs, core_of, distances, devices, host } = self;
+        let nodes = specs
+            .iter()
+            .enumerate()
+            .map(|(i, (cpus, _, memory))| Node {
+                id: i as NodeId,
+                cpus: cpus.clone(),
+                memory_bytes: *memory,
+                memory_free_bytes: None,
+                has_cpu: !cpus.is_empty(),
+                has_memory: true,
+            })
+            .collect();
+        let mut cpus: Vec<Cpu> = specs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (set, package, _))| set.iter().map(move |c| (c, i, *package)))
+            .map(|(c, i, package)| Cpu {
+                id: c,
+                online: true,
+                package: Some(package),
+                core: Some(core_of(c)),
+                node: Some(i as NodeId),
+            })
+            .collect();
+        cpus.sort_by_key(|c| c.id);
+        let distances = match distances {
+            Distances::Matrix(m) => m,
+            Distances::ByPackage { same, other } => specs
+                .iter()
+                .enumerate()
+                .map(|(i, (_, a, _))| {
+                    specs
+                        .iter()
+                        .enumerate()
+                        .map(|(j, (_, b, _))| match () {
+                            _ if i == j => 10,
+                            _ if a == b => same,
+                            _ => other,
+                        })
+                        .collect()
+                })
+                .collect(),
+        };
+        let mut devices: Vec<Device> = devices
+            .into_iter()
+            .enumerate()
+            .map(|(k, (name, kind, nodes))| {
+                let mut device = Device {
+                    name,
+                    kind,
+                    pci: Some(format!("0000:{:02x}:00.0", 0x40 + k)),
+                    node: None,
+                    nodes: NodeSet::new(),
+                    locality: Locality::NumaNode,
+                    members: Vec::new(),
+                };
+                device.set_nodes(nodes);
+                device
+            })
+            .collect();
+        devices.sort_by(|a, b| a.name.cmp(&b.name));
+        Topology { nodes, distances, cpus, devices, host, warnings: Vec::new() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packages_decide_distances_and_cores_pair_siblings() {
+        let t = SyntheticTopology::new()
+            .node("0-1,4-5".parse().unwrap(), 0, Some(GIB))
+            .node("2-3,6-7".parse().unwrap(), 0, None)
+            .node(CpuSet::new(), 1, Some(GIB))
+            .cores(|c| c % 4)
+            .distances_by_package(12, 32)
+            .device("nvme0n1", DeviceKind::Nvme, [2])
+            .device("md0", DeviceKind::Other, [0, 1])
+            .build();
+        assert_eq!(t.distances, vec![vec![10, 12, 32], vec![12, 10, 32], vec![32, 32, 10]]);
+        let ids: Vec<CpuId> = t.cpus.iter().map(|c| c.id).collect();
+        assert_eq!(ids, (0..8).collect::<Vec<_>>(), "CPUs sorted by id");
+        assert_eq!(
+            (t.cpus[4].core, t.cpus[4].node),
+            (Some(0), Some(0)),
+            "CPU 4 is CPU 0's sibling"
+        );
+        assert!(!t.nodes[2].has_cpu && t.nodes[1].memory_bytes.is_none());
+        let names: Vec<&str> = t.devices.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["md0", "nvme0n1"]);
+        assert_eq!(t.devices[0].node, None, "two nodes: no single node");
+        assert_eq!(t.devices[1].pci.as_deref(), Some("0000:40:00.0"));
+    }
+}

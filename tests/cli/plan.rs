@@ -1,0 +1,170 @@
+//! `pinctl plan` against the real binary, on the bundled topologies (docs/planning.md).
+
+use predicates::prelude::*;
+
+use crate::support::{EPYC, XEON, pinctl, write_config};
+
+#[test]
+fn the_readme_command_shows_a_multi_node_plan() {
+    pinctl()
+        .args(["plan", "-c", "configs/tidb-epyc.toml", "--topology", EPYC])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("INSTANCE  NODES  CPUS           MEMORY"))
+        .stdout(predicate::str::contains("tikv-0    2      16-23,80-87    preferred 2"))
+        .stdout(predicate::str::contains("near `nvme0n1`: on the device's node 2"))
+        .stdout(predicate::str::contains("tidb-0    0      0-7,64-71      bind 0"))
+        .stdout(predicate::str::contains("free nodes: 5,7\nkept free:  5 (for `eth0`)"))
+        .stdout(predicate::str::contains("warning").not());
+}
+
+#[test]
+fn json_follows_the_contract() {
+    let out = pinctl()
+        .args(["plan", "-c", "configs/tidb-epyc.toml", "--topology", EPYC, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let services = v["services"].as_array().unwrap();
+    assert_eq!(services.len(), 6);
+    assert_eq!(services[0]["name"], "tikv-0");
+    assert_eq!(services[0]["nodes"], serde_json::json!([2]));
+    assert_eq!(services[0]["cpus"], "16-23,80-87");
+    assert_eq!(services[0]["memory_policy"], "preferred");
+    assert_eq!(services[0]["memory_nodes"], serde_json::json!([2]));
+    assert!(services[0]["reasons"].as_array().unwrap().len() >= 2);
+    assert_eq!(services[5]["name"], "tidb-3");
+    assert_eq!(v["free_nodes"], serde_json::json!([5, 7]));
+    assert_eq!(v["kept_free_nodes"], serde_json::json!([5]));
+    assert_eq!(v["warnings"], serde_json::json!([]));
+    assert_eq!(v["optimal"], true);
+}
+
+const EIGHT_TIKV: &str = r#"
+[host]
+keep-free = ["eth0"]
+[service.tikv]
+command = ["/opt/tidb/bin/tikv-server"]
+instances = 8
+"#;
+
+#[test]
+fn a_kept_free_node_is_used_with_a_warning_and_refused_under_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), EIGHT_TIKV);
+    pinctl()
+        .args(["plan", "--topology", EPYC, "-c"])
+        .arg(&config)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("uses node 5, kept free for `eth0`, as a last resort"))
+        .stdout(predicate::str::contains("warning: tikv-5 needs 1 whole node"));
+    pinctl()
+        .args(["plan", "--strict", "--topology", EPYC, "-c"])
+        .arg(&config)
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "--strict: the best plan breaks 1 soft rule:\n  tikv-5 needs 1 whole node: 8 nodes, 7 taken, 1 kept free for `eth0`",
+        ));
+}
+
+#[test]
+fn an_infeasible_config_names_the_instance_and_the_shortage() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[service.mysql]\ncommand = [\"/usr/sbin/mysqld\"]\ninstances = 3\n",
+    );
+    pinctl().args(["plan", "--topology", XEON, "-c"]).arg(&config).assert().code(1).stderr(
+        predicate::str::contains(
+            "mysql-2 needs 1 whole node: 2 nodes, 2 taken (by mysql-0, mysql-1)",
+        ),
+    );
+}
+
+#[test]
+fn a_bind_that_cannot_fit_suggests_preferred_or_more_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.tikv]\ncommand = [\"/bin/tikv\"]\nmemory = \"100GiB\"\nmemory-policy = \"bind\"\n",
+    );
+    pinctl()
+        .args(["plan", "--topology", EPYC, "-c"])
+        .arg(&config)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("use `memory-policy = \"preferred\"` or `nodes = 2`"));
+}
+
+#[test]
+fn emit_systemd_writes_one_drop_in_per_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    pinctl()
+        .args(["plan", "-c", "configs/tidb-epyc.toml", "--topology", EPYC, "--emit", "systemd"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let tikv = std::fs::read_to_string(dir.path().join("tikv@0.service.d/50-pinctl.conf")).unwrap();
+    assert!(
+        tikv.contains("[Service]\nCPUAffinity=16-23,80-87\nNUMAPolicy=preferred\nNUMAMask=2\n"),
+        "{tikv}"
+    );
+    let tidb = std::fs::read_to_string(dir.path().join("tidb@3.service.d/50-pinctl.conf")).unwrap();
+    assert!(tidb.contains("CPUAffinity=32-39,96-103\nNUMAPolicy=bind\nNUMAMask=4\n"), "{tidb}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 6);
+}
+
+#[test]
+fn emit_numactl_prints_a_command_line_per_instance() {
+    pinctl()
+        .args(["plan", "-c", "configs/interleaved.toml", "--emit", "numactl", "--topology"])
+        .arg("configs/topologies/interleaved-4node.json")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "# nginx\nnumactl --physcpubind=2,6,10,14,18,22,26,30,34,38,42,46 --membind=2 -- /usr/sbin/nginx -g 'daemon off;'\n",
+        ));
+}
+
+#[test]
+fn emit_rejects_unknown_formats() {
+    pinctl()
+        .args(["plan", "-c", "configs/tidb-epyc.toml", "--topology", EPYC, "--emit", "docker"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown `--emit` format `docker`"));
+}
+
+#[test]
+fn unresolved_near_entries_warn_on_another_hosts_topology() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.tikv]\ncommand = [\"/bin/tikv\"]\nnear = [\"/data/tikv\"]\n",
+    );
+    pinctl()
+        .args(["plan", "--topology", EPYC, "-c"])
+        .arg(&config)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("warning: tikv: near `/data/tikv` is a path"))
+        .stderr(predicate::str::contains("pinctl.toml:5:9"))
+        .stdout(predicate::str::contains("warning: tikv: near `/data/tikv` resolves to no device"));
+}
+
+#[test]
+fn config_errors_point_into_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        write_config(dir.path(), "[service.a]\ncommand = [\"/bin/a\"]\nmemory-polcy = \"bind\"\n");
+    pinctl()
+        .args(["plan", "--topology", EPYC, "-c"])
+        .arg(&config)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("pinctl.toml:3:1"));
+}

@@ -1,0 +1,249 @@
+//! `pinctl topology` run as a program: human output (insta snapshots), the JSON contract of
+//! docs/topology.md, every `--topology` source kind, `--capture`, and its errors.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::support::{pinctl, root};
+
+const SHARED: &str = "../shared/fixtures/topologies";
+
+fn run(args: &[&str]) -> Output {
+    pinctl().args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "pinctl {args:?} failed: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = run(args);
+    assert_eq!(out.status.code(), Some(1), "pinctl {args:?} should fail with 1");
+    assert!(out.stdout.is_empty());
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// The one tarball of a shared fixture, relative to the repository root.
+fn shared_tarball(id: &str) -> String {
+    let raw = root().join(SHARED).join(id).join("raw");
+    let name = std::fs::read_dir(&raw)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.contains(".tar"))
+        .unwrap();
+    format!("{SHARED}/{id}/raw/{name}")
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_str(&ok(args)).unwrap()
+}
+
+#[test]
+fn human_output_of_a_two_node_xeon_with_devices() {
+    let t = shared_tarball("G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax");
+    insta::assert_snapshot!("g01_xeon", ok(&["topology", "--topology", &t]));
+}
+
+#[test]
+fn human_output_of_memory_only_and_cpu_only_nodes() {
+    let t = shared_tarball("G05-hwloc-memory-only-and-cpu-only-nodes");
+    insta::assert_snapshot!("g05_memory_only", ok(&["topology", "--topology", &t]));
+}
+
+#[test]
+fn human_output_of_offline_cpus_and_node() {
+    let t = shared_tarball("G06-hwloc-offline-cpu0-and-node0");
+    insta::assert_snapshot!("g06_offline", ok(&["topology", "--topology", &t]));
+}
+
+#[test]
+fn human_output_of_nvme_multipath() {
+    let t = shared_tarball("G11-libnvme-power-nvme-multipath");
+    insta::assert_snapshot!("g11_multipath", ok(&["topology", "--topology", &t]));
+}
+
+#[test]
+fn human_output_of_stacked_devices_bonds_and_vlans() {
+    let out = ok(&["topology", "--topology", "tests/fixtures/sysfs/stacked-2n"]);
+    insta::assert_snapshot!("stacked_2n", out);
+}
+
+/// The keys and shapes docs/topology.md promises.
+#[test]
+fn json_contract() {
+    let v = json(&["topology", "--topology", "tests/fixtures/sysfs/stacked-2n", "--json"]);
+    let node0 = &v["nodes"][0];
+    assert_eq!(node0["id"], 0);
+    assert_eq!(node0["cpus"], "0-1");
+    assert_eq!(node0["memory_bytes"], 8u64 << 30);
+    assert_eq!(v["distances"], serde_json::json!([[10, 20], [20, 10]]));
+    let devices = v["devices"].as_array().unwrap();
+    let names: Vec<&str> = devices.iter().map(|d| d["name"].as_str().unwrap()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "devices are sorted by name");
+    let nvme = devices.iter().find(|d| d["name"] == "nvme1n1").unwrap();
+    assert_eq!(
+        (&nvme["kind"], &nvme["node"], &nvme["pci"]),
+        (&"nvme".into(), &1.into(), &"0000:80:02.0".into())
+    );
+    let md0 = devices.iter().find(|d| d["name"] == "md0").unwrap();
+    assert_eq!(md0["node"], Value::Null, "several nodes: no single node");
+    assert_eq!(md0["locality"], "members");
+    let sdc = devices.iter().find(|d| d["name"] == "sdc").unwrap();
+    assert_eq!((&sdc["node"], &sdc["locality"]), (&Value::Null, &"unknown".into()));
+    assert!(v["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("sdc")));
+
+    // A dump without meminfo: memory_bytes is null; without distance files: no matrix.
+    let t = shared_tarball("G08-utillinux-epyc7451-2s-8n");
+    let v = json(&["topology", "--topology", &t, "--json"]);
+    assert_eq!(v["nodes"][0]["memory_bytes"], Value::Null);
+    assert_eq!(v["nodes"][0]["cpus"], "0-5,48-53");
+    assert_eq!(v["distances"], serde_json::json!([]));
+
+    // Sparse ids: rows and columns follow the order of `nodes`.
+    let t = shared_tarball("G03-hwloc-power7-8n-sparse");
+    let v = json(&["topology", "--topology", &t, "--json"]);
+    let ids: Vec<u64> =
+        v["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, [0, 1, 4, 5, 8, 9, 12, 13]);
+    assert_eq!(v["distances"][2][2], 10, "node 4 to itself");
+}
+
+#[test]
+fn json_snapshots_round_trip_exactly() {
+    let t = shared_tarball("G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax");
+    let first = ok(&["topology", "--topology", &t, "--json"]);
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("g01.json");
+    std::fs::write(&snap, &first).unwrap();
+    let again = ok(&["topology", "--topology", snap.to_str().unwrap(), "--json"]);
+    assert_eq!(again, first);
+    let human_from_snapshot = ok(&["topology", "--topology", snap.to_str().unwrap()]);
+    assert!(human_from_snapshot.contains("ib0 (nic 0000:82:00.0)"), "{human_from_snapshot}");
+}
+
+fn without_memory_figures(mut v: Value) -> Value {
+    for n in v["nodes"].as_array_mut().unwrap() {
+        n["memory_bytes"] = Value::Null;
+        n["memory_free_bytes"] = Value::Null;
+    }
+    v
+}
+
+/// A capture of this machine, read back with `--topology`, describes this machine (memory
+/// figures aside: they move between two runs).
+#[test]
+fn capture_of_the_live_machine_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("here.tar.gz");
+    let msg = ok(&["topology", "--capture", cap.to_str().unwrap()]);
+    assert!(msg.starts_with("captured "), "{msg}");
+    let live = json(&["topology", "--json"]);
+    let back = json(&["topology", "--topology", cap.to_str().unwrap(), "--json"]);
+    assert_eq!(without_memory_figures(back), without_memory_figures(live));
+}
+
+#[test]
+fn live_output_names_every_online_node() {
+    let out = ok(&["topology"]);
+    assert!(out.starts_with("topology of the live machine\n"), "{out}");
+    let online: pinctl_topology::NodeSet =
+        std::fs::read_to_string("/sys/devices/system/node/online").unwrap().trim().parse().unwrap();
+    for id in online.iter() {
+        assert!(out.contains(&format!("node {id} cpus: ")), "{out}");
+    }
+}
+
+#[test]
+fn bad_sources_fail_with_a_reason() {
+    let e = fails(&["topology", "--topology", "no/such/dir"]);
+    assert!(e.contains("`no/such/dir` does not exist"), "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad: PathBuf = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"nodes\": [ }").unwrap();
+    let e = fails(&["topology", "--topology", bad.to_str().unwrap()]);
+    assert!(e.contains("is not a pinctl topology snapshot") && e.contains("line 1"), "{e}");
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = fails(&["topology", "--topology", empty.to_str().unwrap()]);
+    assert!(e.contains("not a sysfs/procfs root"), "{e}");
+
+    let snap = dir.path().join("t.json");
+    std::fs::write(
+        &snap,
+        ok(&["topology", "--json", "--topology", "tests/fixtures/sysfs/no-numa"]),
+    )
+    .unwrap();
+    let cap = dir.path().join("c.tar.gz");
+    let e = fails(&[
+        "topology",
+        "--topology",
+        snap.to_str().unwrap(),
+        "--capture",
+        cap.to_str().unwrap(),
+    ]);
+    assert!(e.contains("only the live machine or a sysfs/procfs directory can be captured"), "{e}");
+}
+
+#[cfg(not(feature = "hwloc"))]
+#[test]
+fn hwloc_xml_needs_the_feature() {
+    let xml = format!("{SHARED}/G09-mpibind-epyc7401-corona-8n-nvme-ib/raw/epyc-corona.xml");
+    let e = fails(&["topology", "--topology", &xml]);
+    assert!(e.contains("cargo install --features hwloc"), "{e}");
+}
+
+/// With the `hwloc` feature, both hwloc XML fixtures load through the same `--topology` and
+/// agree with their oracle on nodes, CPUs, memory and the node of every device both list.
+#[cfg(feature = "hwloc")]
+#[test]
+fn hwloc_xml_loads_with_the_feature() {
+    for (id, file) in [
+        ("G09-mpibind-epyc7401-corona-8n-nvme-ib", "epyc-corona.xml"),
+        ("G10-flux-xeon8480-snc4-2s-8n-nics", "ipa20.xml"),
+    ] {
+        let v = json(&["topology", "--topology", &format!("{SHARED}/{id}/raw/{file}"), "--json"]);
+        let oracle_path = root().join(SHARED).join(id).join("oracle/summary.json");
+        let oracle: Value =
+            serde_json::from_str(&std::fs::read_to_string(oracle_path).unwrap()).unwrap();
+        let nodes = v["nodes"].as_array().unwrap();
+        let want = oracle["numa_nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), want.len(), "{id}");
+        for (n, w) in nodes.iter().zip(want) {
+            assert_eq!(n["id"], w["os_index"], "{id}");
+            assert_eq!(n["cpus"], w["local_cpus"], "{id}");
+            assert_eq!(n["memory_bytes"], w["local_memory_bytes"], "{id}");
+        }
+        let mut compared = 0;
+        for d in oracle["io_devices"].as_array().unwrap() {
+            let Some(ours) =
+                v["devices"].as_array().unwrap().iter().find(|x| x["name"] == d["name"])
+            else {
+                continue;
+            };
+            let want: Vec<u64> = d["local_numa_nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect();
+            let got: pinctl_topology::NodeSet = ours["nodes"].as_str().unwrap().parse().unwrap();
+            if got.is_empty() && want.len() == nodes.len() {
+                // hwloc attaches a device it cannot place to the whole machine; pinctl says
+                // "unknown" (and warns) rather than "local to every node".
+                continue;
+            }
+            assert_eq!(got.iter().map(u64::from).collect::<Vec<_>>(), want, "{id}: {}", d["name"]);
+            compared += 1;
+        }
+        assert!(compared > 0, "{id}: no device in common with the oracle");
+    }
+}
