@@ -9,10 +9,7 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use pinctl_sys::{
-    Kernel, LinuxKernel, MPOL_BIND, MPOL_DEFAULT, MPOL_F_NODE, MPOL_INTERLEAVE, MPOL_PREFERRED,
-    MPOL_PREFERRED_MANY, Mask,
-};
+use pinctl_sys::{Kernel, LinuxKernel, Mask, PolicyFlags, PolicyMode};
 use pinctl_topology::{IdSet, MemoryPolicy, NodeSet};
 
 use super::exec::numactl_support::{Allowed, apply, exec, node_cpus, read, read_list};
@@ -364,36 +361,49 @@ fn show() -> Result<(), Failed> {
         Err(e) => return Err(io_err(e)),
     };
     let mut nodes = Mask::with_bits(node_bits);
-    let mode = kernel.get_mempolicy(&mut nodes, 0).map_err(io_err)?;
+    let policy = kernel.get_mempolicy(&mut nodes).map_err(io_err)?;
+    // numactl compares the number get_mempolicy returned, so a mode with a flag
+    // (bind=balancing) matches no name below, as there.
+    let mode = if policy.flags == PolicyFlags::NONE { policy.mode.ok() } else { None };
     let nodes = nodes.to_set();
     let allowed = Allowed::read().map_err(anyhow::Error::from)?;
     // numa_get_interleave_node(): the next interleave node, 0 when the kernel has none.
-    let cur = pinctl_sys::raw::get_mempolicy(None, 0, MPOL_F_NODE).unwrap_or(0);
-    let membind = if mode == MPOL_BIND { nodes.clone() } else { allowed.nodes.clone() };
+    let cur = kernel.interleave_next_node().unwrap_or(0);
+    let membind =
+        if mode == Some(PolicyMode::Bind) { nodes.clone() } else { allowed.nodes.clone() };
     let mut cpubind = NodeSet::new();
     for n in allowed.nodes.iter() {
         if node_cpus(n).is_ok_and(|c| !c.is_disjoint(&cpus)) {
             cpubind.insert(n);
         }
     }
-    let names = ["default", "preferred", "bind", "interleave", "local", "preferred-many"];
+    // numactl 2.0.16's names; it prints the number for the others (docs/exec.md).
+    let name = mode.and_then(|m| match m {
+        PolicyMode::Default => Some("default"),
+        PolicyMode::Preferred => Some("preferred"),
+        PolicyMode::Bind => Some("bind"),
+        PolicyMode::Interleave => Some("interleave"),
+        PolicyMode::Local => Some("local"),
+        PolicyMode::PreferredMany => Some("preferred-many"),
+        PolicyMode::WeightedInterleave => None,
+    });
     let w = &mut out;
     (|| -> io::Result<()> {
-        match usize::try_from(mode).ok().and_then(|m| names.get(m)) {
+        match name {
             Some(name) => writeln!(w, "policy: {name}")?,
-            None => writeln!(w, "policy: [{mode}]")?,
+            None => writeln!(w, "policy: [{}]", policy.number())?,
         }
         write!(w, "preferred node: ")?;
         match mode {
-            MPOL_PREFERRED => writeln!(w, "{}", nodes.first().unwrap_or(0))?,
-            MPOL_DEFAULT => writeln!(w, "current")?,
-            MPOL_INTERLEAVE => writeln!(w, "{cur} (interleave next)")?,
-            MPOL_BIND => writeln!(w, "{}", membind.first().unwrap_or(0))?,
-            MPOL_PREFERRED_MANY => writeln!(w, "{cur} (preferred-many)")?,
+            Some(PolicyMode::Preferred) => writeln!(w, "{}", nodes.first().unwrap_or(0))?,
+            Some(PolicyMode::Default) => writeln!(w, "current")?,
+            Some(PolicyMode::Interleave) => writeln!(w, "{cur} (interleave next)")?,
+            Some(PolicyMode::Bind) => writeln!(w, "{}", membind.first().unwrap_or(0))?,
+            Some(PolicyMode::PreferredMany) => writeln!(w, "{cur} (preferred-many)")?,
             // numactl prints nothing here, not even the newline.
             _ => {}
         }
-        if mode == MPOL_INTERLEAVE {
+        if mode == Some(PolicyMode::Interleave) {
             write_mask(w, "interleavemask", &nodes)?;
             writeln!(w, "interleavenode: {cur}")?;
         }

@@ -7,8 +7,8 @@ use std::io::{self, Write};
 use std::os::unix::process::CommandExt;
 
 use pinctl_sys::{
-    ChildSetup, Kernel, LinuxKernel, MPOL_F_NUMA_BALANCING, MemoryPolicyRequest, PolicyMode,
-    SetupError, Stage, probe_support,
+    ChildSetup, Kernel, LinuxKernel, MemoryPolicyRequest, PolicyFlags, SetupError, Stage,
+    probe_support,
 };
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
 use serde::Serialize;
@@ -181,12 +181,12 @@ impl Resolved {
     fn policy_request(&self) -> Option<MemoryPolicyRequest> {
         let policy = self.memory_policy?;
         let flags = if self.numa_balancing && policy == MemoryPolicy::Bind {
-            MPOL_F_NUMA_BALANCING
+            PolicyFlags::NUMA_BALANCING
         } else {
-            0
+            PolicyFlags::NONE
         };
         let nodes = if policy.takes_nodes() { self.memory_nodes.clone() } else { None };
-        Some(MemoryPolicyRequest { mode: policy.mode() | flags, nodes })
+        Some(MemoryPolicyRequest { mode: policy.into(), flags, nodes })
     }
 }
 
@@ -213,13 +213,14 @@ pub(crate) fn apply(resolved: &Resolved, allowed: &Allowed, launch: Launch) -> R
         let newer = matches!(
             resolved.memory_policy,
             Some(MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave)
-        ) || req.mode & MPOL_F_NUMA_BALANCING != 0;
+        ) || req.flags.contains(PolicyFlags::NUMA_BALANCING);
         if newer {
             let support = probe_support(&kernel, node_bits)
                 .map_err(|e| explain(setup_error(Stage::SetMemoryPolicy, &e), resolved, allowed))?;
-            if !support.supports(req.mode) {
-                let what = if req.mode & MPOL_F_NUMA_BALANCING != 0
-                    && support.supports(req.mode & !MPOL_F_NUMA_BALANCING)
+            let without_balancing = req.flags.without(PolicyFlags::NUMA_BALANCING);
+            if !support.supports(req.mode, req.flags) {
+                let what = if req.flags.contains(PolicyFlags::NUMA_BALANCING)
+                    && support.supports(req.mode, without_balancing)
                 {
                     "MPOL_F_NUMA_BALANCING (Linux 5.12+)".to_string()
                 } else {
@@ -240,8 +241,8 @@ pub(crate) fn apply(resolved: &Resolved, allowed: &Allowed, launch: Launch) -> R
                     ));
                 }
                 warn(format_args!("this kernel does not support {what}; running without it"));
-                if support.supports(req.mode & !MPOL_F_NUMA_BALANCING) {
-                    req.mode &= !MPOL_F_NUMA_BALANCING;
+                if support.supports(req.mode, without_balancing) {
+                    req.flags = without_balancing;
                 } else {
                     policy = None;
                 }
@@ -341,11 +342,11 @@ fn explain_with(
             allowed.cpus
         ),
         (Stage::MemoryPolicyMismatch, _) => format!(
-            "asked for {} on nodes {}, the kernel applied mode {} on nodes {}: the cpuset allows \
+            "asked for {} on nodes {}, the kernel applied {} on nodes {}: the cpuset allows \
              only nodes {}",
             resolved.memory_policy.map_or("no policy", |p| p.name()),
             list(resolved.memory_nodes.as_ref()),
-            got.map_or(-1, |g| g.mode),
+            got.map_or_else(|| "an unknown policy".to_string(), |g| g.policy.to_string()),
             got.map_or_else(String::new, |g| g.nodes.to_string()),
             allowed.nodes
         ),
@@ -390,6 +391,7 @@ impl From<ResolveError> for Failed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pinctl_sys::PolicyMode;
 
     fn allowed() -> Allowed {
         Allowed { cpus: "0-7".parse().unwrap(), nodes: "0-1".parse().unwrap() }
@@ -452,8 +454,10 @@ mod tests {
     fn balancing_is_a_flag_of_bind_only() {
         let mut r = resolved();
         r.numa_balancing = true;
-        assert_eq!(r.policy_request().unwrap().mode, 2 | MPOL_F_NUMA_BALANCING);
+        let req = r.policy_request().unwrap();
+        assert_eq!((req.mode, req.flags), (PolicyMode::Bind, PolicyFlags::NUMA_BALANCING));
         r.memory_policy = Some(MemoryPolicy::Interleave);
-        assert_eq!(r.policy_request().unwrap().mode, 3);
+        let req = r.policy_request().unwrap();
+        assert_eq!((req.mode, req.flags), (PolicyMode::Interleave, PolicyFlags::NONE));
     }
 }
