@@ -362,8 +362,8 @@ fn show() -> Result<(), Failed> {
     };
     let mut nodes = Mask::with_bits(node_bits);
     let policy = kernel.get_mempolicy(&mut nodes).map_err(io_err)?;
-    // numactl compares the number get_mempolicy returned, so a mode with a flag
-    // (bind=balancing) matches no name below, as there.
+    // Names go by the whole number get_mempolicy returned, flags included, so a mode with a
+    // flag (bind=balancing, 8194) has no name below and is printed as its number.
     let mode = if policy.flags == PolicyFlags::NONE { policy.mode.ok() } else { None };
     let nodes = nodes.to_set();
     let allowed = Allowed::read().map_err(anyhow::Error::from)?;
