@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_ulong};
 use std::io;
 
 use libc::pid_t;
-use pinctl_topology::{CpuSet, NodeId, NodeSet};
+use pinctl_topology::{CpuSet, IdSet, NodeId, NodeSet};
 
 use crate::mask::Mask;
 use crate::mode::{
@@ -292,7 +292,9 @@ impl RecordingKernel {
         if got.is_empty() { Err(einval()) } else { Ok(got) }
     }
 
-    fn fill(&self, mask: &mut Mask, set: &CpuSet, min_bits: usize) -> io::Result<()> {
+    /// Fills `mask` with `set` (CPUs or nodes), as the kernel does; EINVAL when the mask is
+    /// smaller than the id space (`nr_cpu_ids`, `nr_node_ids`).
+    fn fill(&self, mask: &mut Mask, set: &IdSet, min_bits: usize) -> io::Result<()> {
         if mask.bits() < min_bits {
             return Err(einval());
         }
