@@ -34,13 +34,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use pinctl_alloc_probe::{
-    NodePages, mapping_containing, parse_maps, parse_numa_maps, status_field,
-};
-use pinctl_sys::{
-    MPOL_F_ADDR, MPOL_F_NUMA_BALANCING, MPOL_F_RELATIVE_NODES, MPOL_F_STATIC_NODES, Mask,
-    PolicyMode, mode_of,
-};
+use pinctl_alloc_probe::{NodePages, mapping_containing, parse_maps, status_field};
+use pinctl_sys::{Kernel, LinuxKernel, Mask, MemoryPolicyRequest, UnknownMode};
+use pinctl_sysfs::parse::numa_maps as parse_numa_maps;
 use pinctl_topology::{MemoryPolicy, NodeSet};
 
 /// Writing one byte per 4 KiB touches every page whatever the kernel's base page size is on
@@ -102,22 +98,19 @@ fn read(path: &str) -> anyhow::Result<String> {
 /// `get_mempolicy` as `name:nodes[=flag]` (`bind:2`, `interleave:0-3`, `default:`).
 fn read_policy(addr: Option<usize>) -> anyhow::Result<String> {
     let mut nodes = Mask::with_bits(NODE_MASK_BITS);
-    let mode = match addr {
-        Some(a) => pinctl_sys::raw::get_mempolicy(Some(&mut nodes), a, MPOL_F_ADDR),
-        None => pinctl_sys::raw::get_mempolicy(Some(&mut nodes), 0, 0),
+    let policy = match addr {
+        Some(a) => pinctl_sys::get_mempolicy_at(a, &mut nodes),
+        None => LinuxKernel.get_mempolicy(&mut nodes),
     }
     .context("get_mempolicy failed")?;
-    let name = mode_of(mode).map_or_else(|| format!("mode{mode}"), |p| p.name().to_owned());
+    let name = match policy.mode {
+        Ok(mode) => MemoryPolicy::from(mode).name().to_owned(),
+        Err(UnknownMode(n)) => format!("mode{n}"),
+    };
     let mut text = format!("{name}:{}", nodes.to_set::<pinctl_topology::NodeKind>());
-    for (flag, word) in [
-        (MPOL_F_STATIC_NODES, "static"),
-        (MPOL_F_RELATIVE_NODES, "relative"),
-        (MPOL_F_NUMA_BALANCING, "balancing"),
-    ] {
-        if mode & flag != 0 {
-            text.push('=');
-            text.push_str(word);
-        }
+    for word in policy.flags.names() {
+        text.push('=');
+        text.push_str(word);
     }
     Ok(text)
 }
@@ -133,9 +126,8 @@ fn run(opts: &Options) -> anyhow::Result<()> {
     let range = &mut buf[skip..skip + bytes];
     let start = range.as_ptr() as usize;
     if let Some((policy, nodes)) = &opts.mbind {
-        let mask = Mask::from_set(nodes, NODE_MASK_BITS);
-        let mask = policy.takes_nodes().then_some(&mask);
-        pinctl_sys::raw::mbind(start, bytes, policy.mode(), mask, 0)
+        let req = MemoryPolicyRequest::new(*policy, policy.takes_nodes().then(|| nodes.clone()));
+        pinctl_sys::mbind(start, bytes, &req, NODE_MASK_BITS)
             .with_context(|| format!("mbind({}:{nodes}) of {bytes} bytes failed", policy.name()))?;
     }
     for i in (0..bytes).step_by(TOUCH_STRIDE) {
@@ -163,15 +155,15 @@ fn run(opts: &Options) -> anyhow::Result<()> {
         let entry = numa_maps
             .iter()
             .zip(numa_maps_text.lines().filter(|l| !l.trim().is_empty()))
-            .find(|(e, _)| e.start == area.start);
+            .find(|(e, _)| e.address == area.start);
         let Some((entry, line)) = entry else {
             bail!("`/proc/self/numa_maps` has no line for the mapping at {:#x}", area.start);
         };
         writeln!(out, "mapping={:x}-{:x}", area.start, area.end)?;
         writeln!(out, "policy={}", entry.policy)?;
-        writeln!(out, "node_pages={}", NodePages(&entry.node_pages))?;
+        writeln!(out, "node_pages={}", NodePages(&entry.pages))?;
         writeln!(out, "resident_pages={}", entry.total_pages())?;
-        if let Some(kb) = entry.counters.get("kernelpagesize_kB") {
+        if let Some(kb) = entry.page_size_kb {
             writeln!(out, "kernelpagesize_kB={kb}")?;
         }
         writeln!(out, "numa_maps={line}")?;

@@ -8,8 +8,8 @@ use std::io;
 use std::os::unix::process::CommandExt;
 
 use pinctl_sys::{
-    Applied, ChildSetup, Kernel, KernelSupport, MPOL_F_NUMA_BALANCING, MemoryPolicyRequest,
-    PolicyMode as _, SetupError, Stage, probe_support,
+    Applied, ChildSetup, Kernel, KernelSupport, MemoryPolicyRequest, PolicyFlags, SetupError,
+    Stage, probe_support,
 };
 use pinctl_sysfs::Allowed;
 use pinctl_topology::{IdKind, IdSet, MemoryPolicy};
@@ -51,12 +51,12 @@ pub struct Prepared {
 fn policy_request(resolved: &Resolved) -> Option<MemoryPolicyRequest> {
     let policy = resolved.memory_policy?;
     let flags = if resolved.numa_balancing && policy == MemoryPolicy::Bind {
-        MPOL_F_NUMA_BALANCING
+        PolicyFlags::NUMA_BALANCING
     } else {
-        0
+        PolicyFlags::NONE
     };
     let nodes = if policy.takes_nodes() { resolved.memory_nodes.clone() } else { None };
-    Some(MemoryPolicyRequest { mode: policy.mode() | flags, nodes })
+    Some(MemoryPolicyRequest { mode: policy.into(), flags, nodes })
 }
 
 fn since(p: Option<MemoryPolicy>) -> &'static str {
@@ -73,11 +73,11 @@ fn missing(
     req: &MemoryPolicyRequest,
     resolved: &Resolved,
 ) -> Option<String> {
-    if support.supports(req.mode) {
+    if support.supports(req.mode, req.flags) {
         return None;
     }
-    let only_the_flag = req.mode & MPOL_F_NUMA_BALANCING != 0
-        && support.supports(req.mode & !MPOL_F_NUMA_BALANCING);
+    let only_the_flag = req.flags.contains(PolicyFlags::NUMA_BALANCING)
+        && support.supports(req.mode, req.flags.without(PolicyFlags::NUMA_BALANCING));
     Some(if only_the_flag {
         "MPOL_F_NUMA_BALANCING (Linux 5.12+)".to_string()
     } else {
@@ -112,7 +112,7 @@ pub fn prepare<K: Kernel + ?Sized>(
         let newer = matches!(
             resolved.memory_policy,
             Some(MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave)
-        ) || req.mode & MPOL_F_NUMA_BALANCING != 0;
+        ) || req.flags.contains(PolicyFlags::NUMA_BALANCING);
         if newer {
             let support =
                 probe_support(kernel, node_bits).map_err(|e| sys(Stage::SetMemoryPolicy, e))?;
@@ -121,8 +121,9 @@ pub fn prepare<K: Kernel + ?Sized>(
                     return Err(LaunchError::Unsupported { what, kernel: kernel_release() });
                 }
                 warnings.push(Warning::Unsupported { what });
-                if support.supports(req.mode & !MPOL_F_NUMA_BALANCING) {
-                    req.mode &= !MPOL_F_NUMA_BALANCING;
+                let without_balancing = req.flags.without(PolicyFlags::NUMA_BALANCING);
+                if support.supports(req.mode, without_balancing) {
+                    req.flags = without_balancing;
                 } else {
                     policy = None;
                 }
@@ -206,11 +207,11 @@ pub fn explain(
             allowed.cpus
         ),
         (Stage::MemoryPolicyMismatch, _) => format!(
-            "asked for {} on nodes {}, the kernel applied mode {} on nodes {}: the cpuset allows \
-             only nodes {}",
+            "asked for {} on nodes {}, the kernel applied {} on nodes {}: the cpuset allows only \
+             nodes {}",
             resolved.memory_policy.map_or("no policy", |p| p.name()),
             list(resolved.memory_nodes.as_ref()),
-            got.map_or(-1, |g| g.mode),
+            got.map_or_else(|| "nothing".to_string(), |g| g.policy.to_string()),
             got.map_or_else(String::new, |g| g.nodes.to_string()),
             allowed.nodes
         ),
@@ -234,7 +235,7 @@ pub fn exec(command: &[OsString]) -> LaunchError {
 
 #[cfg(test)]
 mod tests {
-    use pinctl_sys::{Call, RecordingKernel};
+    use pinctl_sys::{Call, PolicyMode, RecordingKernel};
 
     use super::*;
 
@@ -283,9 +284,11 @@ mod tests {
     fn balancing_is_a_flag_of_bind_only() {
         let mut r = resolved();
         r.numa_balancing = true;
-        assert_eq!(policy_request(&r).unwrap().mode, 2 | MPOL_F_NUMA_BALANCING);
+        let req = policy_request(&r).unwrap();
+        assert_eq!((req.mode, req.flags), (PolicyMode::Bind, PolicyFlags::NUMA_BALANCING));
         r.memory_policy = Some(MemoryPolicy::Interleave);
-        assert_eq!(policy_request(&r).unwrap().mode, 3);
+        let req = policy_request(&r).unwrap();
+        assert_eq!((req.mode, req.flags), (PolicyMode::Interleave, PolicyFlags::NONE));
         r.memory_policy = Some(MemoryPolicy::Local);
         assert_eq!(policy_request(&r).unwrap().nodes, None);
     }
@@ -295,7 +298,7 @@ mod tests {
     #[test]
     fn a_policy_the_kernel_lacks_is_refused_or_dropped_with_a_warning() {
         let mut kernel = RecordingKernel::new(8, 2);
-        kernel.max_mode = 4;
+        kernel.max_mode = PolicyMode::Local;
         let mut r = resolved();
         r.cpus = Some("0-1".parse().unwrap());
         r.memory_policy = Some(MemoryPolicy::PreferredMany);

@@ -1,12 +1,11 @@
 //! Which newer memory policies the running kernel accepts, found by trying them on pinctl's
 //! own thread and restoring the policy it had: nothing else is touched.
 
-use std::ffi::c_int;
 use std::io;
 
 use crate::kernel::Kernel;
 use crate::mask::Mask;
-use crate::mode::*;
+use crate::mode::{PolicyFlags, PolicyMode};
 
 /// Support for the policies that arrived after the original four.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,63 +21,69 @@ pub struct KernelSupport {
 }
 
 impl KernelSupport {
-    /// Whether `mode` (with its flags) is supported.
-    pub fn supports(&self, mode: c_int) -> bool {
-        let flags_ok = mode & MPOL_F_NUMA_BALANCING == 0 || self.numa_balancing;
+    /// Whether `mode` with `flags` is supported. Static and relative node numbering predate
+    /// every kernel pinctl runs on.
+    pub fn supports(&self, mode: PolicyMode, flags: PolicyFlags) -> bool {
+        let flags_ok = !flags.contains(PolicyFlags::NUMA_BALANCING) || self.numa_balancing;
         flags_ok
-            && match mode & !MPOL_MODE_FLAGS {
-                MPOL_PREFERRED_MANY => self.preferred_many,
-                MPOL_WEIGHTED_INTERLEAVE => self.weighted_interleave,
-                MPOL_LOCAL => self.local,
-                m => (0..=MPOL_INTERLEAVE).contains(&m),
+            && match mode {
+                PolicyMode::PreferredMany => self.preferred_many,
+                PolicyMode::WeightedInterleave => self.weighted_interleave,
+                PolicyMode::Local => self.local,
+                PolicyMode::Default
+                | PolicyMode::Preferred
+                | PolicyMode::Bind
+                | PolicyMode::Interleave => true,
             }
     }
 }
 
 /// Tries each newer mode with the first allowed node on the calling thread, then restores
 /// the thread's previous policy. EINVAL, ENOSYS and EOPNOTSUPP mean "not supported"; any other
-/// error (EPERM from seccomp) is returned, as is a failure to restore.
+/// error (EPERM from seccomp) is returned, as is a failure to restore. A thread whose policy
+/// has a mode this crate does not know is not probed (it could not be restored): that is an
+/// error of kind `InvalidData`.
 pub fn probe_support<K: Kernel + ?Sized>(
     kernel: &K,
     node_bits: usize,
 ) -> io::Result<KernelSupport> {
     let mut saved = Mask::with_bits(node_bits);
-    let saved_mode = kernel.get_mempolicy(&mut saved, 0)?;
+    let saved_policy = kernel.get_mempolicy(&mut saved)?;
+    let saved_mode =
+        saved_policy.mode.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut allowed = Mask::with_bits(node_bits);
-    kernel.get_mempolicy(&mut allowed, MPOL_F_MEMS_ALLOWED)?;
+    kernel.get_mems_allowed(&mut allowed)?;
     let mut one = Mask::with_bits(node_bits);
     if let Some(first) = allowed.iter().next() {
         one.set(first);
     }
-    let attempt = |mode: c_int, nodes: Option<&Mask>| -> io::Result<bool> {
-        match kernel.set_mempolicy(mode, nodes) {
-            Ok(()) => Ok(true),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e),
+    let attempt = |mode: PolicyMode, flags: PolicyFlags, nodes: Option<&Mask>| match kernel
+        .set_mempolicy(mode, flags, nodes)
+    {
+        Ok(()) => Ok(true),
+        Err(e)
+            if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)) =>
+        {
+            Ok(false)
         }
+        Err(e) => Err(e),
     };
+    let none = PolicyFlags::NONE;
     let result = (|| {
         Ok(KernelSupport {
-            preferred_many: attempt(MPOL_PREFERRED_MANY, Some(&one))?,
-            weighted_interleave: attempt(MPOL_WEIGHTED_INTERLEAVE, Some(&one))?,
-            numa_balancing: attempt(MPOL_BIND | MPOL_F_NUMA_BALANCING, Some(&one))?,
-            local: attempt(MPOL_LOCAL, None)?,
+            preferred_many: attempt(PolicyMode::PreferredMany, none, Some(&one))?,
+            weighted_interleave: attempt(PolicyMode::WeightedInterleave, none, Some(&one))?,
+            numa_balancing: attempt(PolicyMode::Bind, PolicyFlags::NUMA_BALANCING, Some(&one))?,
+            local: attempt(PolicyMode::Local, none, None)?,
         })
     })();
-    let bare = saved_mode & !MPOL_MODE_FLAGS;
-    let restore_nodes = match bare {
-        MPOL_DEFAULT | MPOL_LOCAL => None,
-        MPOL_PREFERRED if saved.is_empty() => None,
+    // Default and local take no mask, nor does preferred when it means "local".
+    let restore_nodes = match saved_mode {
+        PolicyMode::Default | PolicyMode::Local => None,
+        PolicyMode::Preferred if saved.is_empty() => None,
         _ => Some(&saved),
     };
-    kernel.set_mempolicy(saved_mode, restore_nodes)?;
+    kernel.set_mempolicy(saved_mode, saved_policy.flags, restore_nodes)?;
     result
 }
 
@@ -86,25 +91,44 @@ pub fn probe_support<K: Kernel + ?Sized>(
 mod tests {
     use super::*;
     use crate::kernel::{Call, RecordingKernel};
+    use crate::mode::ReportedPolicy;
 
     #[test]
     fn old_kernels_report_missing_modes_and_the_policy_is_restored() {
         let mut k = RecordingKernel::new(4, 2);
-        k.max_mode = MPOL_PREFERRED_MANY;
+        k.max_mode = PolicyMode::PreferredMany;
         k.balancing_supported = false;
-        let before = MemoryPolicyRequestLike::set(&k, MPOL_INTERLEAVE, "0-1");
+        let m = Mask::from_set(&"0-1".parse::<pinctl_topology::NodeSet>().unwrap(), 64);
+        k.set_mempolicy(PolicyMode::Interleave, PolicyFlags::STATIC_NODES, Some(&m)).unwrap();
+        let before = k.policy();
         let s = probe_support(&k, 64).unwrap();
         assert!(s.preferred_many && !s.weighted_interleave && !s.numa_balancing && s.local);
-        assert!(!s.supports(MPOL_WEIGHTED_INTERLEAVE) && s.supports(MPOL_BIND));
+        assert!(!s.supports(PolicyMode::WeightedInterleave, PolicyFlags::NONE));
+        assert!(s.supports(PolicyMode::Bind, PolicyFlags::NONE));
+        assert!(!s.supports(PolicyMode::Bind, PolicyFlags::NUMA_BALANCING));
         assert_eq!(k.policy(), before);
-        let last = k.calls().pop().unwrap();
+        let one = Some("0".parse().unwrap());
+        let set = |mode, flags, nodes| Call::SetMempolicy { mode, flags, nodes, maxnode: 65 };
         assert_eq!(
-            last,
-            Call::SetMempolicy {
-                mode: MPOL_INTERLEAVE,
-                nodes: Some("0-1".parse().unwrap()),
-                maxnode: 65
-            }
+            k.calls()[1..],
+            [
+                Call::GetMempolicy { maxnode: 65 },
+                Call::GetMemsAllowed { maxnode: 65 },
+                set(PolicyMode::PreferredMany, PolicyFlags::NONE, one.clone()),
+                set(PolicyMode::WeightedInterleave, PolicyFlags::NONE, one.clone()),
+                set(PolicyMode::Bind, PolicyFlags::NUMA_BALANCING, one),
+                Call::SetMempolicy {
+                    mode: PolicyMode::Local,
+                    flags: PolicyFlags::NONE,
+                    nodes: None,
+                    maxnode: 0
+                },
+                set(
+                    PolicyMode::Interleave,
+                    PolicyFlags::STATIC_NODES,
+                    Some("0-1".parse().unwrap())
+                ),
+            ]
         );
     }
 
@@ -113,7 +137,7 @@ mod tests {
         let k = RecordingKernel::new(4, 2);
         k.fail_next("set_mempolicy", libc::EPERM);
         assert_eq!(probe_support(&k, 64).unwrap_err().raw_os_error(), Some(libc::EPERM));
-        assert_eq!(k.policy().0, MPOL_DEFAULT);
+        assert_eq!(k.policy().0, PolicyMode::Default);
     }
 
     #[test]
@@ -121,20 +145,11 @@ mod tests {
         let k = crate::LinuxKernel;
         let bits = k.node_mask_bits().unwrap();
         let mut before = Mask::with_bits(bits);
-        let mode = k.get_mempolicy(&mut before, 0).unwrap();
+        let policy: ReportedPolicy = k.get_mempolicy(&mut before).unwrap();
         let s = probe_support(&k, bits).unwrap();
-        assert!(s.supports(MPOL_BIND));
+        assert!(s.supports(PolicyMode::Bind, PolicyFlags::NONE));
         let mut after = Mask::with_bits(bits);
-        assert_eq!(k.get_mempolicy(&mut after, 0).unwrap(), mode);
+        assert_eq!(k.get_mempolicy(&mut after).unwrap(), policy);
         assert!(after.same_ids(&before));
-    }
-
-    struct MemoryPolicyRequestLike;
-    impl MemoryPolicyRequestLike {
-        fn set(k: &RecordingKernel, mode: c_int, nodes: &str) -> (c_int, pinctl_topology::NodeSet) {
-            let m = Mask::from_set(&nodes.parse::<pinctl_topology::NodeSet>().unwrap(), 64);
-            k.set_mempolicy(mode, Some(&m)).unwrap();
-            k.policy()
-        }
     }
 }

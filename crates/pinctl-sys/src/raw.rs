@@ -1,5 +1,7 @@
-//! One thin wrapper per syscall, returning `io::Result`. The masks passed are [`Mask`]s, whose
-//! capacity the wrappers pass as the length, so the kernel never reads or writes past them.
+//! One thin wrapper per syscall, returning `io::Result`; private to the crate, which offers
+//! them typed through [`Kernel`](crate::Kernel) and [`mbind`](crate::mbind). The masks
+//! passed are [`Mask`]s, whose capacity the wrappers pass as the length, so the kernel never
+//! reads or writes past them.
 //!
 //! None of these functions allocates: `io::Error::last_os_error` stores the errno inline, so
 //! they are safe to call between `fork` and `exec`.
@@ -15,9 +17,10 @@ fn check(ret: c_long) -> io::Result<c_long> {
     if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
 }
 
-/// `set_mempolicy(mode, nodes, maxnode)` for the calling thread. `mode` may carry
-/// `MPOL_F_*` flags. `None` passes a NULL mask (for `MPOL_DEFAULT`, `MPOL_LOCAL`).
-pub fn set_mempolicy(mode: c_int, nodes: Option<&Mask>) -> io::Result<()> {
+/// `set_mempolicy(mode, nodes, maxnode)` for the calling thread. `mode` comes from
+/// [`encode`](crate::mode::encode), flags included. `None` passes a NULL mask (for
+/// `MPOL_DEFAULT`, `MPOL_LOCAL`).
+pub(crate) fn set_mempolicy(mode: c_int, nodes: Option<&Mask>) -> io::Result<()> {
     let (ptr, maxnode) = nodes.map_or((std::ptr::null(), 0), |m| (m.as_ptr(), m.maxnode()));
     // SAFETY: `ptr` is NULL with maxnode 0, or points to a live mask of `maxnode - 1` bits
     // (Mask::maxnode is bits + 1 and the kernel reads maxnode - 1 bits); the kernel only reads it.
@@ -27,7 +30,11 @@ pub fn set_mempolicy(mode: c_int, nodes: Option<&Mask>) -> io::Result<()> {
 /// `get_mempolicy(&mode, nodes, maxnode, addr, flags)`; returns the mode (or, with
 /// `MPOL_F_NODE`, a node id). `nodes` is filled when given; the kernel fails with EINVAL when
 /// it is smaller than its node id space (`nr_node_ids`).
-pub fn get_mempolicy(nodes: Option<&mut Mask>, addr: usize, flags: c_int) -> io::Result<c_int> {
+pub(crate) fn get_mempolicy(
+    nodes: Option<&mut Mask>,
+    addr: usize,
+    flags: c_int,
+) -> io::Result<c_int> {
     let mut mode: c_int = 0;
     let (ptr, maxnode) = nodes.map_or((std::ptr::null_mut(), 0), |m| (m.as_mut_ptr(), m.maxnode()));
     // SAFETY: `mode` is a live c_int; `ptr` is NULL with maxnode 0 or a live, writable mask of
@@ -42,7 +49,7 @@ pub fn get_mempolicy(nodes: Option<&mut Mask>, addr: usize, flags: c_int) -> io:
 /// `mbind(addr, len, mode, nodes, maxnode, flags)`: the policy of an address range of this
 /// process. The kernel validates the range (EFAULT/EINVAL); a policy change never changes the
 /// contents of memory, only where its pages live.
-pub fn mbind(
+pub(crate) fn mbind(
     addr: usize,
     len: usize,
     mode: c_int,
@@ -58,7 +65,7 @@ pub fn mbind(
 /// `migrate_pages(pid, maxnode, old, new)`: moves a process's pages from `old` to `new` nodes.
 /// Returns the number of pages that could not be moved. Both masks must have the same
 /// capacity (the call takes one `maxnode` for both).
-pub fn migrate_pages(pid: pid_t, old: &Mask, new: &Mask) -> io::Result<usize> {
+pub(crate) fn migrate_pages(pid: pid_t, old: &Mask, new: &Mask) -> io::Result<usize> {
     if old.bits() != new.bits() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -74,7 +81,7 @@ pub fn migrate_pages(pid: pid_t, old: &Mask, new: &Mask) -> io::Result<usize> {
 
 /// `move_pages(pid, count, pages, nodes, status, flags)`. With `nodes` the pages move there;
 /// without, `status` receives each page's current node (or a negative errno).
-pub fn move_pages(
+pub(crate) fn move_pages(
     pid: pid_t,
     pages: &[usize],
     nodes: Option<&[c_int]>,
@@ -107,7 +114,7 @@ pub fn move_pages(
 }
 
 /// `sched_setaffinity(pid, len, mask)`; pid 0 is the calling thread.
-pub fn sched_setaffinity(pid: pid_t, cpus: &Mask) -> io::Result<()> {
+pub(crate) fn sched_setaffinity(pid: pid_t, cpus: &Mask) -> io::Result<()> {
     // SAFETY: the mask is live and `byte_len` bytes long; the kernel only reads it.
     check(unsafe {
         libc::syscall(libc::SYS_sched_setaffinity, pid, cpus.byte_len(), cpus.as_ptr())
@@ -117,7 +124,7 @@ pub fn sched_setaffinity(pid: pid_t, cpus: &Mask) -> io::Result<()> {
 
 /// `sched_getaffinity(pid, len, mask)`; fails with EINVAL when the mask is smaller than the
 /// kernel's CPU id space (`nr_cpu_ids`). Clears the bits the kernel does not write.
-pub fn sched_getaffinity(pid: pid_t, cpus: &mut Mask) -> io::Result<()> {
+pub(crate) fn sched_getaffinity(pid: pid_t, cpus: &mut Mask) -> io::Result<()> {
     cpus.clear();
     // SAFETY: the mask is live, writable and `byte_len` bytes long; the raw syscall writes at
     // most that many bytes (it returns how many it wrote).

@@ -1,6 +1,5 @@
 //! The placement a launcher applies to the process that is about to exec a service.
 
-use std::ffi::c_int;
 use std::fmt;
 use std::io;
 
@@ -8,6 +7,7 @@ use pinctl_topology::{CpuSet, NodeSet};
 
 use crate::kernel::Kernel;
 use crate::mask::Mask;
+use crate::mode::{MemoryPolicyRequest, PolicyFlags, PolicyMode, ReportedPolicy};
 
 /// Bits of CPU mask to preallocate when the kernel's size is unknown.
 pub fn default_cpu_mask_bits() -> usize {
@@ -17,14 +17,6 @@ pub fn default_cpu_mask_bits() -> usize {
 /// Bits of node mask to preallocate when the kernel's size is unknown (node ids 0..=1023).
 pub fn default_node_mask_bits() -> usize {
     1024
-}
-
-/// A memory policy to set: a mode (possibly with `MPOL_F_*` flags) and its nodes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryPolicyRequest {
-    pub mode: c_int,
-    /// `None` for modes that take no nodes (default, local).
-    pub nodes: Option<NodeSet>,
 }
 
 /// The step of a [`ChildSetup`] that failed.
@@ -99,8 +91,8 @@ fn errno_text(errno: i32) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub cpus: CpuSet,
-    /// The mode `get_mempolicy` returned, flags included.
-    pub mode: c_int,
+    /// The mode and flags `get_mempolicy` returned.
+    pub policy: ReportedPolicy,
     pub nodes: NodeSet,
 }
 
@@ -111,11 +103,11 @@ pub struct Applied {
 #[derive(Debug, Clone)]
 pub struct ChildSetup {
     cpus: Option<Mask>,
-    policy: Option<(c_int, Option<Mask>)>,
+    policy: Option<(PolicyMode, PolicyFlags, Option<Mask>)>,
     verify: bool,
     got_cpus: Mask,
     got_nodes: Mask,
-    got_mode: c_int,
+    got_policy: ReportedPolicy,
 }
 
 impl ChildSetup {
@@ -133,11 +125,11 @@ impl ChildSetup {
         ChildSetup {
             cpus: cpus.map(|c| Mask::from_set(c, cpu_bits)),
             policy: policy
-                .map(|p| (p.mode, p.nodes.as_ref().map(|n| Mask::from_set(n, node_bits)))),
+                .map(|p| (p.mode, p.flags, p.nodes.as_ref().map(|n| Mask::from_set(n, node_bits)))),
             verify,
             got_cpus: Mask::with_bits(cpu_bits),
             got_nodes: Mask::with_bits(node_bits),
-            got_mode: 0,
+            got_policy: ReportedPolicy::new(PolicyMode::Default, PolicyFlags::NONE),
         }
     }
 
@@ -148,14 +140,14 @@ impl ChildSetup {
         if let Some(cpus) = &self.cpus {
             kernel.set_affinity(cpus).map_err(|e| fail(Stage::SetAffinity, e))?;
         }
-        if let Some((mode, nodes)) = &self.policy {
+        if let Some((mode, flags, nodes)) = &self.policy {
             kernel
-                .set_mempolicy(*mode, nodes.as_ref())
+                .set_mempolicy(*mode, *flags, nodes.as_ref())
                 .map_err(|e| fail(Stage::SetMemoryPolicy, e))?;
         }
         kernel.get_affinity(&mut self.got_cpus).map_err(|e| fail(Stage::ReadAffinity, e))?;
-        self.got_mode = kernel
-            .get_mempolicy(&mut self.got_nodes, 0)
+        self.got_policy = kernel
+            .get_mempolicy(&mut self.got_nodes)
             .map_err(|e| fail(Stage::ReadMemoryPolicy, e))?;
         if self.verify {
             let mismatch = |stage| SetupError { stage, errno: 0 };
@@ -164,12 +156,12 @@ impl ChildSetup {
                     return Err(mismatch(Stage::AffinityMismatch));
                 }
             }
-            if let Some((mode, nodes)) = &self.policy {
+            if let Some((mode, flags, nodes)) = &self.policy {
                 let nodes_match = match nodes {
                     Some(n) => n.same_ids(&self.got_nodes),
                     None => self.got_nodes.is_empty(),
                 };
-                if *mode != self.got_mode || !nodes_match {
+                if ReportedPolicy::new(*mode, *flags) != self.got_policy || !nodes_match {
                     return Err(mismatch(Stage::MemoryPolicyMismatch));
                 }
             }
@@ -182,7 +174,7 @@ impl ChildSetup {
     pub fn applied(&self) -> Applied {
         Applied {
             cpus: self.got_cpus.to_set(),
-            mode: self.got_mode,
+            policy: self.got_policy,
             nodes: self.got_nodes.to_set(),
         }
     }
@@ -197,7 +189,6 @@ impl ChildSetup {
 mod tests {
     use super::*;
     use crate::kernel::{Call, RecordingKernel};
-    use crate::mode::*;
 
     fn set<K: pinctl_topology::IdKind>(s: &str) -> pinctl_topology::IdSet<K> {
         s.parse().unwrap()
@@ -206,28 +197,42 @@ mod tests {
     #[test]
     fn affinity_then_policy_then_read_back() {
         let k = RecordingKernel::new(8, 4);
-        let req = MemoryPolicyRequest { mode: MPOL_BIND, nodes: Some(set("2")) };
+        let req = MemoryPolicyRequest::new(PolicyMode::Bind, Some(set("2")));
         let mut setup = ChildSetup::new(Some(&set("4-5")), Some(&req), 1024, 1024, true);
         setup.apply(&k).unwrap();
         assert_eq!(
             k.calls(),
             vec![
                 Call::SetAffinity { cpus: set("4-5") },
-                Call::SetMempolicy { mode: MPOL_BIND, nodes: Some(set("2")), maxnode: 1025 },
+                Call::SetMempolicy {
+                    mode: PolicyMode::Bind,
+                    flags: PolicyFlags::NONE,
+                    nodes: Some(set("2")),
+                    maxnode: 1025
+                },
                 Call::GetAffinity { bits: 1024 },
-                Call::GetMempolicy { flags: 0, maxnode: 1025 },
+                Call::GetMempolicy { maxnode: 1025 },
             ]
         );
-        assert_eq!(setup.applied(), Applied { cpus: set("4-5"), mode: MPOL_BIND, nodes: set("2") });
+        let bind = ReportedPolicy::new(PolicyMode::Bind, PolicyFlags::NONE);
+        assert_eq!(setup.applied(), Applied { cpus: set("4-5"), policy: bind, nodes: set("2") });
     }
 
     #[test]
     fn local_policy_passes_a_null_mask() {
         let k = RecordingKernel::new(2, 1);
-        let req = MemoryPolicyRequest { mode: MPOL_LOCAL, nodes: None };
+        let req = MemoryPolicyRequest::new(PolicyMode::Local, None);
         let mut setup = ChildSetup::new(None, Some(&req), 1024, 1024, true);
         setup.apply(&k).unwrap();
-        assert_eq!(k.calls()[0], Call::SetMempolicy { mode: MPOL_LOCAL, nodes: None, maxnode: 0 });
+        assert_eq!(
+            k.calls()[0],
+            Call::SetMempolicy {
+                mode: PolicyMode::Local,
+                flags: PolicyFlags::NONE,
+                nodes: None,
+                maxnode: 0
+            }
+        );
         assert_eq!(k.calls().len(), 3);
     }
 
@@ -235,7 +240,7 @@ mod tests {
     fn a_failing_stage_stops_the_sequence_and_names_itself() {
         let k = RecordingKernel::new(8, 4);
         k.fail_next("set_affinity", libc::EPERM);
-        let req = MemoryPolicyRequest { mode: MPOL_BIND, nodes: Some(set("0")) };
+        let req = MemoryPolicyRequest::new(PolicyMode::Bind, Some(set("0")));
         let mut setup = ChildSetup::new(Some(&set("0")), Some(&req), 1024, 1024, true);
         let err = setup.apply(&k).unwrap_err();
         assert_eq!(err, SetupError { stage: Stage::SetAffinity, errno: libc::EPERM });
@@ -243,7 +248,7 @@ mod tests {
         assert_eq!(k.calls().len(), 1);
 
         let k = RecordingKernel::new(8, 4);
-        let bad = MemoryPolicyRequest { mode: MPOL_BIND, nodes: Some(set("7")) };
+        let bad = MemoryPolicyRequest::new(PolicyMode::Bind, Some(set("7")));
         let mut setup = ChildSetup::new(Some(&set("0")), Some(&bad), 1024, 1024, true);
         let err = setup.apply(&k).unwrap_err();
         assert_eq!(err, SetupError { stage: Stage::SetMemoryPolicy, errno: libc::EINVAL });
@@ -259,7 +264,7 @@ mod tests {
         k.allowed_nodes = set("0-1");
         let mut setup = ChildSetup::new(Some(&set("2-5")), None, 1024, 1024, true);
         assert_eq!(setup.apply(&k).unwrap_err().stage, Stage::AffinityMismatch);
-        let req = MemoryPolicyRequest { mode: MPOL_INTERLEAVE, nodes: Some(set("1-2")) };
+        let req = MemoryPolicyRequest::new(PolicyMode::Interleave, Some(set("1-2")));
         let mut setup = ChildSetup::new(None, Some(&req), 1024, 1024, true);
         assert_eq!(setup.apply(&k).unwrap_err().stage, Stage::MemoryPolicyMismatch);
         // Without verification (numactl's behaviour) the narrowed result is accepted and shown.
@@ -271,15 +276,32 @@ mod tests {
     #[test]
     fn balancing_flag_is_passed_in_the_mode() {
         let k = RecordingKernel::new(4, 2);
-        let req =
-            MemoryPolicyRequest { mode: MPOL_BIND | MPOL_F_NUMA_BALANCING, nodes: Some(set("1")) };
+        let req = MemoryPolicyRequest {
+            mode: PolicyMode::Bind,
+            flags: PolicyFlags::NUMA_BALANCING,
+            nodes: Some(set("1")),
+        };
         let mut setup = ChildSetup::new(None, Some(&req), 64, 64, true);
         setup.apply(&k).unwrap();
         assert_eq!(
             k.calls()[0],
-            Call::SetMempolicy { mode: 8194, nodes: Some(set("1")), maxnode: 65 }
+            Call::SetMempolicy {
+                mode: PolicyMode::Bind,
+                flags: PolicyFlags::NUMA_BALANCING,
+                nodes: Some(set("1")),
+                maxnode: 65
+            }
         );
-        assert_eq!(setup.applied().mode, 8194);
+        assert_eq!(
+            setup.applied().policy,
+            ReportedPolicy::new(PolicyMode::Bind, PolicyFlags::NUMA_BALANCING)
+        );
+        // A kernel before 5.12 refuses the flag: the setup fails at that stage rather than
+        // running the service without it.
+        let mut k = RecordingKernel::new(4, 2);
+        k.balancing_supported = false;
+        let mut setup = ChildSetup::new(None, Some(&req), 64, 64, true);
+        assert_eq!(setup.apply(&k).unwrap_err().stage, Stage::SetMemoryPolicy);
     }
 
     #[test]

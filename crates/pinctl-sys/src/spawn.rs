@@ -91,8 +91,7 @@ impl CommandPlacement for Command {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mode::MPOL_BIND;
-    use crate::setup::MemoryPolicyRequest;
+    use crate::mode::{MemoryPolicyRequest, PolicyMode};
     use crate::{Kernel, Mask};
 
     #[test]
@@ -128,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_failing_setup_fails_the_spawn_with_its_stage() {
-        let req = MemoryPolicyRequest { mode: MPOL_BIND, nodes: Some("1023".parse().unwrap()) };
+        let req = MemoryPolicyRequest::new(PolicyMode::Bind, Some("1023".parse().unwrap()));
         let setup = ChildSetup::new(None, Some(&req), 1024, 1024, true);
         let err = Command::new("true").placement(setup).spawn().unwrap_err();
         assert_eq!(

@@ -193,7 +193,9 @@ pub struct NumaMapsEntry {
     /// Start address of the mapping.
     pub address: u64,
     /// Memory policy as the kernel prints it: `default`, `bind:0-1`, `prefer:1`,
-    /// `interleave:0-3`, `local`, `prefer (many):0-1`, `weighted interleave:0-1`.
+    /// `interleave:0-3`, `local`, `prefer (many):0-1`, `weighted interleave:0-1`, with flags
+    /// after `=` (`bind=static:1`, `bind=static|balancing:1`). For a mapping without a
+    /// policy of its own this is the task's policy.
     pub policy: String,
     /// Resident pages per node (`N<node>=<pages>`), ascending by node; empty when the mapping
     /// has no resident pages.
@@ -231,24 +233,12 @@ pub fn numa_maps_line(line: &str) -> Result<NumaMapsEntry, ParseError> {
         line.split_once(' ').ok_or_else(|| ParseError::new(1, line, "`<address> <policy> ...`"))?;
     let address = u64::from_str_radix(addr, 16)
         .map_err(|_| ParseError::new(1, addr, "a hexadecimal address"))?;
-    // Policies may contain a space (`prefer (many):0-1`, `weighted interleave:0-1`): the
-    // policy runs up to the first token that is a `key=value` attribute or a bare flag.
-    let mut tokens = rest.split(' ').filter(|t| !t.is_empty()).peekable();
-    let mut policy = String::new();
-    while let Some(&t) = tokens.peek() {
-        let is_attr = t.contains('=') || matches!(t, "heap" | "stack" | "huge" | "anon");
-        if !policy.is_empty() && is_attr {
-            break;
-        }
-        if !policy.is_empty() {
-            policy.push(' ');
-        }
-        policy.push_str(t);
-        tokens.next();
-    }
+    let (policy, attrs) = numa_maps_policy(rest);
     if policy.is_empty() {
         return Err(ParseError::new(1, line, "a memory policy after the address"));
     }
+    let policy = policy.to_string();
+    let tokens = attrs.split(' ').filter(|t| !t.is_empty());
     let mut entry =
         NumaMapsEntry { address, policy, pages: Vec::new(), page_size_kb: None, file: None };
     for t in tokens {
@@ -268,6 +258,37 @@ pub fn numa_maps_line(line: &str) -> Result<NumaMapsEntry, ParseError> {
     }
     entry.pages.sort_unstable();
     Ok(entry)
+}
+
+/// The policy names mm/mempolicy.c's `mpol_to_str` prints, longest first so that `prefer`
+/// does not cut `prefer (many)` short. Two contain a space, so the policy cannot be taken as
+/// the first word.
+const NUMA_MAPS_POLICIES: [&str; 8] = [
+    "weighted interleave",
+    "prefer (many)",
+    "interleave",
+    "default",
+    "unknown",
+    "prefer",
+    "local",
+    "bind",
+];
+
+/// Splits `<policy> <attributes...>` after the address. `mpol_to_str` writes the name, then
+/// `=` and the flags (`static`, `relative`, `balancing`, joined by `|`), then `:` and the node
+/// list, none of which holds a space. A name pinctl does not know (a newer kernel's) is taken
+/// to be the first word.
+fn numa_maps_policy(rest: &str) -> (&str, &str) {
+    let rest = rest.trim_start_matches(' ');
+    let name_len = NUMA_MAPS_POLICIES
+        .iter()
+        .find(|name| {
+            rest.strip_prefix(**name)
+                .is_some_and(|after| after.is_empty() || after.starts_with([' ', '=', ':']))
+        })
+        .map_or(0, |name| name.len());
+    let end = rest[name_len..].find(' ').map_or(rest.len(), |i| name_len + i);
+    (&rest[..end], &rest[end..])
 }
 
 /// One line of a cgroup v2 `memory.numa_stat`: a counter and its bytes per node.
@@ -575,6 +596,36 @@ mod tests {
         assert!(numa_maps_line("7ffd default N0=x").is_err());
         let err = numa_maps("1000 default N0=1\n2000 default N0=q\n").unwrap_err();
         assert_eq!(err.line, 2);
+    }
+
+    #[test]
+    fn numa_maps_policies_with_spaces_flags_and_nodes() {
+        // mpol_to_str's forms: name, `=flags`, `:nodes`; two names hold a space.
+        for (line, policy) in [
+            ("7ffd weighted interleave:0-3 anon=4 N0=1 N1=1 N2=1 N3=1", "weighted interleave:0-3"),
+            ("7ffd weighted interleave=static:0-3 N0=1", "weighted interleave=static:0-3"),
+            ("7ffd prefer (many)=relative:0,2", "prefer (many)=relative:0,2"),
+            ("7ffd prefer (many):1-2 anon=10 N1=4", "prefer (many):1-2"),
+            ("7ffd bind=static|balancing:1 anon=1 N1=1", "bind=static|balancing:1"),
+            ("7ffd bind=balancing:1-2 heap", "bind=balancing:1-2"),
+            ("7ffd prefer:2 file=/usr/lib/with=eq.so mapped=1 N2=1", "prefer:2"),
+            ("7ffd interleave:0-3 stack", "interleave:0-3"),
+            ("7ffd local huge anon=1", "local"),
+            ("7ffd default", "default"),
+            ("7ffd unknown anon=1", "unknown"),
+            // A newer kernel's policy name: its first word, the attributes still read.
+            ("7ffd tiered:0-1 N1=3", "tiered:0-1"),
+        ] {
+            let e = numa_maps_line(line).unwrap();
+            assert_eq!(e.policy, policy, "{line}");
+        }
+        let e = numa_maps_line("7ffd weighted interleave:0-3 anon=4 N0=1 N1=1 N2=1 N3=1").unwrap();
+        assert_eq!(e.pages, vec![(0, 1), (1, 1), (2, 1), (3, 1)]);
+        let e = numa_maps_line("7ffd prefer:2 file=/usr/lib/with=eq.so mapped=1 N2=1").unwrap();
+        assert_eq!(e.file.as_deref(), Some("/usr/lib/with=eq.so"));
+        assert_eq!(e.total_pages(), 1);
+        // `interleaved` is not `interleave` followed by something.
+        assert_eq!(numa_maps_line("7ffd interleaved N0=1").unwrap().policy, "interleaved");
     }
 
     #[test]

@@ -10,9 +10,7 @@ use std::process::ExitCode;
 
 use pinctl_launch::spec::{CpuSpec, NodeSpec};
 use pinctl_launch::{CpuTarget, ExitStatus, Launch, LaunchError, Nodes, Request, Resolved};
-use pinctl_sys::{
-    LinuxKernel, MPOL_BIND, MPOL_DEFAULT, MPOL_INTERLEAVE, MPOL_PREFERRED, MPOL_PREFERRED_MANY,
-};
+use pinctl_sys::{LinuxKernel, PolicyFlags, PolicyMode};
 use pinctl_sysfs::{Allowed, Host};
 use pinctl_topology::{IdKind, IdSet, MemoryPolicy, NodeSet};
 
@@ -371,39 +369,52 @@ fn show(host: &mut Host) -> Result<(), Error> {
     let mut out = io::stdout().lock();
     let current = pinctl_launch::current_placement(&LinuxKernel).map_err(io_err)?;
     let cpus = &current.cpus;
-    let Some(mode) = current.mode else {
+    let Some(policy) = current.policy else {
         write_mask(&mut out, "physcpubind", cpus).map_err(io_err)?;
         writeln!(out, "No NUMA support available on this system.").map_err(io_err)?;
         return Err(Error::Reported(ExitStatus::Failure));
     };
+    // Names go by the whole number get_mempolicy returned, flags included, so a mode with a
+    // flag (bind=balancing, 8194) has no name below and is printed as its number.
+    let mode = if policy.flags == PolicyFlags::NONE { policy.mode.ok() } else { None };
     let nodes = &current.nodes;
     let cur = current.next_node;
     let allowed = host.allowed().map_err(LaunchError::Allowed)?;
-    let membind = if mode == MPOL_BIND { nodes.clone() } else { allowed.nodes.clone() };
+    let membind =
+        if mode == Some(PolicyMode::Bind) { nodes.clone() } else { allowed.nodes.clone() };
     let mut cpubind = NodeSet::new();
     for n in allowed.nodes.iter() {
         if host.node_cpus(n).is_ok_and(|c| !c.is_disjoint(cpus)) {
             cpubind.insert(n);
         }
     }
-    let names = ["default", "preferred", "bind", "interleave", "local", "preferred-many"];
+    // numactl 2.0.16's names; it prints the number for the others (docs/exec.md).
+    let name = mode.and_then(|m| match m {
+        PolicyMode::Default => Some("default"),
+        PolicyMode::Preferred => Some("preferred"),
+        PolicyMode::Bind => Some("bind"),
+        PolicyMode::Interleave => Some("interleave"),
+        PolicyMode::Local => Some("local"),
+        PolicyMode::PreferredMany => Some("preferred-many"),
+        PolicyMode::WeightedInterleave => None,
+    });
     let w = &mut out;
     (|| -> io::Result<()> {
-        match usize::try_from(mode).ok().and_then(|m| names.get(m)) {
+        match name {
             Some(name) => writeln!(w, "policy: {name}")?,
-            None => writeln!(w, "policy: [{mode}]")?,
+            None => writeln!(w, "policy: [{}]", policy.number())?,
         }
         write!(w, "preferred node: ")?;
         match mode {
-            MPOL_PREFERRED => writeln!(w, "{}", nodes.first().unwrap_or(0))?,
-            MPOL_DEFAULT => writeln!(w, "current")?,
-            MPOL_INTERLEAVE => writeln!(w, "{cur} (interleave next)")?,
-            MPOL_BIND => writeln!(w, "{}", membind.first().unwrap_or(0))?,
-            MPOL_PREFERRED_MANY => writeln!(w, "{cur} (preferred-many)")?,
+            Some(PolicyMode::Preferred) => writeln!(w, "{}", nodes.first().unwrap_or(0))?,
+            Some(PolicyMode::Default) => writeln!(w, "current")?,
+            Some(PolicyMode::Interleave) => writeln!(w, "{cur} (interleave next)")?,
+            Some(PolicyMode::Bind) => writeln!(w, "{}", membind.first().unwrap_or(0))?,
+            Some(PolicyMode::PreferredMany) => writeln!(w, "{cur} (preferred-many)")?,
             // numactl prints nothing here, not even the newline.
             _ => {}
         }
-        if mode == MPOL_INTERLEAVE {
+        if mode == Some(PolicyMode::Interleave) {
             write_mask(w, "interleavemask", nodes)?;
             writeln!(w, "interleavenode: {cur}")?;
         }

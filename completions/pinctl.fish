@@ -1,0 +1,71 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_pinctl_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_pinctl_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_pinctl_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_pinctl_using_subcommand
+    set -l cmd (__fish_pinctl_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c pinctl -n "__fish_pinctl_needs_command" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_needs_command" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "topology" -d 'Show the machine\'s NUMA topology: nodes, CPUs, memory, distances, devices, warnings'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "check" -d 'Validate a service file against a topology'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "plan" -d 'Compute where every service instance runs, and why (a dry run: changes nothing)'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "exec" -d 'Apply a placement to this process and exec a command (replaces numactl in units)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l topology -d 'Read this instead of the live machine: a sysfs/procfs directory, a tarball of one (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML file (needs the `hwloc` feature)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l capture -d 'Write every file pinctl reads on this host into FILE (a .tar.gz) that `--topology` accepts on any other machine' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l json -d 'Print the topology as JSON (the format docs/topology.md specifies)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s c -l config -d 'The service file' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand check" -l topology -d 'Check against this topology instead of the live machine: a sysfs/procfs directory, a tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s c -l config -d 'The service file' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l topology -d 'Plan for this topology instead of the live machine: a sysfs/procfs directory, a tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l emit -d 'Write what applies the plan: `systemd DIR` writes a drop-in per instance (`DIR/<unit>.d/50-pinctl.conf`); `numactl` prints a numactl command line per instance' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l json -d 'Print the plan as JSON (the contract in docs/planning.md)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l strict -d 'Fail when the best plan breaks a soft rule (memory over a node\'s capacity under a policy that spills, an instance away from its `near` device, a kept-free node used)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l nodes -d 'Run on the CPUs of these nodes and allocate memory there (policy bind unless --mem says otherwise)' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l cpus -d 'Run on these CPUs (overrides the CPUs of --nodes)' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l mem -d 'Memory policy: default, bind, preferred, preferred-many, interleave, weighted-interleave, local' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l mem-nodes -d 'Nodes of the memory policy, when memory goes elsewhere than --nodes' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l near -d 'Run on the node(s) of a device (eth0, nvme0n1, /dev/sdb, 0000:3b:00.0) or of the block device holding a path' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s c -l config -d 'Service file whose plan gives the placement (with --service)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l service -d 'Service instance to place as the plan places it (with -c)' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l if-unsupported -d 'What to do when the kernel lacks the requested policy' -r -f -a "fail\t'Refuse to run the command (the default: a service must not run unpinned by surprise)'
+ignore\t'Run the command without the unsupported policy or flag, with a warning'"
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s m -l membind -d 'numactl: memory only from these nodes (bind)' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s N -l cpunodebind -d 'numactl: run on the CPUs of these nodes' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s C -l physcpubind -d 'numactl: run on these CPUs' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s p -l preferred -d 'numactl: prefer memory from this node' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s P -l preferred-many -d 'numactl: prefer memory from these nodes (Linux 5.15+)' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s i -l interleave -d 'numactl: interleave memory over these nodes' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s w -l weighted-interleave -d 'numactl: weighted interleave over these nodes (Linux 6.9+)' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l dry-run -d 'Print the resolved placement and exit without running anything'
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l json -d 'With --dry-run: print JSON'
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s l -l localalloc -d 'numactl: allocate on the node of the CPU that faults'
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s b -l balancing -d 'numactl: let NUMA balancing migrate pages within the bind set (Linux 5.12+)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s a -l all -d 'numactl: read lists against every possible node/CPU, not this process\'s cpuset'
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s V -l version -d 'Print version'
