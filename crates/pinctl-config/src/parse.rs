@@ -17,15 +17,16 @@ use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diagnostic::{ConfigError, Diagnostic, Severity, SourceFile, Span};
 use crate::model::{
-    Config, ConfigSpans, HostConfig, HostSpans, Instance, InstanceSize, KeepFree, Limits,
-    RestartPolicy, Service, ServiceSpans,
+    Config, ConfigSpans, Enforce, HostConfig, HostSpans, Instance, InstanceSize, KeepFree, Limits,
+    RestartPolicy, Service, ServiceSpans, StartLimit,
 };
 use crate::values;
 
 /// Keys of `[host]`.
-pub const HOST_KEYS: [&str; 3] = ["keep-free", "reserve-cpus", "memory-reserve"];
+pub const HOST_KEYS: [&str; 5] =
+    ["keep-free", "reserve-cpus", "memory-reserve", "socket", "state-file"];
 /// Keys of `[service.NAME]` and `[defaults]`.
-pub const SERVICE_KEYS: [&str; 17] = [
+pub const SERVICE_KEYS: [&str; 22] = [
     "command",
     "instances",
     "nodes",
@@ -43,6 +44,11 @@ pub const SERVICE_KEYS: [&str; 17] = [
     "stop-signal",
     "stop-timeout",
     "limits",
+    "restart-delay",
+    "restart-max-delay",
+    "start-limit",
+    "enforce",
+    "output",
 ];
 /// Top-level tables.
 pub const TOP_KEYS: [&str; 3] = ["host", "defaults", "service"];
@@ -61,6 +67,14 @@ pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MEMORY_POLICY: MemoryPolicy = MemoryPolicy::Bind;
 /// The stop signal when the file gives none.
 pub const DEFAULT_STOP_SIGNAL: &str = "TERM";
+/// The first restart delay when the file gives none.
+pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
+/// The longest restart delay when the file gives none.
+pub const DEFAULT_RESTART_MAX_DELAY: Duration = Duration::from_secs(10);
+/// The supervisor's control socket when `[host]` gives none.
+pub const DEFAULT_SOCKET: &str = "/run/pinctl/pinctl.sock";
+/// The supervisor's state file when `[host]` gives none.
+pub const DEFAULT_STATE_FILE: &str = "/run/pinctl/state.json";
 
 /// The placeholder substituted in per-instance strings.
 const PLACEHOLDER: &str = "{instance}";
@@ -91,6 +105,11 @@ struct RawService {
     stop_signal: Sp<&'static str>,
     stop_timeout: Sp<Duration>,
     limits: BTreeMap<&'static str, (u64, Span)>,
+    restart_delay: Sp<Duration>,
+    restart_max_delay: Sp<Duration>,
+    start_limit: Sp<StartLimit>,
+    enforce: Sp<Enforce>,
+    output: Sp<String>,
 }
 
 struct Walker {
@@ -474,7 +493,8 @@ impl Walker {
         let mut host = HostConfig::default();
         let mut spans = HostSpans::default();
         for (key, value) in entries(table) {
-            match key.get_ref().as_ref() {
+            let k = key.get_ref().as_ref();
+            match k {
                 "keep-free" => {
                     let expected = "an array of NIC names and node ids, e.g. [\"eth0\", 3]";
                     let Some(items) = self.array("keep-free", value, expected) else { continue };
@@ -532,6 +552,14 @@ impl Walker {
                     if let Some(n) = self.size("memory-reserve", value) {
                         host.memory_reserve = Some(n);
                         spans.memory_reserve = Some(value.span());
+                    }
+                }
+                "socket" | "state-file" => {
+                    let Some(path) = self.absolute_path(k, value) else { continue };
+                    if k == "socket" {
+                        host.socket = Some(path.into());
+                    } else {
+                        host.state_file = Some(path.into());
                     }
                 }
                 _ => self.unknown_key(key, &HOST_KEYS),
@@ -768,10 +796,80 @@ impl Walker {
                     let Some(t) = self.table(k, value) else { continue };
                     self.limits(t, &mut raw.limits);
                 }
+                "restart-delay" | "restart-max-delay" => {
+                    let Some(d) = self.duration(k, value) else { continue };
+                    if k == "restart-delay" {
+                        raw.restart_delay = Some((d, span));
+                    } else {
+                        raw.restart_max_delay = Some((d, span));
+                    }
+                }
+                "start-limit" => {
+                    let Some(s) = self.string(k, value, "a limit such as \"5/10s\"") else {
+                        continue;
+                    };
+                    match values::parse_start_limit(s) {
+                        Ok((burst, interval)) => {
+                            raw.start_limit = Some((StartLimit { burst, interval }, span));
+                        }
+                        Err(e) => {
+                            self.error(&span, format!("invalid `start-limit` `{s}`: {e}")).help =
+                                Some("write at most N starts within a duration as `N/DURATION`, e.g. `start-limit = \"5/10s\"`".into());
+                        }
+                    }
+                }
+                "enforce" => {
+                    let Some(s) = self.string(k, value, "\"cgroup\"") else { continue };
+                    if s != "cgroup" {
+                        self.error(&span, format!("unknown `enforce` value `{s}`, expected `cgroup`"))
+                            .help = Some("leave `enforce` out to rely on the affinity and memory policy set at start".into());
+                        continue;
+                    }
+                    raw.enforce = Some((Enforce::Cgroup, span));
+                }
+                "output" => {
+                    let Some(s) = self.absolute_path(k, value) else { continue };
+                    raw.output = Some((s.to_string(), span));
+                }
                 _ => self.unknown_key(key, &SERVICE_KEYS),
             }
         }
         raw
+    }
+
+    /// A duration longer than zero: an integer (seconds) or a string such as `"500ms"`.
+    fn duration(&mut self, key: &str, value: &Val<'_>) -> Option<Duration> {
+        let span = value.span();
+        match value.get_ref() {
+            DeValue::Integer(_) => {
+                self.integer(key, value, 1, u64::from(u32::MAX)).map(Duration::from_secs)
+            }
+            DeValue::String(s) => match values::parse_duration(s) {
+                Ok(d) if d.is_zero() => {
+                    self.error(&span, format!("`{key}` must be longer than zero"));
+                    None
+                }
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.error(&span, format!("invalid `{key}`: {e}"));
+                    None
+                }
+            },
+            _ => {
+                self.wrong_type(key, value, "a duration such as \"100ms\" or \"1m30s\"");
+                None
+            }
+        }
+    }
+
+    /// A non-empty absolute path (`{instance}` allowed).
+    fn absolute_path<'a>(&mut self, key: &str, value: &'a Val<'_>) -> Option<&'a str> {
+        let s = self.non_empty_string(key, value)?;
+        if !substitute(s, 0).starts_with('/') {
+            self.error(&value.span(), format!("`{key}` must be an absolute path, not `{s}`"));
+            return None;
+        }
+        Some(s)
     }
 
     fn only_nodes(&mut self, value: &Val<'_>) -> Option<Vec<(NodeId, Span)>> {
@@ -927,9 +1025,26 @@ impl Walker {
                     .iter()
                     .map(|(k, (v, _))| (k.clone(), substitute(v, index)))
                     .collect(),
+                output: merged.output.as_ref().map(|(o, _)| PathBuf::from(substitute(o, index))),
             })
             .collect();
         let limit = |k: &str| merged.limits.get(k).map(|(n, _)| *n);
+        let restart_delay =
+            merged.restart_delay.as_ref().map_or(DEFAULT_RESTART_DELAY, |(d, _)| *d);
+        let restart_max_delay =
+            merged.restart_max_delay.as_ref().map_or(DEFAULT_RESTART_MAX_DELAY, |(d, _)| *d);
+        if restart_max_delay < restart_delay {
+            let span = merged.restart_max_delay.as_ref().or(merged.restart_delay.as_ref());
+            if let Some((_, span)) = span {
+                self.error(
+                    span,
+                    format!(
+                        "`restart-max-delay` ({restart_max_delay:?}) is shorter than `restart-delay` ({restart_delay:?})"
+                    ),
+                )
+                .help = Some("the delay grows from `restart-delay` up to `restart-max-delay`".into());
+            }
+        }
         let service = Service {
             name: name.to_string(),
             size,
@@ -956,6 +1071,10 @@ impl Walker {
                 core: limit("core"),
                 stack: limit("stack"),
             },
+            restart_delay,
+            restart_max_delay,
+            start_limit: merged.start_limit.as_ref().map(|(l, _)| *l),
+            enforce: merged.enforce.as_ref().map(|(e, _)| *e),
         };
         let spans = ServiceSpans {
             name: name_span.clone(),
@@ -1008,6 +1127,11 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
         stop_signal: pick(&own.stop_signal, &defaults.stop_signal),
         stop_timeout: pick(&own.stop_timeout, &defaults.stop_timeout),
         limits,
+        restart_delay: pick(&own.restart_delay, &defaults.restart_delay),
+        restart_max_delay: pick(&own.restart_max_delay, &defaults.restart_max_delay),
+        start_limit: pick(&own.start_limit, &defaults.start_limit),
+        enforce: pick(&own.enforce, &defaults.enforce),
+        output: pick(&own.output, &defaults.output),
     }
 }
 
