@@ -9,6 +9,7 @@
 //! [`Kernel`] trait so the exact call sequence can be asserted in unit tests
 //! ([`RecordingKernel`]) without touching the test process.
 
+mod credentials;
 mod kernel;
 mod mask;
 mod mode;
@@ -17,6 +18,7 @@ pub mod raw;
 mod setup;
 mod spawn;
 
+pub use credentials::{ChildCredentials, CommandCredentials, Rlimit};
 pub use kernel::{Call, Kernel, LinuxKernel, RecordingKernel};
 pub use mask::{Mask, maxnode_for_bits};
 pub use mode::{
