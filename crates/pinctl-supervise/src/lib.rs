@@ -12,5 +12,6 @@
 #![forbid(unsafe_code)]
 
 pub mod adopt;
+pub mod launch;
 pub mod lifecycle;
 pub mod spec;

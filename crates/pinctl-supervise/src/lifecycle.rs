@@ -23,6 +23,11 @@ pub type Pid = i32;
 /// `pinctl exec` uses too), 126 and 127 the shell's "not executable" and "not found".
 pub const NO_RESTART_CODES: [i32; 4] = [215, 242, 126, 127];
 
+/// Start failures that a retry would repeat, systemd's numbers: the working directory
+/// (`EXIT_CHDIR` 200), exec (`EXIT_EXEC` 203), the group (`EXIT_GROUP` 216), the user
+/// (`EXIT_USER` 217). With [`NO_RESTART_CODES`] they make a failed start `failed` at once.
+pub const NO_RETRY_START_CODES: [i32; 4] = [200, 203, 216, 217];
+
 /// The restart-delay when the file gives none.
 pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
 /// The restart-max-delay when the file gives none.
@@ -87,6 +92,8 @@ pub enum Exit {
     Code(i32),
     /// Killed by this signal.
     Signal(i32),
+    /// Ended, status unknown: an adopted process is reaped by init, not by the supervisor.
+    Unknown,
 }
 
 impl Exit {
@@ -101,6 +108,7 @@ impl fmt::Display for Exit {
         match self {
             Exit::Code(c) => write!(f, "exit status {c}"),
             Exit::Signal(s) => write!(f, "killed by signal {s}"),
+            Exit::Unknown => f.write_str("exited (status unknown: adopted process)"),
         }
     }
 }
@@ -284,7 +292,10 @@ pub fn step(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
         }
         (State::Activating, Event::StartFailed { pid: None, reason, code, jitter }) => {
             unit.last_exit = Some(Exit::Code(code));
-            if NO_RESTART_CODES.contains(&code) || unit.policy.restart == Restart::Never {
+            if NO_RESTART_CODES.contains(&code)
+                || NO_RETRY_START_CODES.contains(&code)
+                || unit.policy.restart == Restart::Never
+            {
                 State::Failed { reason }
             } else {
                 out.push(Action::Log(format!("start failed: {reason}")));
@@ -536,6 +547,13 @@ mod tests {
 
     #[test]
     fn statuses_that_never_restart() {
+        for code in NO_RETRY_START_CODES {
+            let mut u = Unit::new(policy());
+            step(&mut u, Event::Start, ms(0));
+            let e = Event::StartFailed { pid: None, reason: "x".into(), code, jitter: 0.0 };
+            step(&mut u, e, ms(0));
+            assert_eq!(u.state.name(), "failed", "{code}");
+        }
         for code in NO_RESTART_CODES {
             let mut u = Unit::new(policy());
             run(&mut u, 7, ms(0));
