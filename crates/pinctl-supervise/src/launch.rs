@@ -112,8 +112,9 @@ pub enum Output {
 
 /// Spawns the instance: stdin from /dev/null, its own process group, limits and credentials,
 /// then its placement (affinity, memory policy, read back and compared) between fork and exec.
-/// Checks what it can in the parent first so the failure names its cause.
-pub fn spawn(spec: &InstanceSpec) -> Result<tokio::process::Child, SpawnFailure> {
+/// Checks what it can in the parent first so the failure names its cause. `pin = false`
+/// leaves the placement out (testing only).
+pub fn spawn(spec: &InstanceSpec, pin: bool) -> Result<tokio::process::Child, SpawnFailure> {
     let program = &spec.command[0];
     let path_var = spec.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok());
     let resolved = resolve_program(program, path_var.as_deref())?;
@@ -190,7 +191,9 @@ pub fn spawn(spec: &InstanceSpec) -> Result<tokio::process::Child, SpawnFailure>
     // Its own process group, so a stop reaches the helpers it forks.
     cmd.process_group(0);
     cmd.credentials(credentials);
-    cmd.placement(child_setup(&spec.placement));
+    if pin {
+        cmd.placement(child_setup(&spec.placement));
+    }
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(false);
     cmd.spawn().map_err(|e| spawn_error(program, &e))
@@ -356,6 +359,16 @@ pub fn observe(pid: Pid) -> Option<Observed> {
 pub fn process_group(pid: Pid) -> Option<i32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&stat).map(|(_, pgrp, _)| pgrp)
+}
+
+/// How long ago a process with this start time (field 22 of `/proc/PID/stat`) started.
+pub fn process_age(start_time: u64) -> Option<std::time::Duration> {
+    let uptime = fs::read_to_string("/proc/uptime").ok()?;
+    let uptime: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let ticks =
+        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100);
+    let started = start_time as f64 / ticks.max(1) as f64;
+    Some(std::time::Duration::from_secs_f64((uptime - started).max(0.0)))
 }
 
 /// The v2 cgroup of this process (`/system.slice/pinctl.service`).

@@ -14,4 +14,10 @@
 pub mod adopt;
 pub mod launch;
 pub mod lifecycle;
+pub mod notify;
+pub mod protocol;
+pub mod runtime;
 pub mod spec;
+pub mod statefile;
+
+pub use runtime::{Options, Outcome, Planner, RunError, run};
