@@ -147,8 +147,7 @@ impl Run {
     fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-        let status = wait_for("pinctl run to exit", || child.try_wait().unwrap());
-        status
+        wait_for("pinctl run to exit", || child.try_wait().unwrap())
     }
 
     fn children_of_pinctl(&self) -> Vec<(i32, char)> {
@@ -220,7 +219,7 @@ stop-timeout = "5s"
     let seed = std::env::var("PINCTL_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::process::id() as u64 * 0x9e37_79b9 | 1);
+        .unwrap_or_else(|| (std::process::id() as u64 * 0x9e37_79b9) | 1);
     let mut rng = Rng(seed);
     let kills = 1000;
     let mut killed: BTreeMap<String, u64> = BTreeMap::new();

@@ -244,6 +244,17 @@ impl Supervisor {
 
     /// Adopts what the state file names and `/proc` confirms, starts the rest.
     fn start(&mut self, specs: Vec<InstanceSpec>) {
+        if let Some(s) = specs.iter().find(|s| s.enforce_cgroup) {
+            log(
+                "warning",
+                &format!(
+                    "`enforce = \"cgroup\"` ({}): per-instance cgroups are not implemented yet; \
+                     instances are stopped through their process groups and held to their \
+                     placement by the affinity and memory policy set at exec",
+                    s.service
+                ),
+            );
+        }
         let recorded = match statefile::read(&self.options.state_file) {
             Ok(Some(state)) => state.instances,
             Ok(None) => Vec::new(),
