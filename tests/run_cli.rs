@@ -550,3 +550,39 @@ fn the_shipped_unit_passes_systemd_analyze_verify() {
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && text.trim().is_empty(), "{text}");
 }
+
+#[test]
+fn sd_notify_ready_status_reloading_watchdog_and_stopping() {
+    let mut run = Run::new(
+        "[host]\nkeep-free = []\n[service.one]\ncommand = [\"sleep\", \"100009\"]\ncpus = 1\n",
+    );
+    let path = run.path("notify");
+    let server = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    server.set_read_timeout(Some(WAIT)).unwrap();
+    let mut cmd = run.command(&[]);
+    cmd.env("NOTIFY_SOCKET", &path).env("WATCHDOG_USEC", "200000").env_remove("WATCHDOG_PID");
+    run.child = Some(cmd.spawn().unwrap());
+    let mut messages = Vec::new();
+    let expect = |want: &str, messages: &mut Vec<String>| {
+        wait_for(want, || {
+            if messages.iter().any(|m| m.contains(want)) {
+                return Some(());
+            }
+            let mut buf = [0u8; 512];
+            let n = server.recv(&mut buf).expect("a notification before the timeout");
+            messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            None
+        })
+    };
+    expect("READY=1", &mut messages);
+    assert!(messages.iter().any(|m| m.contains("STATUS=1/1 running")), "{messages:?}");
+    expect("WATCHDOG=1", &mut messages);
+    run.status();
+    kill(Pid::from_raw(run.pid()), Signal::SIGHUP).unwrap();
+    expect("RELOADING=1\nMONOTONIC_USEC=", &mut messages);
+    kill(Pid::from_raw(run.pid()), Signal::SIGTERM).unwrap();
+    expect("STOPPING=1", &mut messages);
+    let mut child = run.child.take().unwrap();
+    assert!(wait_for("pinctl to exit", || child.try_wait().unwrap()).success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
