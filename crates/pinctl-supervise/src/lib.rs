@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adopt;
+mod cgroup;
 pub mod launch;
 pub mod lifecycle;
 pub mod notify;

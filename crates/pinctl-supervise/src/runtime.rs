@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::adopt::{self, Adoption, Recorded};
+use crate::cgroup::Subtree;
 use crate::launch;
 use crate::lifecycle::{self, Action, Event, Exit, Pid, State, Time, Unit};
 use crate::notify::Notifier;
@@ -176,6 +177,8 @@ struct Inst {
     timer: Option<Time>,
     /// Removed from the file: dropped once stopped.
     removing: bool,
+    /// Its own cgroup (v2 path), when it has one.
+    cgroup: Option<String>,
 }
 
 impl Inst {
@@ -190,6 +193,7 @@ impl Inst {
             started: None,
             timer: None,
             removing: false,
+            cgroup: None,
         }
     }
 }
@@ -213,6 +217,7 @@ struct Supervisor {
     unclean: bool,
     recorded: Vec<(String, Pid)>,
     status_line: String,
+    cgroups: Option<Subtree>,
 }
 
 fn log(name: &str, message: &str) {
@@ -235,6 +240,7 @@ impl Supervisor {
             unclean: false,
             recorded: Vec::new(),
             status_line: String::new(),
+            cgroups: None,
         }
     }
 
@@ -244,16 +250,30 @@ impl Supervisor {
 
     /// Adopts what the state file names and `/proc` confirms, starts the rest.
     fn start(&mut self, specs: Vec<InstanceSpec>) {
-        if let Some(s) = specs.iter().find(|s| s.enforce_cgroup) {
-            log(
-                "warning",
-                &format!(
-                    "`enforce = \"cgroup\"` ({}): per-instance cgroups are not implemented yet; \
-                     instances are stopped through their process groups and held to their \
-                     placement by the affinity and memory policy set at exec",
-                    s.service
-                ),
-            );
+        match Subtree::setup(&launch::own_cgroup().unwrap_or_else(|| "/".into())) {
+            Ok(subtree) => {
+                log(
+                    "supervisor",
+                    &format!("one cgroup per instance under `{}`", subtree.path_of("")),
+                );
+                self.cgroups = Some(subtree);
+            }
+            Err(why) => {
+                log(
+                    "supervisor",
+                    &format!("{why}: stopping instances through their process groups"),
+                );
+                if let Some(s) = specs.iter().find(|s| s.enforce_cgroup) {
+                    log(
+                        "warning",
+                        &format!(
+                            "`enforce = \"cgroup\"` of `{}` cannot be applied without a cgroup \
+                             subtree: the placement set at exec holds",
+                            s.service
+                        ),
+                    );
+                }
+            }
         }
         let recorded = match statefile::read(&self.options.state_file) {
             Ok(Some(state)) => state.instances,
@@ -320,6 +340,7 @@ impl Supervisor {
             started: Instant::now().checked_sub(age).or(Some(Instant::now())),
             timer: None,
             removing,
+            cgroup: entry.process.cgroup.clone(),
         };
         self.insts.insert(entry.name.clone(), inst);
         tokio::spawn(watch_adopted(entry.name, entry.process, self.tx.clone()));
@@ -334,6 +355,11 @@ impl Supervisor {
         loop {
             if self.shutting_down && self.insts.values().all(|i| i.unit.state.pid().is_none()) {
                 let _ = std::fs::remove_file(&self.options.state_file);
+                if let Some(cgroups) = &self.cgroups {
+                    for name in &self.order {
+                        cgroups.remove(name);
+                    }
+                }
                 return Outcome::Stopped { clean: !self.unclean };
             }
             let next_timer = self.insts.values().filter_map(|i| i.timer).min();
@@ -411,6 +437,10 @@ impl Supervisor {
             // Helpers the instance forked die with it (its process group): the group still
             // holds the PID, so it cannot belong to anyone else yet.
             let _ = killpg(NixPid::from_raw(pid), Signal::SIGKILL);
+            if let (Some(cgroups), Some(_)) = (&self.cgroups, &inst.cgroup) {
+                cgroups.kill(name);
+                cgroups.remove(name);
+            }
         }
         let jitter = self.rng.random::<f64>();
         self.dispatch(name, Event::Exited { pid, exit, jitter });
@@ -463,6 +493,11 @@ impl Supervisor {
         if signal == lifecycle::SIGKILL && self.shutting_down {
             self.unclean = true;
         }
+        if signal == lifecycle::SIGKILL {
+            if let (Some(cgroups), Some(_)) = (&self.cgroups, &inst.cgroup) {
+                cgroups.kill(name);
+            }
+        }
         let Ok(sig) = Signal::try_from(signal) else { return };
         let result = if launch::process_group(pid) == Some(pid) {
             killpg(NixPid::from_raw(pid), sig)
@@ -477,6 +512,19 @@ impl Supervisor {
     fn spawn(&mut self, name: &str) {
         let Some(inst) = self.insts.get_mut(name) else { return };
         let jitter = self.rng.random::<f64>();
+        inst.cgroup = None;
+        let mut cgroup = None;
+        if let Some(cgroups) = &self.cgroups {
+            let enforce = inst.spec.enforce_cgroup.then_some(&inst.spec.placement);
+            match cgroups.prepare(name, enforce) {
+                Ok(()) => cgroup = Some(cgroups),
+                Err(reason) if enforce.is_some() => {
+                    let e = Event::StartFailed { pid: None, reason, code: 215, jitter };
+                    return self.dispatch(name, e);
+                }
+                Err(reason) => log(name, &format!("no cgroup of its own: {reason}")),
+            }
+        }
         let mut child = match launch::spawn(&inst.spec, !self.options.unpinned) {
             Ok(child) => child,
             Err(f) => {
@@ -485,6 +533,12 @@ impl Supervisor {
             }
         };
         let Some(pid) = child.id().map(|p| p as Pid) else { return };
+        if let Some(cgroups) = cgroup {
+            match cgroups.enter(name, pid) {
+                Ok(()) => inst.cgroup = Some(cgroups.path_of(name)),
+                Err(e) => log(name, &format!("cannot move it into its cgroup: {e}")),
+            }
+        }
         let observed = launch::observe(pid);
         inst.start_time = observed.as_ref().map(|o| o.start_time);
         inst.cmdline = observed.map(|o| o.cmdline).unwrap_or_default();
@@ -592,7 +646,7 @@ impl Supervisor {
                     process: Recorded {
                         pid,
                         start_time: inst.start_time?,
-                        cgroup: None,
+                        cgroup: inst.cgroup.clone(),
                         // As it reads now: a process may exec again after its start
                         // (`sh -c '...; exec server'`).
                         cmdline: launch::observe(pid)
