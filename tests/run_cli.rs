@@ -598,3 +598,28 @@ fn sd_notify_ready_status_reloading_watchdog_and_stopping() {
     assert!(wait_for("pinctl to exit", || child.try_wait().unwrap()).success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
+
+#[test]
+fn detach_leaves_instances_running_for_the_next_supervisor() {
+    let mut run = Run::new(
+        "[host]\nkeep-free = []\n[service.detached]\ncommand = [\"sleep\", \"100010\", \"{instance}\"]\ninstances = 2\ncpus = 1\n",
+    );
+    run.start(&unpinned());
+    let before = run.status();
+    let out = run.ctl(&["detach"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut old = run.child.take().unwrap();
+    assert!(wait_for("the old supervisor to exit", || old.try_wait().unwrap()).success());
+    for (name, i) in &before {
+        let pid = i["pid"].as_i64().unwrap() as i32;
+        assert!(stat(pid).is_some_and(|s| s.0 != 'Z'), "{name} still runs after detach");
+    }
+    run.start(&unpinned());
+    let after = run.status();
+    for (name, i) in &before {
+        assert_eq!(after[name]["pid"], i["pid"], "{name}");
+        assert_eq!(after[name]["adopted"], true, "{name}");
+    }
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}

@@ -170,6 +170,10 @@ pub fn spawn(spec: &InstanceSpec, pin: bool) -> Result<tokio::process::Child, Sp
             cmd.env(k, v);
         }
     }
+    // pinctl's own systemd conversation is not the instance's.
+    for var in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
+        cmd.env_remove(var);
+    }
     cmd.envs(&spec.env);
     if let Some(dir) = &spec.working_dir {
         cmd.current_dir(dir);

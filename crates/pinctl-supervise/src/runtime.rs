@@ -142,6 +142,14 @@ async fn serve(listener: tokio::net::UnixListener, tx: mpsc::UnboundedSender<Msg
                 }
                 let response = match serde_json::from_str::<Request>(&line) {
                     Err(e) => Response::error(format!("bad request: {e}")),
+                    Ok(Request::Detach) => {
+                        // Answered before the supervisor is told: it exits at once after.
+                        let _ = write.write_all(b"{\"ok\":true}\n").await;
+                        let _ = write.flush().await;
+                        let (reply, _) = oneshot::channel();
+                        let _ = tx.send(Msg::Control { request: Request::Detach, reply });
+                        return;
+                    }
                     Ok(request) => {
                         let (reply, answer) = oneshot::channel();
                         if tx.send(Msg::Control { request, reply }).is_err() {
@@ -386,8 +394,7 @@ impl Supervisor {
                 () = sleep => self.fire_timers(),
                 Some(msg) = rx.recv() => match msg {
                     Msg::Exited { name, pid, exit } => self.exited(&name, pid, exit),
-                    Msg::Control { request: Request::Detach, reply } => {
-                        let _ = reply.send(Response { ok: true, ..Response::default() });
+                    Msg::Control { request: Request::Detach, .. } => {
                         self.detach();
                         return Outcome::Detached;
                     }
