@@ -90,9 +90,11 @@ pub fn run(
             .map_err(|source| RunError::Socket { path: options.socket.clone(), source })?;
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(serve(listener, tx.clone()));
+        // Signals are caught from here on: a SIGTERM while instances start stops them.
+        let signals = Signals::new();
         let mut sup = Supervisor::new(options.clone(), tx, planner);
         sup.start(initial);
-        Ok(sup.main_loop(rx).await)
+        Ok(sup.main_loop(rx, signals).await)
     });
     let _ = std::fs::remove_file(&socket);
     // Detached: leave the instances to the next supervisor; tasks reading their output end
@@ -354,11 +356,12 @@ impl Supervisor {
         tokio::spawn(watch_adopted(entry.name, entry.process, self.tx.clone()));
     }
 
-    async fn main_loop(&mut self, mut rx: mpsc::UnboundedReceiver<Msg>) -> Outcome {
-        let mut term = signal(SignalKind::terminate()).ok();
-        let mut int = signal(SignalKind::interrupt()).ok();
-        let mut hup = signal(SignalKind::hangup()).ok();
-        let mut usr2 = signal(SignalKind::user_defined2()).ok();
+    async fn main_loop(
+        &mut self,
+        mut rx: mpsc::UnboundedReceiver<Msg>,
+        signals: Signals,
+    ) -> Outcome {
+        let Signals { mut term, mut int, mut hup, mut usr2 } = signals;
         let mut watchdog = self.notifier.watchdog_interval().map(tokio::time::interval);
         loop {
             if self.shutting_down && self.insts.values().all(|i| i.unit.state.pid().is_none()) {
@@ -440,10 +443,13 @@ impl Supervisor {
 
     fn exited(&mut self, name: &str, pid: Pid, exit: Exit) {
         let Some(inst) = self.insts.get(name) else { return };
-        if inst.unit.state.pid() == Some(pid) && !inst.adopted {
-            // Helpers the instance forked die with it (its process group): the group still
-            // holds the PID, so it cannot belong to anyone else yet.
-            let _ = killpg(NixPid::from_raw(pid), Signal::SIGKILL);
+        if inst.unit.state.pid() == Some(pid) {
+            if !inst.adopted {
+                // Helpers the instance forked die with it (its process group): the group
+                // still holds the PID, so it cannot belong to anyone else yet. (An adopted
+                // process was reaped by init: its PID may be free, so no group kill.)
+                let _ = killpg(NixPid::from_raw(pid), Signal::SIGKILL);
+            }
             if let (Some(cgroups), Some(_)) = (&self.cgroups, &inst.cgroup) {
                 cgroups.kill(name);
                 cgroups.remove(name);
@@ -808,8 +814,20 @@ impl Supervisor {
             match change {
                 Change::Start => {
                     let spec = by_name.remove(name).expect("new spec");
-                    self.insts.insert(name.clone(), Inst::new(spec));
-                    self.dispatch(name, Event::Start);
+                    match self.insts.get_mut(name) {
+                        // Still stopping after an earlier reload removed it: keep tracking
+                        // that process, start the new spec once it has exited.
+                        Some(inst) => {
+                            inst.removing = false;
+                            inst.unit.policy = spec.policy.clone();
+                            inst.spec = spec;
+                            self.dispatch(name, Event::Restart);
+                        }
+                        None => {
+                            self.insts.insert(name.clone(), Inst::new(spec));
+                            self.dispatch(name, Event::Start);
+                        }
+                    }
                 }
                 Change::Stop => {
                     if let Some(inst) = self.insts.get_mut(name) {
@@ -828,6 +846,25 @@ impl Supervisor {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The signals the supervisor handles (`None` where one cannot be caught).
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
+    usr2: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        Signals {
+            term: signal(SignalKind::terminate()).ok(),
+            int: signal(SignalKind::interrupt()).ok(),
+            hup: signal(SignalKind::hangup()).ok(),
+            usr2: signal(SignalKind::user_defined2()).ok(),
         }
     }
 }
