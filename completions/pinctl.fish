@@ -30,6 +30,13 @@ complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "topology" -d 'Show th
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "check" -d 'Validate a service file against a topology'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "plan" -d 'Compute where every service instance runs, and why (a dry run: changes nothing)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "exec" -d 'Apply a placement to this process and exec a command (replaces numactl in units)'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "run" -d 'Supervise every instance of a service file: start, restart, reload, adopt'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "status" -d 'Show the supervised instances: state, PID, uptime, restarts, placement'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "start" -d 'Start instances of the running supervisor (clears `failed`)'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "stop" -d 'Stop instances of the running supervisor'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "restart" -d 'Stop and start instances of the running supervisor'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "reload" -d 'Re-read the service file and apply the difference (`--dry-run`: only show it)'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "detach" -d 'Make the supervisor exit, leaving its instances running for the next one to adopt'
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l topology -d 'Read this instead of the live machine: a sysfs/procfs directory, a tarball of one (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML file (needs the `hwloc` feature)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l capture -d 'Write every file pinctl reads on this host into FILE (a .tar.gz) that `--topology` accepts on any other machine' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l json -d 'Print the topology as JSON (the format docs/topology.md specifies)'
@@ -69,3 +76,31 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s b -l balancing -d
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s a -l all -d 'numactl: read lists against every possible node/CPU, not this process\'s cpuset'
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s c -l config -d 'The service file' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l socket -d 'The control socket (default: `[host] socket`, else /run/pinctl/pinctl.sock)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l state-file -d 'The state file used for adoption (default: `[host] state-file`, else /run/pinctl/state.json)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l topology -d 'Plan against this topology instead of the live machine' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l strict -d 'Refuse to start when the best plan breaks a soft rule (as `pinctl plan --strict`)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l unpinned -d 'Testing only: start instances without their placement (with a --topology larger than this machine)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l json -d 'Print the answer as JSON (`instances`, as in docs/supervisor.md)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand start" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand start" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand start" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand stop" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand stop" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand stop" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand restart" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand restart" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand restart" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -l dry-run -d 'Print what a reload would change, change nothing'
+complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s V -l version -d 'Print version'

@@ -20,7 +20,8 @@ pub use check::check_against;
 pub use diagnostic::{ConfigError, Diagnostic, Location, Severity, SourceFile, Span, render_all};
 pub use model::*;
 pub use parse::{
-    DEFAULT_MEMORY_POLICY, DEFAULT_STOP_SIGNAL, DEFAULT_STOP_TIMEOUT, HOST_KEYS, LIMIT_KEYS,
+    DEFAULT_MEMORY_POLICY, DEFAULT_RESTART_DELAY, DEFAULT_RESTART_MAX_DELAY, DEFAULT_SOCKET,
+    DEFAULT_STATE_FILE, DEFAULT_STOP_SIGNAL, DEFAULT_STOP_TIMEOUT, HOST_KEYS, LIMIT_KEYS,
     MAX_INSTANCES, SERVICE_KEYS, TOP_KEYS,
 };
 

@@ -123,6 +123,10 @@ pub struct HostConfig {
     pub reserve_cpus: CpuSet,
     /// Bytes per node kept for the kernel and page cache; `None` means 2% of each node.
     pub memory_reserve: Option<u64>,
+    /// The supervisor's control socket; `None` means `DEFAULT_SOCKET`.
+    pub socket: Option<PathBuf>,
+    /// The supervisor's state file; `None` means `DEFAULT_STATE_FILE`.
+    pub state_file: Option<PathBuf>,
 }
 
 /// One entry of `keep-free`.
@@ -150,6 +154,21 @@ pub enum RestartPolicy {
     #[default]
     OnFailure,
     Never,
+}
+
+/// `start-limit = "5/10s"`: at most `burst` starts within `interval`; one more makes the
+/// instance `failed` until started by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartLimit {
+    pub burst: u32,
+    pub interval: Duration,
+}
+
+/// `enforce`: what the supervisor holds an instance to beyond the placement set at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enforce {
+    /// The instance's own cgroup gets `cpuset.cpus` and `cpuset.mems` equal to the plan.
+    Cgroup,
 }
 
 /// Resource limits applied to an instance (setrlimit), `None` = inherit.
@@ -181,6 +200,14 @@ pub struct Service {
     pub stop_signal: String,
     pub stop_timeout: Duration,
     pub limits: Limits,
+    /// The first restart delay; doubles with each quick failure.
+    pub restart_delay: Duration,
+    /// The longest restart delay.
+    pub restart_max_delay: Duration,
+    /// `None`: no limit.
+    pub start_limit: Option<StartLimit>,
+    /// `None`: nothing beyond the placement set at start.
+    pub enforce: Option<Enforce>,
 }
 
 /// One instance of a service, with `{instance}` substituted.
@@ -196,4 +223,6 @@ pub struct Instance {
     pub unit: Option<String>,
     pub working_dir: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
+    /// A file the instance's output goes to; `None`: pinctl's stdout, prefixed.
+    pub output: Option<PathBuf>,
 }

@@ -18,8 +18,8 @@ use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diagnostic::{ConfigError, Diagnostic, Severity, SourceFile, Span};
 use crate::model::{
-    Config, ConfigSpans, HostConfig, HostSpans, Instance, InstanceSize, KeepFree, Limits,
-    RestartPolicy, Service, ServiceSpans,
+    Config, ConfigSpans, Enforce, HostConfig, HostSpans, Instance, InstanceSize, KeepFree, Limits,
+    RestartPolicy, Service, ServiceSpans, StartLimit,
 };
 use crate::values;
 
@@ -49,6 +49,8 @@ const HOST_READERS: &[(&str, Reader<(HostConfig, HostSpans)>)] = &[
     ("keep-free", Walker::read_keep_free),
     ("reserve-cpus", Walker::read_reserve_cpus),
     ("memory-reserve", Walker::read_memory_reserve),
+    ("socket", Walker::read_supervisor_path),
+    ("state-file", Walker::read_supervisor_path),
 ];
 /// Keys of `[service.NAME]` and `[defaults]`.
 const SERVICE_READERS: &[(&str, Reader<RawService>)] = &[
@@ -69,6 +71,11 @@ const SERVICE_READERS: &[(&str, Reader<RawService>)] = &[
     ("stop-signal", Walker::read_stop_signal),
     ("stop-timeout", Walker::read_stop_timeout),
     ("limits", Walker::read_limits),
+    ("restart-delay", Walker::read_restart_delay),
+    ("restart-max-delay", Walker::read_restart_delay),
+    ("start-limit", Walker::read_start_limit),
+    ("enforce", Walker::read_enforce),
+    ("output", Walker::read_output),
 ];
 
 /// How a `limits` key is written and checked.
@@ -113,6 +120,14 @@ const fn key_names<T, const N: usize>(table: &[(&'static str, T)]) -> [&'static 
 }
 
 const RESTART_NAMES: [&str; 3] = ["always", "on-failure", "never"];
+/// The first restart delay when the file gives none.
+pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
+/// The longest restart delay when the file gives none.
+pub const DEFAULT_RESTART_MAX_DELAY: Duration = Duration::from_secs(10);
+/// The supervisor's control socket when `[host]` gives none.
+pub const DEFAULT_SOCKET: &str = "/run/pinctl/pinctl.sock";
+/// The supervisor's state file when `[host]` gives none.
+pub const DEFAULT_STATE_FILE: &str = "/run/pinctl/state.json";
 
 /// More instances than this cannot be placed: each needs a CPU of its own and Linux builds
 /// top out at 8192 CPUs (NR_CPUS). The bound also keeps a typo from allocating millions.
@@ -156,6 +171,11 @@ struct RawService {
     stop_signal: Sp<&'static str>,
     stop_timeout: Sp<Duration>,
     limits: BTreeMap<&'static str, (u64, Span)>,
+    restart_delay: Sp<Duration>,
+    restart_max_delay: Sp<Duration>,
+    start_limit: Sp<StartLimit>,
+    enforce: Sp<Enforce>,
+    output: Sp<String>,
 }
 
 /// The top-level tables as read, before the services are built.
@@ -892,6 +912,124 @@ impl Walker {
         self.limits(t, &mut raw.limits);
     }
 
+    /// `socket` or `state-file` of `[host]`: where the supervisor listens and keeps its state.
+    fn read_supervisor_path(
+        &mut self,
+        (host, _): &mut (HostConfig, HostSpans),
+        key: &Key<'_>,
+        value: &Val<'_>,
+    ) {
+        let k = key.get_ref().as_ref();
+        let Some(path) = self.absolute_path(k, value) else { return };
+        if k == "socket" {
+            host.socket = Some(path.into());
+        } else {
+            host.state_file = Some(path.into());
+        }
+    }
+
+    /// `restart-delay` or `restart-max-delay`.
+    fn read_restart_delay(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let k = key.get_ref().as_ref();
+        let Some(d) = self.duration(k, value) else { return };
+        if k == "restart-delay" {
+            raw.restart_delay = Some((d, value.span()));
+        } else {
+            raw.restart_max_delay = Some((d, value.span()));
+        }
+    }
+
+    fn read_start_limit(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let Some(s) = self.string(key.get_ref(), value, "a limit such as \"5/10s\"") else {
+            return;
+        };
+        match values::parse_start_limit(s) {
+            Ok((burst, interval)) => raw.start_limit = Some((StartLimit { burst, interval }, span)),
+            Err(e) => {
+                self.error(&span, format!("invalid `start-limit` `{s}`: {e}")).help = Some(
+                    "write at most N starts within a duration as `N/DURATION`, e.g. \
+                     `start-limit = \"5/10s\"`"
+                        .into(),
+                );
+            }
+        }
+    }
+
+    fn read_enforce(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let Some(s) = self.string(key.get_ref(), value, "\"cgroup\"") else { return };
+        if s != "cgroup" {
+            self.error(&span, format!("unknown `enforce` value `{s}`, expected `cgroup`")).help =
+                Some(
+                    "leave `enforce` out to rely on the affinity and memory policy set at start"
+                        .into(),
+                );
+            return;
+        }
+        raw.enforce = Some((Enforce::Cgroup, span));
+    }
+
+    fn read_output(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let Some(s) = self.absolute_path(key.get_ref(), value) else { return };
+        raw.output = Some((s.to_string(), value.span()));
+    }
+
+    /// The first and the longest restart delay; the longest may not be the shorter.
+    fn restart_delays(&mut self, merged: &RawService) -> (Duration, Duration) {
+        let first = merged.restart_delay.as_ref().map_or(DEFAULT_RESTART_DELAY, |(d, _)| *d);
+        let max = merged.restart_max_delay.as_ref().map_or(DEFAULT_RESTART_MAX_DELAY, |(d, _)| *d);
+        if max < first {
+            let span = merged.restart_max_delay.as_ref().or(merged.restart_delay.as_ref());
+            if let Some((_, span)) = span {
+                self.error(
+                    span,
+                    format!(
+                        "`restart-max-delay` ({max:?}) is shorter than `restart-delay` ({first:?})"
+                    ),
+                )
+                .help =
+                    Some("the delay grows from `restart-delay` up to `restart-max-delay`".into());
+            }
+        }
+        (first, max)
+    }
+
+    /// A duration longer than zero: an integer (seconds) or a string such as `"500ms"`.
+    fn duration(&mut self, key: &str, value: &Val<'_>) -> Option<Duration> {
+        let span = value.span();
+        match value.get_ref() {
+            DeValue::Integer(_) => {
+                self.integer(key, value, 1, u64::from(u32::MAX)).map(Duration::from_secs)
+            }
+            DeValue::String(s) => match values::parse_duration(s) {
+                Ok(d) if d.is_zero() => {
+                    self.error(&span, format!("`{key}` must be longer than zero"));
+                    None
+                }
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.error(&span, format!("invalid `{key}`: {e}"));
+                    None
+                }
+            },
+            _ => {
+                self.wrong_type(key, value, "a duration such as \"100ms\" or \"1m30s\"");
+                None
+            }
+        }
+    }
+
+    /// A non-empty absolute path (`{instance}` allowed).
+    fn absolute_path<'a>(&mut self, key: &str, value: &'a Val<'_>) -> Option<&'a str> {
+        let s = self.non_empty_string(key, value)?;
+        if !substitute(s, 0).starts_with('/') {
+            self.error(&value.span(), format!("`{key}` must be an absolute path, not `{s}`"));
+            return None;
+        }
+        Some(s)
+    }
+
     fn only_nodes(&mut self, value: &Val<'_>) -> Option<Vec<(NodeId, Span)>> {
         let key = "only-nodes";
         let mut nodes: Vec<(NodeId, Span)> = Vec::new();
@@ -1046,9 +1184,11 @@ impl Walker {
                     .iter()
                     .map(|(k, (v, _))| (k.clone(), substitute(v, index)))
                     .collect(),
+                output: merged.output.as_ref().map(|(o, _)| PathBuf::from(substitute(o, index))),
             })
             .collect();
         let limit = |k: &str| merged.limits.get(k).map(|(n, _)| *n);
+        let (restart_delay, restart_max_delay) = self.restart_delays(merged);
         let service = Service {
             name: name.to_string(),
             size,
@@ -1075,6 +1215,10 @@ impl Walker {
                 core: limit("core"),
                 stack: limit("stack"),
             },
+            restart_delay,
+            restart_max_delay,
+            start_limit: merged.start_limit.as_ref().map(|(l, _)| *l),
+            enforce: merged.enforce.as_ref().map(|(e, _)| *e),
         };
         let spans = ServiceSpans {
             name: name_span.clone(),
@@ -1127,6 +1271,11 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
         stop_signal: pick(&own.stop_signal, &defaults.stop_signal),
         stop_timeout: pick(&own.stop_timeout, &defaults.stop_timeout),
         limits,
+        restart_delay: pick(&own.restart_delay, &defaults.restart_delay),
+        restart_max_delay: pick(&own.restart_max_delay, &defaults.restart_max_delay),
+        start_limit: pick(&own.start_limit, &defaults.start_limit),
+        enforce: pick(&own.enforce, &defaults.enforce),
+        output: pick(&own.output, &defaults.output),
     }
 }
 

@@ -88,6 +88,24 @@ pub(crate) fn format_size(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
+/// Parses a start limit, `N/DURATION` (`5/10s`): at most N (at least 1) starts within the
+/// duration (longer than zero).
+pub(crate) fn parse_start_limit(text: &str) -> Result<(u32, Duration), String> {
+    let Some((n, d)) = text.split_once('/') else {
+        return Err("expected `N/DURATION`, e.g. `5/10s`".into());
+    };
+    let n: u32 =
+        n.trim().parse().map_err(|_| format!("`{}` is not a number of starts", n.trim()))?;
+    if n == 0 {
+        return Err("the number of starts must be at least 1".into());
+    }
+    let d = parse_duration(d)?;
+    if d.is_zero() {
+        return Err("the interval must be longer than zero".into());
+    }
+    Ok((n, d))
+}
+
 /// Parses a duration: `30s`, `2m`, `1m30s`, `500ms`, `1h`, or a bare number of seconds.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
@@ -232,6 +250,16 @@ pub(crate) fn is_account_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn start_limits() {
+        use super::parse_start_limit as p;
+        assert_eq!(p("5/10s"), Ok((5, Duration::from_secs(10))));
+        assert_eq!(p(" 3 / 1m30s"), Ok((3, Duration::from_secs(90))));
+        for bad in ["5", "0/10s", "x/10s", "5/0s", "5/10 seconds", "-1/1s"] {
+            assert!(p(bad).is_err(), "{bad}");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 

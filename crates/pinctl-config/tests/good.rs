@@ -26,6 +26,8 @@ fn every_key_is_read() {
     assert_eq!(c.host.keep_free, Some(vec![KeepFree::Nic("eth0".into()), KeepFree::Node(3)]));
     assert_eq!(c.host.reserve_cpus, CpuSet::parse_list("0-1,64-65").unwrap());
     assert_eq!(c.host.memory_reserve, Some(4 << 30));
+    assert_eq!(c.host.socket, Some(PathBuf::from("/run/pinctl/db.sock")));
+    assert_eq!(c.host.state_file, Some(PathBuf::from("/var/lib/pinctl/state.json")));
     assert_eq!(c.services.len(), 2);
 
     let tikv = &c.services[0];
@@ -39,6 +41,14 @@ fn every_key_is_read() {
     assert_eq!(tikv.restart, RestartPolicy::OnFailure);
     assert_eq!(tikv.stop_signal, "INT");
     assert_eq!(tikv.stop_timeout, Duration::from_secs(90));
+    assert_eq!(tikv.restart_delay, Duration::from_millis(250));
+    assert_eq!(tikv.restart_max_delay, Duration::from_secs(60));
+    assert_eq!(
+        tikv.start_limit,
+        Some(pinctl_config::StartLimit { burst: 5, interval: Duration::from_secs(10) })
+    );
+    assert_eq!(tikv.enforce, Some(pinctl_config::Enforce::Cgroup));
+    assert_eq!(tikv.instances[1].output, Some(PathBuf::from("/var/log/tikv-1.log")));
     assert_eq!(
         tikv.limits,
         Limits {
@@ -72,6 +82,11 @@ fn every_key_is_read() {
     assert_eq!(mysql.instances.len(), 1);
     assert_eq!(mysql.instances[0].name, "mysql");
     assert_eq!(mysql.instances[0].near, ["eth1"]);
+    // Supervisor keys not written take their defaults.
+    assert_eq!(mysql.restart_delay, pinctl_config::DEFAULT_RESTART_DELAY);
+    assert_eq!(mysql.restart_max_delay, pinctl_config::DEFAULT_RESTART_MAX_DELAY);
+    assert_eq!((mysql.start_limit, mysql.enforce), (None, None));
+    assert_eq!(mysql.instances[0].output, None);
 }
 
 #[test]
@@ -149,7 +164,7 @@ fn spans_point_at_the_values_later_checks_need() {
     assert_eq!(file.slice(&c.spans.host.keep_free[1]), "3");
     let d = c.diagnostic_at(Some(&tikv.near[0]), Severity::Warning, "`nvme0n1` does not exist");
     let rendered = d.render(false);
-    assert!(rendered.contains("every-key.toml:17:9"), "{rendered}");
+    assert!(rendered.contains("every-key.toml:19:9"), "{rendered}");
 }
 
 #[test]

@@ -171,6 +171,7 @@ fn build_case(
                     unit: None,
                     working_dir: None,
                     env: BTreeMap::new(),
+                    output: None,
                 }
             })
             .collect();
@@ -190,6 +191,10 @@ fn build_case(
             stop_signal: "TERM".into(),
             stop_timeout: Duration::from_secs(10),
             limits: Limits::default(),
+            restart_delay: pinctl_config::DEFAULT_RESTART_DELAY,
+            restart_max_delay: pinctl_config::DEFAULT_RESTART_MAX_DELAY,
+            start_limit: None,
+            enforce: None,
         });
     }
     let keep_free = match nic {
@@ -197,7 +202,12 @@ fn build_case(
         Some(_) if keep[0] => None,
         Some(d) => Some(vec![KeepFree::Nic(names[d].to_string())]),
     };
-    let host = HostConfig { keep_free, reserve_cpus: (0..reserve).collect(), memory_reserve: None };
+    let host = HostConfig {
+        keep_free,
+        reserve_cpus: (0..reserve).collect(),
+        memory_reserve: None,
+        ..HostConfig::default()
+    };
     let config = Config::new("random.toml", host, config_services);
     let inputs = PlanInputs {
         near: near_map,

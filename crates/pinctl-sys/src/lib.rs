@@ -12,6 +12,7 @@
 //! supervisor's), so the exact call sequence can be asserted in unit tests
 //! ([`RecordingKernel`]) without touching the test process.
 
+mod credentials;
 mod kernel;
 mod mask;
 mod mode;
@@ -21,6 +22,7 @@ mod raw;
 mod setup;
 mod spawn;
 
+pub use credentials::{ChildCredentials, CommandCredentials, Rlimit};
 pub use kernel::{Call, Kernel, LinuxKernel, PageStatus, RecordingKernel};
 pub use mask::{Mask, maxnode_for_bits};
 pub use mode::{MemoryPolicyRequest, PolicyFlags, PolicyMode, ReportedPolicy, UnknownMode};

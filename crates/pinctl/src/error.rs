@@ -42,7 +42,7 @@ impl Error {
 
     /// What the user reads on stderr, without the trailing newline; `None` when it was
     /// already shown.
-    fn message(&self) -> Option<String> {
+    pub(crate) fn message(&self) -> Option<String> {
         match self {
             Error::Usage(m) => Some(format!("error: {m}")),
             // Located diagnostics carry their own `error:` lines.

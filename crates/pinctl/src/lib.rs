@@ -39,6 +39,20 @@ enum Command {
     Plan(cmd::plan::PlanArgs),
     /// Apply a placement to this process and exec a command (replaces numactl in units).
     Exec(cmd::exec::ExecArgs),
+    /// Supervise every instance of a service file: start, restart, reload, adopt.
+    Run(cmd::run::RunArgs),
+    /// Show the supervised instances: state, PID, uptime, restarts, placement.
+    Status(cmd::control::StatusArgs),
+    /// Start instances of the running supervisor (clears `failed`).
+    Start(cmd::control::NamesArgs),
+    /// Stop instances of the running supervisor.
+    Stop(cmd::control::NamesArgs),
+    /// Stop and start instances of the running supervisor.
+    Restart(cmd::control::NamesArgs),
+    /// Re-read the service file and apply the difference (`--dry-run`: only show it).
+    Reload(cmd::control::ReloadArgs),
+    /// Make the supervisor exit, leaving its instances running for the next one to adopt.
+    Detach(cmd::control::SocketArg),
 }
 
 /// Runs pinctl with `args` (the program name first) and returns its exit status.
@@ -53,6 +67,13 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Exec(a) => cmd::exec::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Status(a) => cmd::control::status(a),
+        Command::Start(a) => cmd::control::names(cmd::control::Verb::Start, a),
+        Command::Stop(a) => cmd::control::names(cmd::control::Verb::Stop, a),
+        Command::Restart(a) => cmd::control::names(cmd::control::Verb::Restart, a),
+        Command::Reload(a) => cmd::control::reload(a),
+        Command::Detach(a) => cmd::control::detach(a),
     };
     error::report(result)
 }

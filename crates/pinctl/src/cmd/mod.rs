@@ -1,7 +1,9 @@
 //! One module per subcommand; each owns its clap arguments and its `run`.
 
 pub(crate) mod check;
+pub(crate) mod control;
 pub(crate) mod exec;
 pub(crate) mod numactl;
 pub(crate) mod plan;
+pub(crate) mod run;
 pub(crate) mod topology;

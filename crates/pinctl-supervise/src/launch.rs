@@ -1,0 +1,450 @@
+//! The supervisor's only door to `pinctl-sys`, `pinctl-sysfs` and `pinctl-plan`: building
+//! instance specs from a plan, spawning a child with its placement applied between fork and
+//! exec, reading its placement back from `/proc`, and reading what `/proc` says about a process
+//! for adoption. Kept in one file so the crates below can change shape with one place to follow.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use nix::unistd::{Gid, Group, Uid, User};
+use pinctl_config::{Config, Enforce, RestartPolicy, Service};
+use pinctl_launch::{ExitStatus, Launch, LaunchError, Resolved};
+use pinctl_plan::Plan;
+use pinctl_sys::{
+    ChildCredentials, ChildSetup, CommandCredentials, CommandPlacement, LinuxKernel, Rlimit,
+    SetupError,
+};
+use pinctl_sysfs::Host;
+use pinctl_topology::MemoryPolicy;
+
+use crate::adopt::Observed;
+use crate::lifecycle::{Pid, Policy, Restart, StartLimit};
+use crate::spec::{InstanceSpec, LimitsSpec, PlacementSpec};
+
+/// Exit statuses standing for failures before the program ran (systemd's numbers).
+pub const EXIT_CHDIR: i32 = 200;
+/// The program could not be executed for another reason than "not found"/"not executable".
+pub const EXIT_EXEC: i32 = 203;
+/// The group is unknown or could not be set.
+pub const EXIT_GROUP: i32 = 216;
+/// The user is unknown or could not be set.
+pub const EXIT_USER: i32 = 217;
+
+/// The spec of every planned instance, in plan order.
+pub fn specs(config: &Config, plan: &Plan) -> Vec<InstanceSpec> {
+    let mut out = Vec::new();
+    for (service, instance) in config.instances() {
+        let Some(p) = plan.placement(&instance.name) else { continue };
+        out.push(InstanceSpec {
+            name: instance.name.clone(),
+            service: service.name.clone(),
+            command: instance.command.clone(),
+            env: instance.env.clone(),
+            user: service.user.clone(),
+            group: service.group.clone(),
+            working_dir: instance.working_dir.clone(),
+            limits: LimitsSpec {
+                nofile: service.limits.nofile,
+                nproc: service.limits.nproc,
+                memlock: service.limits.memlock,
+                core: service.limits.core,
+                stack: service.limits.stack,
+            },
+            placement: PlacementSpec {
+                nodes: p.nodes.clone(),
+                cpus: p.cpus.clone(),
+                memory_policy: p.memory_policy,
+                memory_nodes: p.memory_nodes.clone(),
+            },
+            output: instance.output.clone(),
+            enforce_cgroup: service.enforce == Some(Enforce::Cgroup),
+            policy: policy(service),
+        });
+    }
+    out
+}
+
+fn policy(service: &Service) -> Policy {
+    Policy {
+        restart: match service.restart {
+            RestartPolicy::Always => Restart::Always,
+            RestartPolicy::OnFailure => Restart::OnFailure,
+            RestartPolicy::Never => Restart::Never,
+        },
+        restart_delay: service.restart_delay,
+        restart_max_delay: service.restart_max_delay,
+        start_limit: service
+            .start_limit
+            .map(|l| StartLimit { burst: l.burst, interval: l.interval }),
+        stop_signal: signal_number(&service.stop_signal),
+        stop_timeout: service.stop_timeout,
+    }
+}
+
+/// The number of a signal name as the config stores it (`TERM`, `INT`, ...).
+pub fn signal_number(name: &str) -> i32 {
+    format!("SIG{name}").parse::<nix::sys::signal::Signal>().map_or(15, |s| s as i32)
+}
+
+/// Why a spawn failed, with the exit status it stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnFailure {
+    pub reason: String,
+    pub code: i32,
+}
+
+fn fail(code: i32, reason: String) -> SpawnFailure {
+    SpawnFailure { reason, code }
+}
+
+/// Where a child's stdout and stderr go.
+#[derive(Debug)]
+pub enum Output {
+    /// Pipes the runtime reads and prefixes.
+    Piped,
+    /// Appended to this file.
+    File(PathBuf),
+}
+
+/// Spawns the instance: stdin from /dev/null, its own process group, limits and credentials,
+/// then its placement (affinity, memory policy, read back and compared) between fork and exec.
+/// Checks what it can in the parent first so the failure names its cause. `pin = false`
+/// leaves the placement out (testing only).
+pub fn spawn(spec: &InstanceSpec, pin: bool) -> Result<tokio::process::Child, SpawnFailure> {
+    let program = &spec.command[0];
+    let path_var = spec.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok());
+    let resolved = resolve_program(program, path_var.as_deref())?;
+    if let Some(dir) = &spec.working_dir {
+        if !dir.is_dir() {
+            return Err(fail(
+                EXIT_CHDIR,
+                format!("working-dir `{}` does not exist or is not a directory", dir.display()),
+            ));
+        }
+    }
+    let mut credentials = ChildCredentials::default();
+    let mut user_env = Vec::new();
+    for (limit, value) in [
+        (Rlimit::Nofile, spec.limits.nofile),
+        (Rlimit::Nproc, spec.limits.nproc),
+        (Rlimit::Memlock, spec.limits.memlock),
+        (Rlimit::Core, spec.limits.core),
+        (Rlimit::Stack, spec.limits.stack),
+    ] {
+        if let Some(v) = value {
+            credentials.limits.push((limit, v));
+        }
+    }
+    let mut primary_gid = None;
+    if let Some(name) = &spec.user {
+        let user = lookup_user(name)?;
+        primary_gid = Some(user.gid);
+        let cname = CString::new(user.name.clone()).map_err(|_| fail(EXIT_USER, name.clone()))?;
+        let groups = nix::unistd::getgrouplist(&cname, user.gid).map_err(|e| {
+            fail(EXIT_USER, format!("cannot list the groups of user `{name}`: {e}"))
+        })?;
+        credentials.groups = Some(groups.iter().map(|g| g.as_raw()).collect());
+        credentials.uid = Some(user.uid.as_raw());
+        user_env = vec![
+            ("USER", user.name.clone()),
+            ("LOGNAME", user.name.clone()),
+            ("HOME", user.dir.display().to_string()),
+        ];
+    }
+    if let Some(name) = &spec.group {
+        primary_gid = Some(lookup_group(name)?);
+    }
+    credentials.gid = primary_gid.map(Gid::as_raw);
+    if credentials.groups.is_none() && primary_gid.is_some() {
+        credentials.groups = primary_gid.map(|g| vec![g.as_raw()]);
+    }
+
+    let mut cmd = std::process::Command::new(&resolved);
+    cmd.arg0(program).args(&spec.command[1..]);
+    for (k, v) in user_env {
+        if !spec.env.contains_key(k) {
+            cmd.env(k, v);
+        }
+    }
+    // pinctl's own systemd conversation is not the instance's.
+    for var in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(&spec.env);
+    if let Some(dir) = &spec.working_dir {
+        cmd.current_dir(dir);
+    }
+    cmd.stdin(Stdio::null());
+    match &spec.output {
+        None => {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        Some(path) => {
+            let file =
+                fs::OpenOptions::new().create(true).append(true).mode(0o640).open(path).map_err(
+                    |e| fail(EXIT_EXEC, format!("cannot open output `{}`: {e}", path.display())),
+                )?;
+            let err = file.try_clone().map_err(|e| fail(EXIT_EXEC, e.to_string()))?;
+            cmd.stdout(file).stderr(err);
+        }
+    }
+    // Its own process group, so a stop reaches the helpers it forks.
+    cmd.process_group(0);
+    cmd.credentials(credentials);
+    if pin {
+        cmd.placement(child_setup(&spec.placement)?);
+    }
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.kill_on_drop(false);
+    cmd.spawn().map_err(|e| spawn_error(program, &e))
+}
+
+fn spawn_error(program: &str, e: &io::Error) -> SpawnFailure {
+    if let Some(setup) = SetupError::from_spawn_error(e) {
+        return fail(i32::from(ExitStatus::from(setup.stage).code()), setup.to_string());
+    }
+    match e.raw_os_error() {
+        Some(libc_errno) if libc_errno == nix::errno::Errno::ENOENT as i32 => {
+            fail(127, format!("`{program}` not found: {e}"))
+        }
+        Some(n)
+            if n == nix::errno::Errno::EACCES as i32 || n == nix::errno::Errno::ENOEXEC as i32 =>
+        {
+            fail(126, format!("`{program}` cannot be executed: {e}"))
+        }
+        Some(n)
+            if n == nix::errno::Errno::EAGAIN as i32 || n == nix::errno::Errno::ENOMEM as i32 =>
+        {
+            // fork/clone ran out of resources: worth another try.
+            fail(1, format!("cannot start `{program}`: {e}"))
+        }
+        _ => fail(
+            EXIT_EXEC,
+            format!("cannot start `{program}` (setting limits, user, group or exec): {e}"),
+        ),
+    }
+}
+
+/// The path `program` runs from: as given when it has a `/`, else the first executable in
+/// `PATH`.
+fn resolve_program(program: &str, path_var: Option<&str>) -> Result<PathBuf, SpawnFailure> {
+    let executable = |p: &Path| {
+        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        if !p.exists() {
+            return Err(fail(127, format!("`{program}` does not exist")));
+        }
+        if !executable(&p) {
+            return Err(fail(126, format!("`{program}` is not an executable file")));
+        }
+        return Ok(p);
+    }
+    let path_var =
+        path_var.unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    for dir in path_var.split(':').filter(|d| !d.is_empty()) {
+        let candidate = Path::new(dir).join(program);
+        if executable(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    Err(fail(127, format!("`{program}` not found in PATH")))
+}
+
+fn lookup_user(name: &str) -> Result<User, SpawnFailure> {
+    let found = match name.parse::<u32>() {
+        Ok(id) => User::from_uid(Uid::from_raw(id)),
+        Err(_) => User::from_name(name),
+    };
+    match found {
+        Ok(Some(u)) => Ok(u),
+        Ok(None) => Err(fail(EXIT_USER, format!("unknown user `{name}`"))),
+        Err(e) => Err(fail(EXIT_USER, format!("cannot look up user `{name}`: {e}"))),
+    }
+}
+
+fn lookup_group(name: &str) -> Result<Gid, SpawnFailure> {
+    if let Ok(id) = name.parse::<u32>() {
+        return Ok(Gid::from_raw(id));
+    }
+    match Group::from_name(name) {
+        Ok(Some(g)) => Ok(g.gid),
+        Ok(None) => Err(fail(EXIT_GROUP, format!("unknown group `{name}`"))),
+        Err(e) => Err(fail(EXIT_GROUP, format!("cannot look up group `{name}`: {e}"))),
+    }
+}
+
+/// The child setup `pinctl exec` would apply for this placement, built by the same launcher
+/// code (pinctl-launch): policies the kernel lacks are refused, named, with 242 rather than
+/// run unpinned, and the setup verifies what the kernel applied before exec.
+fn child_setup(p: &PlacementSpec) -> Result<ChildSetup, SpawnFailure> {
+    let resolved = Resolved {
+        cpus: (!p.cpus.is_empty()).then(|| p.cpus.clone()),
+        memory_policy: Some(p.memory_policy),
+        memory_nodes: p.memory_policy.takes_nodes().then(|| p.memory_nodes.clone()),
+        numa_balancing: false,
+    };
+    let failed = |e: LaunchError| fail(i32::from(e.exit_status().code()), e.to_string());
+    let mut host = Host::live();
+    let allowed = host.allowed().map_err(|e| failed(LaunchError::Allowed(e)))?;
+    let launch = Launch { verify: true, ignore_unsupported: false };
+    let prepared =
+        pinctl_launch::prepare(&LinuxKernel, &resolved, &allowed, launch, || host.kernel_release())
+            .map_err(failed)?;
+    Ok(prepared.setup)
+}
+
+/// How the kernel prints a policy in `numa_maps` (`bind:0-1`, `prefer:2`, `local`).
+pub fn numa_maps_policy(p: &PlacementSpec) -> String {
+    let nodes = p.memory_nodes.to_string();
+    match p.memory_policy {
+        MemoryPolicy::Default => "default".into(),
+        MemoryPolicy::Local => "local".into(),
+        MemoryPolicy::Bind => format!("bind:{nodes}"),
+        MemoryPolicy::Preferred => format!("prefer:{nodes}"),
+        MemoryPolicy::PreferredMany => format!("prefer (many):{nodes}"),
+        MemoryPolicy::Interleave => format!("interleave:{nodes}"),
+        MemoryPolicy::WeightedInterleave => format!("weighted interleave:{nodes}"),
+    }
+}
+
+/// Reads the running child's CPUs (`/proc/PID/status`) and memory policy (`numa_maps`) and
+/// compares them with the plan. A process that is already gone cannot be checked (the setup
+/// compared both before exec); `Err` carries the reason and the exit status it stands for.
+pub fn verify(pid: Pid, p: &PlacementSpec) -> Result<(), (String, i32)> {
+    let root = Path::new("/");
+    let id = pinctl_sysfs::Pid::Id(pid as u32);
+    if let Ok(allowed) = pinctl_sysfs::read_allowed(root, id) {
+        if let Some(cpus) = allowed.cpus {
+            if !p.cpus.is_empty() && cpus != p.cpus {
+                return Err((format!("runs on CPUs {cpus}, the plan says {}", p.cpus), 215));
+            }
+        }
+    }
+    if let Ok(maps) = pinctl_sysfs::read_numa_maps(root, id) {
+        let want = numa_maps_policy(p);
+        if !maps.is_empty() && !maps.iter().any(|m| m.policy == want) {
+            let seen: std::collections::BTreeSet<&str> =
+                maps.iter().map(|m| m.policy.as_str()).collect();
+            let seen: Vec<&str> = seen.into_iter().collect();
+            return Err((
+                format!("memory policy is `{}`, the plan says `{want}`", seen.join("`, `")),
+                242,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Field 22 of `/proc/PID/stat` (start time in clock ticks after boot), the process group
+/// (field 5) and the state letter, from the text after the command name.
+pub fn parse_stat(text: &str) -> Option<(char, i32, u64)> {
+    let after = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let state = f.first()?.chars().next()?;
+    let pgrp = f.get(2)?.parse().ok()?;
+    let start = f.get(19)?.parse().ok()?;
+    Some((state, pgrp, start))
+}
+
+/// What `/proc/PID` says about a process now; `None` when there is no such process.
+pub fn observe(pid: Pid) -> Option<Observed> {
+    let dir = PathBuf::from(format!("/proc/{pid}"));
+    let stat = fs::read_to_string(dir.join("stat")).ok()?;
+    let (state, _, start_time) = parse_stat(&stat)?;
+    let cmdline = fs::read(dir.join("cmdline")).unwrap_or_default();
+    let cmdline = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let cgroup = fs::read_to_string(dir.join("cgroup"))
+        .ok()
+        .and_then(|t| pinctl_sysfs::parse::cgroup_path(&t, None).map(str::to_string));
+    Some(Observed { start_time, cgroup, cmdline, state })
+}
+
+/// The process group of `pid`, when it is alive.
+pub fn process_group(pid: Pid) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat).map(|(_, pgrp, _)| pgrp)
+}
+
+/// How long ago a process with this start time (field 22 of `/proc/PID/stat`) started.
+pub fn process_age(start_time: u64) -> Option<std::time::Duration> {
+    let uptime = fs::read_to_string("/proc/uptime").ok()?;
+    let uptime: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let ticks =
+        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100);
+    let started = start_time as f64 / ticks.max(1) as f64;
+    Some(std::time::Duration::from_secs_f64((uptime - started).max(0.0)))
+}
+
+/// The v2 cgroup of this process (`/system.slice/pinctl.service`).
+pub fn own_cgroup() -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    pinctl_sysfs::parse::cgroup_path(&text, None).map(str::to_string)
+}
+
+/// Plain text of every placement for status lines: nodes, CPUs, policy and its nodes.
+pub fn describe(p: &PlacementSpec) -> BTreeMap<&'static str, String> {
+    BTreeMap::from([
+        ("nodes", p.nodes.to_string()),
+        ("cpus", p.cpus.to_string()),
+        ("memory_policy", p.memory_policy.to_string()),
+        ("memory_nodes", p.memory_nodes.to_string()),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields() {
+        let text = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
+        assert_eq!(parse_stat(text), Some(('S', 1234, 987654)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn policies_as_numa_maps_prints_them() {
+        let mut p = PlacementSpec {
+            nodes: "0".parse().unwrap(),
+            cpus: "0-3".parse().unwrap(),
+            memory_policy: MemoryPolicy::Bind,
+            memory_nodes: "0-1".parse().unwrap(),
+        };
+        assert_eq!(numa_maps_policy(&p), "bind:0-1");
+        p.memory_policy = MemoryPolicy::Preferred;
+        assert_eq!(numa_maps_policy(&p), "prefer:0-1");
+        p.memory_policy = MemoryPolicy::Local;
+        assert_eq!(numa_maps_policy(&p), "local");
+    }
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_number("TERM"), 15);
+        assert_eq!(signal_number("INT"), 2);
+        assert_eq!(signal_number("KILL"), 9);
+    }
+
+    #[test]
+    fn programs_are_found_or_named() {
+        assert!(resolve_program("sh", Some("/nonexistent:/bin:/usr/bin")).is_ok());
+        assert_eq!(resolve_program("no-such-prog-x", Some("/bin")).unwrap_err().code, 127);
+        assert_eq!(resolve_program("/nonexistent/x", None).unwrap_err().code, 127);
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("data");
+        fs::write(&plain, "x").unwrap();
+        fs::set_permissions(&plain, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(resolve_program(plain.to_str().unwrap(), None).unwrap_err().code, 126);
+    }
+}

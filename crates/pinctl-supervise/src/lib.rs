@@ -1,0 +1,24 @@
+//! `pinctl run`: the supervisor that launches every instance of a service file where the plan
+//! puts it, restarts them by their policy, applies a changed file by difference, answers a
+//! control socket, and adopts the instances of an earlier supervisor instead of starting
+//! copies.
+//!
+//! The rules are pure and clock-injected ([`lifecycle::step`], [`spec::diff`],
+//! [`adopt::decide`]): they read no clock, draw no random number and do no I/O, so they are
+//! tested without processes. A thin tokio runtime turns their actions into spawns, signals,
+//! timers and socket replies. This crate must not contain `unsafe` (the child setup between
+//! fork and exec lives in `pinctl-sys`), and every call into `pinctl-sys`, `pinctl-sysfs` and
+//! `pinctl-plan` goes through its `launch` module.
+#![forbid(unsafe_code)]
+
+pub mod adopt;
+mod cgroup;
+pub mod launch;
+pub mod lifecycle;
+pub mod notify;
+pub mod protocol;
+pub mod runtime;
+pub mod spec;
+pub mod statefile;
+
+pub use runtime::{Options, Outcome, Planner, RunError, run};

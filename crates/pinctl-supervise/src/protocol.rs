@@ -1,0 +1,104 @@
+//! The control socket's protocol (docs/supervisor.md): one JSON object per line each way, a
+//! [`Request`] from the client, a [`Response`] from the supervisor, then the next request.
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::Change;
+
+/// What a client asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case")]
+pub enum Request {
+    /// Every instance, or those named.
+    Status {
+        #[serde(default)]
+        names: Vec<String>,
+    },
+    /// Start the named instances (clears `failed`); answers once each is running or failed.
+    Start { names: Vec<String> },
+    /// Stop the named instances; answers once each has stopped.
+    Stop { names: Vec<String> },
+    /// Stop and start the named instances; answers once each is running or failed.
+    Restart { names: Vec<String> },
+    /// Re-read the service file and apply the difference (or only show it).
+    Reload {
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Exit, leaving every instance running for the next supervisor to adopt.
+    Detach,
+}
+
+/// One instance as `pinctl status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceStatus {
+    pub name: String,
+    pub service: String,
+    /// systemd's state names: `active`, `activating`, `deactivating`, `auto-restart`,
+    /// `failed`, `inactive`.
+    pub state: String,
+    pub pid: Option<i32>,
+    /// Seconds since the running process started (under this supervisor or adopted).
+    pub uptime_s: Option<f64>,
+    /// Automatic restarts.
+    pub restarts: u32,
+    pub last_exit: Option<String>,
+    /// Why it is `failed`.
+    pub reason: Option<String>,
+    /// Whether the process was adopted from an earlier supervisor.
+    pub adopted: bool,
+    pub nodes: String,
+    pub cpus: String,
+    pub memory_policy: String,
+    pub memory_nodes: String,
+}
+
+/// One line of a reload's difference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangeLine {
+    pub name: String,
+    #[serde(flatten)]
+    pub change: Change,
+}
+
+/// The supervisor's answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<Vec<InstanceStatus>>,
+    /// A reload's difference, `{"name", "change", "fields"}` each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<Vec<serde_json::Value>>,
+}
+
+impl Response {
+    pub fn error(message: impl Into<String>) -> Response {
+        Response { ok: false, error: Some(message.into()), ..Response::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_one_json_object_each() {
+        let r: Request = serde_json::from_str(r#"{"cmd":"stop","names":["a-0","b"]}"#).unwrap();
+        assert_eq!(r, Request::Stop { names: vec!["a-0".into(), "b".into()] });
+        let r: Request = serde_json::from_str(r#"{"cmd":"status"}"#).unwrap();
+        assert_eq!(r, Request::Status { names: vec![] });
+        let r: Request = serde_json::from_str(r#"{"cmd":"reload","dry_run":true}"#).unwrap();
+        assert_eq!(r, Request::Reload { dry_run: true });
+        assert_eq!(serde_json::to_string(&Request::Detach).unwrap(), r#"{"cmd":"detach"}"#);
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
+    }
+
+    #[test]
+    fn errors_carry_their_message_only() {
+        let text = serde_json::to_string(&Response::error("no instance `x`")).unwrap();
+        assert_eq!(text, r#"{"ok":false,"error":"no instance `x`"}"#);
+    }
+}

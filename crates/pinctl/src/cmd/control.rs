@@ -1,0 +1,214 @@
+//! `pinctl status|start|stop|restart|reload|detach`: clients of a running `pinctl run`, over
+//! its control socket (one JSON request per line, one JSON answer per line;
+//! docs/supervisor.md). Blocking I/O: no async runtime on this path.
+
+use std::io::{self, BufRead as _, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use pinctl_supervise::protocol::{InstanceStatus, Request, Response};
+
+use crate::error::{CmdResult, Error};
+
+/// Where the supervisor listens.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SocketArg {
+    /// The supervisor's control socket.
+    #[arg(long, value_name = "PATH", default_value = pinctl_config::DEFAULT_SOCKET)]
+    socket: PathBuf,
+}
+
+/// Arguments of `pinctl status`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatusArgs {
+    /// Print the answer as JSON (`instances`, as in docs/supervisor.md).
+    #[arg(long)]
+    json: bool,
+    /// Only these instances.
+    #[arg(value_name = "NAME")]
+    names: Vec<String>,
+    #[command(flatten)]
+    socket: SocketArg,
+}
+
+/// Arguments of `pinctl start|stop|restart`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct NamesArgs {
+    /// Instances (`tikv-0`, or the service name of a single-instance service).
+    #[arg(value_name = "NAME", required = true)]
+    names: Vec<String>,
+    #[command(flatten)]
+    socket: SocketArg,
+}
+
+/// Arguments of `pinctl reload`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReloadArgs {
+    /// Print what a reload would change, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    socket: SocketArg,
+}
+
+/// Which control command.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Verb {
+    Start,
+    Stop,
+    Restart,
+}
+
+fn ask(socket: &SocketArg, request: &Request) -> Result<Response, Error> {
+    let path = &socket.socket;
+    let mut stream = UnixStream::connect(path).map_err(|e| {
+        Error::failure(anyhow::anyhow!(
+            "cannot reach the supervisor at `{}` ({e}): is `pinctl run` running? (--socket PATH)",
+            path.display()
+        ))
+    })?;
+    let mut line = serde_json::to_string(request).context("encoding the request")?;
+    line.push('\n');
+    stream.write_all(line.as_bytes()).context("writing to the control socket")?;
+    let mut answer = String::new();
+    BufReader::new(&stream).read_line(&mut answer).context("reading from the control socket")?;
+    if answer.is_empty() {
+        return Err(Error::failure(anyhow::anyhow!("the supervisor closed the connection")));
+    }
+    let response: Response = serde_json::from_str(&answer).context("decoding the answer")?;
+    if !response.ok {
+        let message = response.error.unwrap_or_else(|| "refused".into());
+        return Err(Error::failure(anyhow::anyhow!(message)));
+    }
+    Ok(response)
+}
+
+pub(crate) fn status(args: StatusArgs) -> CmdResult {
+    let response = ask(&args.socket, &Request::Status { names: args.names })?;
+    let instances = response.instances.unwrap_or_default();
+    let mut out = io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "instances": instances }))
+            .context("writing JSON")?;
+        writeln!(out).context("writing to stdout")?;
+    } else {
+        render(&mut out, &instances).context("writing to stdout")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn names(verb: Verb, args: NamesArgs) -> CmdResult {
+    let names = args.names;
+    let request = match verb {
+        Verb::Start => Request::Start { names },
+        Verb::Stop => Request::Stop { names },
+        Verb::Restart => Request::Restart { names },
+    };
+    let response = ask(&args.socket, &request)?;
+    let instances = response.instances.unwrap_or_default();
+    render(&mut io::stdout().lock(), &instances).context("writing to stdout")?;
+    let failed: Vec<&str> = instances
+        .iter()
+        .filter(|i| i.state == "failed" && !matches!(verb, Verb::Stop))
+        .map(|i| i.name.as_str())
+        .collect();
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(Error::failure(anyhow::anyhow!("failed to start: {}", failed.join(", "))))
+    }
+}
+
+pub(crate) fn reload(args: ReloadArgs) -> CmdResult {
+    let response = ask(&args.socket, &Request::Reload { dry_run: args.dry_run })?;
+    let mut out = io::stdout().lock();
+    let changes = response.changes.unwrap_or_default();
+    if args.dry_run {
+        writeln!(out, "a reload would:").context("writing to stdout")?;
+    }
+    for c in &changes {
+        let name = c["name"].as_str().unwrap_or("?");
+        let change = c["change"].as_str().unwrap_or("?");
+        let fields: Vec<&str> = c["fields"]
+            .as_array()
+            .map(|f| f.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        if fields.is_empty() {
+            writeln!(out, "  {name}: {change}")
+        } else {
+            writeln!(out, "  {name}: {change} ({} changed)", fields.join(", "))
+        }
+        .context("writing to stdout")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn detach(args: SocketArg) -> CmdResult {
+    ask(&args, &Request::Detach)?;
+    writeln!(io::stdout().lock(), "the supervisor exited; its instances keep running")
+        .context("writing to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn uptime(s: f64) -> String {
+    let s = s as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> {
+    let header =
+        ["INSTANCE", "STATE", "PID", "UPTIME", "RESTARTS", "NODES", "CPUS", "MEMORY", "LAST EXIT"];
+    let rows: Vec<[String; 9]> = instances
+        .iter()
+        .map(|i| {
+            let memory = if i.memory_nodes.is_empty() {
+                i.memory_policy.clone()
+            } else {
+                format!("{} {}", i.memory_policy, i.memory_nodes)
+            };
+            [
+                i.name.clone(),
+                if i.adopted { format!("{} (adopted)", i.state) } else { i.state.clone() },
+                i.pid.map_or("-".into(), |p| p.to_string()),
+                i.uptime_s.map_or("-".into(), uptime),
+                i.restarts.to_string(),
+                i.nodes.clone(),
+                i.cpus.clone(),
+                memory,
+                i.last_exit.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let mut width = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (k, cell) in cells.iter().enumerate() {
+            if k + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  ", w = width[k]));
+            }
+        }
+        s
+    };
+    writeln!(out, "{}", line(header.to_vec()))?;
+    for (row, i) in rows.iter().zip(instances) {
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+        if let Some(reason) = &i.reason {
+            writeln!(out, "    failed: {reason}")?;
+        }
+    }
+    Ok(())
+}

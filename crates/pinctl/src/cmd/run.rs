@@ -1,0 +1,97 @@
+//! `pinctl run -c FILE`: plans the file as `pinctl plan` does and hands every instance to the
+//! supervisor (crates/pinctl-supervise). The async runtime is built inside the supervisor's
+//! `run`, so no other command loads it.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use pinctl_supervise::spec::InstanceSpec;
+use pinctl_supervise::{Options, Outcome};
+
+use crate::error::{CmdResult, Error};
+
+/// Arguments of `pinctl run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// The service file.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: PathBuf,
+    /// Refuse to start when the best plan breaks a soft rule (as `pinctl plan --strict`).
+    #[arg(long)]
+    strict: bool,
+    /// The control socket (default: `[host] socket`, else /run/pinctl/pinctl.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// The state file used for adoption (default: `[host] state-file`, else
+    /// /run/pinctl/state.json).
+    #[arg(long, value_name = "PATH")]
+    state_file: Option<PathBuf>,
+    /// Plan against this topology instead of the live machine.
+    #[arg(long, value_name = "SRC", hide = true)]
+    topology: Option<PathBuf>,
+    /// Testing only: start instances without their placement (with a --topology larger
+    /// than this machine).
+    #[arg(long, hide = true)]
+    unpinned: bool,
+}
+
+/// Loads, checks and plans the file: the instance specs, or the rendered report of what is
+/// wrong (the same diagnostics `pinctl plan` prints).
+fn plan_specs(
+    config_path: &Path,
+    topology: Option<&Path>,
+    strict: bool,
+) -> Result<(Vec<InstanceSpec>, pinctl_config::Config, String), String> {
+    let prepared = match super::plan::prepare(config_path, topology, strict) {
+        Ok(Ok(p)) => p,
+        Ok(Err(report)) => return Err(report),
+        Err(failed) => return Err(failed.message().map(|m| m + "\n").unwrap_or_default()),
+    };
+    let warnings = if prepared.diagnostics.is_empty() {
+        String::new()
+    } else {
+        pinctl_config::render_all(&prepared.diagnostics, Some(config_path), false)
+    };
+    let plan = pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs)
+        .map_err(|e| {
+            format!("error: cannot place the services of `{}`: {e}\n", config_path.display())
+        })?;
+    let specs = pinctl_supervise::launch::specs(&prepared.config, &plan);
+    Ok((specs, prepared.config, warnings))
+}
+
+pub(crate) fn run(args: RunArgs) -> CmdResult {
+    let (specs, config, warnings) =
+        match plan_specs(&args.config, args.topology.as_deref(), args.strict) {
+            Ok(ok) => ok,
+            Err(report) => {
+                let _ = std::io::stderr().lock().write_all(report.as_bytes());
+                return Err(Error::Reported(pinctl_launch::ExitStatus::Failure));
+            }
+        };
+    if !warnings.is_empty() {
+        let _ = writeln!(std::io::stderr().lock(), "{warnings}");
+    }
+    let options = Options {
+        socket: args
+            .socket
+            .or(config.host.socket.clone())
+            .unwrap_or_else(|| pinctl_config::DEFAULT_SOCKET.into()),
+        state_file: args
+            .state_file
+            .or(config.host.state_file.clone())
+            .unwrap_or_else(|| pinctl_config::DEFAULT_STATE_FILE.into()),
+        unpinned: args.unpinned,
+    };
+    let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
+    let planner =
+        Box::new(move || plan_specs(&path, topology.as_deref(), strict).map(|(specs, _, _)| specs));
+    match pinctl_supervise::run(options, specs, planner) {
+        Ok(Outcome::Stopped { clean: true } | Outcome::Detached) => Ok(ExitCode::SUCCESS),
+        Ok(Outcome::Stopped { clean: false }) => Err(Error::failure(anyhow::anyhow!(
+            "stopped, but some instance needed KILL after its stop-timeout"
+        ))),
+        Err(e) => Err(Error::failure(e)),
+    }
+}
