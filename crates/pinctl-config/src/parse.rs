@@ -21,11 +21,21 @@ use crate::model::{
     RestartPolicy, Service, ServiceSpans,
 };
 use crate::values;
+use crate::watch::WatchConfig;
+
+mod drift;
 
 /// Keys of `[host]`.
-pub const HOST_KEYS: [&str; 3] = ["keep-free", "reserve-cpus", "memory-reserve"];
+pub const HOST_KEYS: [&str; 6] = [
+    "keep-free",
+    "reserve-cpus",
+    "memory-reserve",
+    "watch-interval",
+    "metrics-listen",
+    "node-free-watermark",
+];
 /// Keys of `[service.NAME]` and `[defaults]`.
-pub const SERVICE_KEYS: [&str; 17] = [
+pub const SERVICE_KEYS: [&str; 27] = [
     "command",
     "instances",
     "nodes",
@@ -43,6 +53,16 @@ pub const SERVICE_KEYS: [&str; 17] = [
     "stop-signal",
     "stop-timeout",
     "limits",
+    "on-drift",
+    "drift-hold",
+    "min-locality",
+    "min-memory",
+    "alert-command",
+    "alert-cooldown",
+    "rebalance-rate",
+    "rebalance-stall",
+    "rebalance-cooldown",
+    "pid-file",
 ];
 /// Top-level tables.
 pub const TOP_KEYS: [&str; 3] = ["host", "defaults", "service"];
@@ -91,17 +111,21 @@ struct RawService {
     stop_signal: Sp<&'static str>,
     stop_timeout: Sp<Duration>,
     limits: BTreeMap<&'static str, (u64, Span)>,
+    drift: drift::RawDrift,
 }
 
 struct Walker {
     file: Arc<SourceFile>,
     diagnostics: Vec<Diagnostic>,
+    /// The watch keys of `[host]` and each service's drift keys.
+    watch: WatchConfig,
 }
 
 /// Parses and validates a service file. `path` is only used in messages.
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let file = Arc::new(SourceFile::new(path, text));
-    let mut walker = Walker { file: file.clone(), diagnostics: Vec::new() };
+    let mut walker =
+        Walker { file: file.clone(), diagnostics: Vec::new(), watch: WatchConfig::default() };
     let (document, syntax_errors) = DeTable::parse_recoverable(text);
     if !syntax_errors.is_empty() {
         // The recovered tree misses whatever failed to parse; checking it would add errors
@@ -410,6 +434,13 @@ impl Walker {
             let Some((service, spans)) = self.service(name, name_span, &merged, raw) else {
                 continue;
             };
+            self.watch.services.insert(name.clone(), merged.drift.settings());
+            if let Some((pid_file, _)) = &merged.drift.pid_file {
+                for instance in &service.instances {
+                    let path = PathBuf::from(substitute(pid_file, instance.index));
+                    self.watch.pid_files.insert(instance.name.clone(), path);
+                }
+            }
             for instance in &service.instances {
                 match instance_owner.entry(instance.name.clone()) {
                     Entry::Vacant(v) => {
@@ -467,6 +498,7 @@ impl Walker {
             services: built,
             warnings: Vec::new(),
             spans,
+            watch: std::mem::take(&mut self.watch),
         })
     }
 
@@ -533,6 +565,11 @@ impl Walker {
                         host.memory_reserve = Some(n);
                         spans.memory_reserve = Some(value.span());
                     }
+                }
+                k if drift::HOST_KEYS.contains(&k) => {
+                    let mut watch = std::mem::take(&mut self.watch);
+                    self.watch_host_key(k, value, &mut watch);
+                    self.watch = watch;
                 }
                 _ => self.unknown_key(key, &HOST_KEYS),
             }
@@ -768,6 +805,7 @@ impl Walker {
                     let Some(t) = self.table(k, value) else { continue };
                     self.limits(t, &mut raw.limits);
                 }
+                k if drift::SERVICE_KEYS.contains(&k) => self.drift_key(k, value, &mut raw.drift),
                 _ => self.unknown_key(key, &SERVICE_KEYS),
             }
         }
@@ -1008,6 +1046,7 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
         stop_signal: pick(&own.stop_signal, &defaults.stop_signal),
         stop_timeout: pick(&own.stop_timeout, &defaults.stop_timeout),
         limits,
+        drift: own.drift.over(&defaults.drift),
     }
 }
 
