@@ -11,6 +11,7 @@
 //! under the root it is given, or print: it returns events and reports for its caller to show.
 #![forbid(unsafe_code)]
 
+pub mod read;
 pub mod rules;
 pub mod sample;
 
