@@ -11,10 +11,12 @@
 //! under the root it is given, or print: it returns events and reports for its caller to show.
 #![forbid(unsafe_code)]
 
+pub mod alert;
 pub mod read;
 pub mod rebalance;
 pub mod rules;
 pub mod sample;
+pub mod watch;
 
 pub use rules::{
     DriftKind, Edge, EpisodeTracker, Finding, InstanceDrift, Planned, Thresholds, Transition,
