@@ -112,6 +112,34 @@ pub struct DriftEvent {
     pub local_fraction: Option<f64>,
 }
 
+impl DriftEvent {
+    /// The environment an alert command gets: `PINCTL_INSTANCE`, `PINCTL_SERVICE`,
+    /// `PINCTL_DRIFT_KIND`, `PINCTL_DRIFT_EVENT` (`start`), `PINCTL_EPISODE`, `PINCTL_VALUE`,
+    /// `PINCTL_THRESHOLD`, `PINCTL_DETAIL`, `PINCTL_ACTION` and, when known,
+    /// `PINCTL_LOCAL_FRACTION`.
+    pub fn alert_env(&self) -> Vec<(String, String)> {
+        let edge = match self.edge {
+            Edge::Start => "start",
+            Edge::End => "end",
+        };
+        let mut env = vec![
+            ("PINCTL_INSTANCE", self.instance.clone()),
+            ("PINCTL_SERVICE", self.service.clone()),
+            ("PINCTL_DRIFT_KIND", self.kind.name().to_string()),
+            ("PINCTL_DRIFT_EVENT", edge.to_string()),
+            ("PINCTL_EPISODE", self.episode.to_string()),
+            ("PINCTL_VALUE", self.value.to_string()),
+            ("PINCTL_THRESHOLD", self.threshold.to_string()),
+            ("PINCTL_DETAIL", self.detail.clone()),
+            ("PINCTL_ACTION", self.action.to_string()),
+        ];
+        if let Some(f) = self.local_fraction {
+            env.push(("PINCTL_LOCAL_FRACTION", format!("{f:.4}")));
+        }
+        env.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+}
+
 /// One instance in a cycle.
 #[derive(Debug, Clone, Serialize)]
 pub struct InstanceReport {
@@ -477,6 +505,8 @@ mod tests {
         // Locality and CPU drift both start once the 20 s hold has passed (third sample).
         assert_eq!(starts, vec![(2, DriftKind::Locality), (2, DriftKind::Cpu)]);
         assert_eq!(alerts, 2);
+        let e = w.cycle(Duration::from_secs(100), None);
+        assert!(e.events.is_empty());
         assert!(ctl.calls.is_empty(), "an alert instance was touched: {:?}", ctl.calls);
     }
 
@@ -516,6 +546,31 @@ mod tests {
         let calls = ctl.calls.len();
         w.cycle(Duration::from_secs(10_000), None);
         assert_eq!(ctl.calls.len(), calls);
+    }
+
+    #[test]
+    fn alert_commands_get_the_facts() {
+        let e = DriftEvent {
+            instance: "db-1".into(),
+            service: "db".into(),
+            kind: DriftKind::Locality,
+            edge: Edge::Start,
+            episode: 3,
+            value: 0.5,
+            threshold: 0.9,
+            detail: "half".into(),
+            alert: true,
+            action: "alert",
+            lasted_seconds: None,
+            local_fraction: Some(0.5),
+        };
+        let env: BTreeMap<String, String> = e.alert_env().into_iter().collect();
+        assert_eq!(env["PINCTL_INSTANCE"], "db-1");
+        assert_eq!(env["PINCTL_DRIFT_KIND"], "locality");
+        assert_eq!(env["PINCTL_DRIFT_EVENT"], "start");
+        assert_eq!(env["PINCTL_EPISODE"], "3");
+        assert_eq!(env["PINCTL_LOCAL_FRACTION"], "0.5000");
+        assert_eq!(env["PINCTL_THRESHOLD"], "0.9");
     }
 
     #[test]

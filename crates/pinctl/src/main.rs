@@ -32,6 +32,8 @@ enum Command {
     Plan(cmd::plan::PlanArgs),
     /// Apply a placement to this process and exec a command (replaces numactl in units).
     Exec(cmd::exec::ExecArgs),
+    /// Watch where the planned instances' memory and threads are; alert, export, rebalance.
+    Watch(cmd::watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Exec(a) => cmd::exec::run(a),
+        Command::Watch(a) => cmd::watch::run(a),
     };
     error::report(result)
 }

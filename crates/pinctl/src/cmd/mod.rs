@@ -5,3 +5,4 @@ pub(crate) mod exec;
 pub(crate) mod numactl;
 pub(crate) mod plan;
 pub(crate) mod topology;
+pub(crate) mod watch;
