@@ -566,12 +566,13 @@ impl Walker {
                         spans.memory_reserve = Some(value.span());
                     }
                 }
-                k if drift::HOST_KEYS.contains(&k) => {
+                k => {
                     let mut watch = std::mem::take(&mut self.watch);
-                    self.watch_host_key(k, value, &mut watch);
+                    if !self.watch_host_key(k, value, &mut watch) {
+                        self.unknown_key(key, &HOST_KEYS);
+                    }
                     self.watch = watch;
                 }
-                _ => self.unknown_key(key, &HOST_KEYS),
             }
         }
         (host, spans)
@@ -805,8 +806,11 @@ impl Walker {
                     let Some(t) = self.table(k, value) else { continue };
                     self.limits(t, &mut raw.limits);
                 }
-                k if drift::SERVICE_KEYS.contains(&k) => self.drift_key(k, value, &mut raw.drift),
-                _ => self.unknown_key(key, &SERVICE_KEYS),
+                _ => {
+                    if !self.drift_key(k, value, &mut raw.drift) {
+                        self.unknown_key(key, &SERVICE_KEYS);
+                    }
+                }
             }
         }
         raw

@@ -300,7 +300,12 @@ impl Reader {
             match (stat, status) {
                 (Ok(Some(stat)), Ok(Some(status))) => {
                     if let Some(allowed) = status.cpus {
-                        out.push(ThreadSample { tid, allowed, last_cpu: stat.processor });
+                        out.push(ThreadSample {
+                            tid,
+                            allowed,
+                            last_cpu: stat.processor,
+                            running: stat.state == 'R',
+                        });
                     }
                 }
                 (Ok(None), _) | (_, Ok(None)) => {}
@@ -435,18 +440,20 @@ impl Reader {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::fs;
 
     use super::*;
 
-    fn write(root: &Path, rel: &str, text: &str) {
+    /// Writes a file of a fake tree, with its folders.
+    pub(crate) fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
     }
 
-    fn stat(pid: u32, ppid: u32, cpu: u32) -> String {
+    /// A `/proc/PID/stat` line of a sleeping task.
+    pub(crate) fn stat(pid: u32, ppid: u32, cpu: u32) -> String {
         // Fields 3 to 44; field 22 (start time) is 500, field 39 the CPU.
         let mut f: Vec<String> = (3..=44).map(|_| "0".to_string()).collect();
         f[0] = "S".into();

@@ -147,13 +147,17 @@ pub struct ThreadOutOfPlace {
     pub ran_outside: Option<u32>,
 }
 
-/// Threads allowed, or last seen running, outside `cpus`.
+/// Threads allowed outside `cpus`, or running outside them.
 pub fn threads_out_of_place(s: &InstanceSample, cpus: &CpuSet) -> Vec<ThreadOutOfPlace> {
     s.threads
         .iter()
         .filter_map(|t| {
             let allowed_outside = (!t.allowed.is_subset(cpus)).then(|| t.allowed.clone());
-            let ran_outside = (!cpus.contains(t.last_cpu)).then_some(t.last_cpu);
+            // A thread confined to the plan cannot run outside it: a last CPU outside is
+            // history from before a re-pin, until the thread runs again.
+            let ran_outside = (!cpus.contains(t.last_cpu)
+                && (t.running || allowed_outside.is_some()))
+            .then_some(t.last_cpu);
             (allowed_outside.is_some() || ran_outside.is_some()).then_some(ThreadOutOfPlace {
                 tid: t.tid,
                 allowed_outside,
@@ -437,7 +441,12 @@ mod tests {
             cgroup: None,
             memory,
             source: MemorySource::Cgroup,
-            threads: vec![ThreadSample { tid: 10, allowed: "0-3".parse().unwrap(), last_cpu: 1 }],
+            threads: vec![ThreadSample {
+                tid: 10,
+                allowed: "0-3".parse().unwrap(),
+                last_cpu: 1,
+                running: true,
+            }],
             policies: Vec::new(),
             cost: Duration::ZERO,
         }
@@ -553,9 +562,9 @@ mod tests {
     fn threads_allowed_or_running_outside() {
         let mut s = sample(0, 1, 0);
         s.threads = vec![
-            ThreadSample { tid: 1, allowed: "0-3".parse().unwrap(), last_cpu: 2 },
-            ThreadSample { tid: 2, allowed: "0-7".parse().unwrap(), last_cpu: 2 },
-            ThreadSample { tid: 3, allowed: "0-3".parse().unwrap(), last_cpu: 6 },
+            ThreadSample { tid: 1, allowed: "0-3".parse().unwrap(), last_cpu: 2, running: true },
+            ThreadSample { tid: 2, allowed: "0-7".parse().unwrap(), last_cpu: 2, running: true },
+            ThreadSample { tid: 3, allowed: "0-3".parse().unwrap(), last_cpu: 6, running: true },
         ];
         let out = threads_out_of_place(&s, &planned().cpus);
         assert_eq!(out.len(), 2);
@@ -565,6 +574,14 @@ mod tests {
         assert_eq!(f.value, 2.0);
         assert_eq!(f.detail, "2 of 3 threads outside CPUs 0-3: tid 2 (allowed 0-7)");
         s.threads.truncate(1);
+        assert_eq!(cpu_drift(&s, &planned()), None);
+        // Asleep since before a re-pin: its last CPU is history, not drift.
+        s.threads = vec![ThreadSample {
+            tid: 4,
+            allowed: "0-3".parse().unwrap(),
+            last_cpu: 6,
+            running: false,
+        }];
         assert_eq!(cpu_drift(&s, &planned()), None);
     }
 

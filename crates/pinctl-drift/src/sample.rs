@@ -224,6 +224,9 @@ pub struct ThreadSample {
     pub allowed: CpuSet,
     /// Field 39 of `/proc/PID/task/TID/stat`.
     pub last_cpu: u32,
+    /// Whether it was running or runnable (state `R`). A sleeping thread's last CPU is
+    /// history: the kernel updates it only when the thread runs again.
+    pub running: bool,
 }
 
 /// Where the memory figures came from, and what reading them cost.

@@ -419,29 +419,16 @@ mod tests {
     use pinctl_topology::MemoryPolicy;
 
     use super::*;
+    use crate::read::tests::{stat, write};
     use crate::rebalance::tests::{FakeClock, FakeControl};
-
-    fn write(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
-
-    fn stat(pid: u32, cpu: u32) -> String {
-        let mut f: Vec<String> = (3..=44).map(|_| "0".to_string()).collect();
-        f[0] = "S".into();
-        f[1] = "1".into();
-        f[39 - 3] = cpu.to_string();
-        format!("{pid} (db) {}\n", f.join(" "))
-    }
 
     /// Two nodes; instance `db` (PID 100, one thread) planned on node 0, CPUs 0-1.
     fn host(remote_pages: u32, thread_cpu: u32, allowed: &str) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
         write(r, "run/db.pid", "100\n");
-        write(r, "proc/100/stat", &stat(100, thread_cpu));
-        write(r, "proc/100/task/100/stat", &stat(100, thread_cpu));
+        write(r, "proc/100/stat", &stat(100, 1, thread_cpu));
+        write(r, "proc/100/task/100/stat", &stat(100, 1, thread_cpu));
         write(r, "proc/100/task/100/status", &format!("Cpus_allowed_list:\t{allowed}\n"));
         write(
             r,

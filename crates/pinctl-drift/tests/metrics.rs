@@ -47,7 +47,12 @@ fn report() -> CycleReport {
         cgroup: Some("/sys/fs/cgroup/system.slice/mysql@0.service".into()),
         memory,
         source: MemorySource::Cgroup,
-        threads: vec![ThreadSample { tid: 4242, allowed: "0-63".parse().unwrap(), last_cpu: 40 }],
+        threads: vec![ThreadSample {
+            tid: 4242,
+            allowed: "0-63".parse().unwrap(),
+            last_cpu: 40,
+            running: true,
+        }],
         policies: Vec::new(),
         cost: Duration::from_micros(45),
     };

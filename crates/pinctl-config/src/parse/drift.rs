@@ -10,23 +10,6 @@ use crate::diagnostic::Span;
 use crate::values;
 use crate::watch::{DriftSettings, OnDrift, WatchConfig};
 
-/// The drift keys of `[service.NAME]` and `[defaults]`.
-pub(super) const SERVICE_KEYS: [&str; 10] = [
-    "on-drift",
-    "drift-hold",
-    "min-locality",
-    "min-memory",
-    "alert-command",
-    "alert-cooldown",
-    "rebalance-rate",
-    "rebalance-stall",
-    "rebalance-cooldown",
-    "pid-file",
-];
-
-/// The watch keys of `[host]`.
-pub(super) const HOST_KEYS: [&str; 3] = ["watch-interval", "metrics-listen", "node-free-watermark"];
-
 /// The drift keys of one table, each checked on its own.
 #[derive(Default, Clone)]
 pub(super) struct RawDrift {
@@ -113,15 +96,15 @@ impl Walker {
         Some(d)
     }
 
-    /// One drift key of a service or `[defaults]` table.
-    pub(super) fn drift_key(&mut self, key: &str, value: &Val<'_>, raw: &mut RawDrift) {
+    /// One drift key of a service or `[defaults]` table; `false` when `key` is not one.
+    pub(super) fn drift_key(&mut self, key: &str, value: &Val<'_>, raw: &mut RawDrift) -> bool {
         let span = value.span();
         match key {
             "on-drift" => {
                 let Some(s) =
                     self.string(key, value, "one of \"ignore\", \"alert\", \"rebalance\"")
                 else {
-                    return;
+                    return true;
                 };
                 let Some(i) = OnDrift::NAMES.iter().position(|n| *n == s) else {
                     let d = self.error(
@@ -131,7 +114,7 @@ impl Walker {
                     if let Some(c) = values::closest(s, &OnDrift::NAMES) {
                         d.help = Some(format!("did you mean `{c}`?"));
                     }
-                    return;
+                    return true;
                 };
                 let action = [OnDrift::Ignore, OnDrift::Alert, OnDrift::Rebalance][i];
                 raw.on_drift = Some((action, span));
@@ -152,7 +135,7 @@ impl Walker {
                     DeValue::Integer(i) => i.as_str().parse::<f64>().ok(),
                     _ => {
                         self.wrong_type(key, value, "a fraction from 0 to 1 such as 0.9");
-                        return;
+                        return true;
                     }
                 };
                 match f {
@@ -173,46 +156,52 @@ impl Walker {
                 if n == Some(0) {
                     self.error(&span, "`rebalance-rate` is zero: nothing could be moved").help =
                         Some("use `on-drift = \"alert\"` to never move memory".into());
-                    return;
+                    return true;
                 }
                 raw.rebalance_rate = with_span(n, &span);
             }
             "alert-command" => {
                 let expected = "an array of strings, e.g. [\"/usr/local/bin/page-oncall\"]";
-                let Some(items) = self.array(key, value, expected) else { return };
+                let Some(items) = self.array(key, value, expected) else { return true };
                 if items.is_empty() {
                     self.error(&span, "`alert-command` is empty").help =
                         Some("leave `alert-command` out to only log drift".into());
-                    return;
+                    return true;
                 }
                 let mut argv = Vec::new();
                 for (i, item) in items.iter().enumerate() {
-                    let Some(s) = self.string(key, item, "a string") else { return };
+                    let Some(s) = self.string(key, item, "a string") else { return true };
                     if (i == 0 && s.trim().is_empty()) || s.contains('\0') {
                         self.error(
                             &item.span(),
                             "the program in `alert-command` is empty or has a NUL byte",
                         );
-                        return;
+                        return true;
                     }
                     argv.push(s.to_string());
                 }
                 raw.alert_command = Some((argv, span));
             }
             "pid-file" => {
-                let Some(s) = self.non_empty_string(key, value) else { return };
+                let Some(s) = self.non_empty_string(key, value) else { return true };
                 if !super::substitute(s, 0).starts_with('/') {
                     self.error(&span, format!("`pid-file` must be an absolute path, not `{s}`"));
-                    return;
+                    return true;
                 }
                 raw.pid_file = Some((s.to_string(), span));
             }
-            _ => unreachable!("drift_key called with `{key}`"),
+            _ => return false,
         }
+        true
     }
 
-    /// One watch key of `[host]`.
-    pub(super) fn watch_host_key(&mut self, key: &str, value: &Val<'_>, watch: &mut WatchConfig) {
+    /// One watch key of `[host]`; `false` when `key` is not one.
+    pub(super) fn watch_host_key(
+        &mut self,
+        key: &str,
+        value: &Val<'_>,
+        watch: &mut WatchConfig,
+    ) -> bool {
         match key {
             "watch-interval" => {
                 if let Some(d) = self.duration(key, value, false) {
@@ -223,7 +212,7 @@ impl Walker {
                 let Some(s) =
                     self.string(key, value, "an address and port such as \"127.0.0.1:9464\"")
                 else {
-                    return;
+                    return true;
                 };
                 match s.parse() {
                     Ok(a) => watch.metrics_listen = Some(a),
@@ -244,7 +233,8 @@ impl Walker {
                     watch.node_free_watermark = Some(n);
                 }
             }
-            _ => unreachable!("watch_host_key called with `{key}`"),
+            _ => return false,
         }
+        true
     }
 }
