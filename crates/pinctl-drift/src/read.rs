@@ -610,6 +610,22 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn errors_of_process_files_say_vanished_or_which_capability() {
+        let io = |errno| DiscoveryError::Io {
+            path: "/proc/7/numa_maps".into(),
+            source: io::Error::from_raw_os_error(errno),
+        };
+        assert!(matches!(SampleError::of(7, io(3), "x"), SampleError::Vanished { pid: 7 }));
+        assert!(matches!(SampleError::of(7, io(2), "x"), SampleError::Vanished { pid: 7 }));
+        let e = SampleError::of(7, io(13), "ptrace read access (same user, or CAP_SYS_PTRACE)");
+        assert_eq!(
+            e.to_string(),
+            "cannot read `/proc/7/numa_maps`: needs ptrace read access (same user, or CAP_SYS_PTRACE)"
+        );
+        assert!(matches!(SampleError::of(7, io(5), "x"), SampleError::Read(_)));
+    }
+
+    #[test]
     fn host_counters() {
         let d = tree(true);
         let mut r = Reader::new(d.path(), Duration::from_secs(10));

@@ -714,6 +714,39 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_real_kernel_answers_for_this_process() {
+        let pid = std::process::id();
+        let mut ctl = LinuxControl::live();
+        // 64 touched pages of a buffer: each is on a node the kernel names.
+        let buf = vec![1u8; 64 * 4096];
+        let base = (buf.as_ptr() as usize).next_multiple_of(4096);
+        let pages: Vec<usize> = (0..32).map(|i| base + i * 4096).collect();
+        let mut status = vec![-1; pages.len()];
+        ctl.page_nodes(pid, &pages, &mut status).unwrap();
+        let node = status[0];
+        assert!(node >= 0 && status.iter().all(|&s| s == node), "{status:?}");
+        // Moving them where they are is accepted and leaves them there.
+        ctl.move_pages(pid, &pages, node as NodeId, &mut status).unwrap();
+        assert!(status.iter().all(|&s| s == node), "{status:?}");
+        std::hint::black_box(&buf);
+        // Threads are listed and can be set to the CPUs they already have.
+        let tids = ctl.threads(pid).unwrap();
+        assert!(tids.contains(&pid));
+        let allowed = pinctl_sysfs::read_allowed(Path::new("/"), pinctl_sysfs::Pid::Current)
+            .unwrap()
+            .cpus
+            .unwrap();
+        ctl.set_thread_affinity(pid, &allowed).unwrap();
+        // A process that does not exist is ESRCH, reported as vanished.
+        let e = repin_threads(&mut ctl, u32::MAX / 2, &allowed, 2).unwrap_err();
+        assert!(matches!(e, RebalanceError::Vanished { .. }), "{e}");
+        // This process's own mappings: nothing is off its node's set.
+        let nodes: NodeSet = [node as NodeId].into_iter().collect();
+        assert!(read_ranges(Path::new("/"), pid, &nodes).unwrap().is_empty());
+        assert!(!read_ranges(Path::new("/"), pid, &NodeSet::new()).unwrap().is_empty());
+    }
+
+    #[test]
     fn ranges_come_from_mappings_with_remote_pages() {
         let maps = pinctl_sysfs::parse::proc_maps(
             "1000-3000 rw-p 0 0:0 0\n5000-6000 rw-p 0 0:0 0\n7000-9000 rw-p 0 0:0 0\n",

@@ -270,8 +270,11 @@ impl Watcher {
                     (Some(s), None, v, tr)
                 }
                 Err(e) => {
-                    if let SampleError::Permission { .. } = &e {
-                        self.reader.notices.once(e.to_string());
+                    if let SampleError::Permission { capability, .. } = &e {
+                        self.reader.notices.once(format!(
+                            "reading other processes' memory maps needs {capability}: \
+                             instances that cannot be read are reported as not sampled"
+                        ));
                     }
                     self.reader.forget(&t.instance);
                     (None, Some(e.to_string()), Verdicts::default(), drift.vanish(now, &th))
