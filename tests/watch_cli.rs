@@ -172,9 +172,9 @@ fn once_samples_the_probe_and_says_where_its_memory_comes_from() {
         .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
     if cgroup_v2 {
         // The probe shares its cgroup with this test, so numa_maps is walked.
-        assert_eq!(sample["source"], "numa-maps");
+        assert_eq!(sample["source"], "numa_maps");
     } else {
-        assert_eq!(sample["source"], "numa-maps");
+        assert_eq!(sample["source"], "numa_maps");
         let notes = v["notices"].as_array().unwrap();
         assert!(
             notes.iter().any(|n| n.as_str().unwrap().contains("not a cgroup v2 hierarchy")),

@@ -231,7 +231,7 @@ pub struct ThreadSample {
 
 /// Where the memory figures came from, and what reading them cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "snake_case")]
 pub enum MemorySource {
     /// The instance's own cgroup v2 `memory.numa_stat`: counters, no page-table walk.
     Cgroup,
