@@ -470,7 +470,8 @@ pub(crate) mod tests {
         pub gone: BTreeSet<u32>,
         pub pages: BTreeMap<usize, NodeId>,
         pub per_page: Duration,
-        pub clock: Duration,
+        /// The clock a move's stalls advance, shared with [`FakeClock`].
+        pub clock: std::rc::Rc<std::cell::Cell<Duration>>,
         pub calls: Vec<String>,
         pub deny: bool,
     }
@@ -506,7 +507,7 @@ pub(crate) mod tests {
             status: &mut [i32],
         ) -> io::Result<()> {
             self.calls.push(format!("move {} to {node}", pages.len()));
-            self.clock += self.per_page * pages.len() as u32;
+            self.clock.set(self.clock.get() + self.per_page * pages.len() as u32);
             for (p, s) in pages.iter().zip(status.iter_mut()) {
                 self.pages.insert(*p, node);
                 *s = node as i32;
@@ -516,9 +517,9 @@ pub(crate) mod tests {
     }
 
     /// A clock shared with the fake kernel's stalls.
-    pub(crate) struct FakeClock<'a>(pub &'a std::cell::Cell<Duration>);
+    pub(crate) struct FakeClock(pub std::rc::Rc<std::cell::Cell<Duration>>);
 
-    impl Clock for FakeClock<'_> {
+    impl Clock for FakeClock {
         fn now(&self) -> Duration {
             self.0.get()
         }
@@ -610,36 +611,8 @@ pub(crate) mod tests {
         rooms: &[NodeRoom],
         l: &MoveLimits,
     ) -> MoveReport {
-        struct Shared<'a>(&'a mut FakeControl);
-        impl ProcessControl for Shared<'_> {
-            fn threads(&mut self, pid: u32) -> io::Result<Vec<u32>> {
-                self.0.threads(pid)
-            }
-            fn set_thread_affinity(&mut self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
-                self.0.set_thread_affinity(tid, cpus)
-            }
-            fn page_nodes(&mut self, pid: u32, p: &[usize], s: &mut [i32]) -> io::Result<()> {
-                self.0.page_nodes(pid, p, s)
-            }
-            fn move_pages(
-                &mut self,
-                pid: u32,
-                p: &[usize],
-                n: NodeId,
-                s: &mut [i32],
-            ) -> io::Result<()> {
-                let before = self.0.clock;
-                let r = self.0.move_pages(pid, p, n, s);
-                CLOCK.with(|c| c.set(c.get() + (self.0.clock - before)));
-                r
-            }
-        }
-        thread_local!(static CLOCK: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) });
-        CLOCK.with(|c| {
-            c.set(Duration::ZERO);
-            let mut clock = FakeClock(c);
-            move_memory(&mut Shared(ctl), &mut clock, 7, ranges, rooms, l).unwrap()
-        })
+        let mut clock = FakeClock(ctl.clock.clone());
+        move_memory(ctl, &mut clock, 7, ranges, rooms, l).unwrap()
     }
 
     #[test]

@@ -479,8 +479,7 @@ mod tests {
             Watermark::default(),
         );
         let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
-        let clock = std::cell::Cell::new(Duration::ZERO);
-        let mut fake_clock = FakeClock(&clock);
+        let mut fake_clock = FakeClock(ctl.clock.clone());
         let mut alerts = 0;
         let mut starts = Vec::new();
         for i in 0..6 {
@@ -513,8 +512,7 @@ mod tests {
         for i in 0..16384usize {
             ctl.pages.insert(0x10000 + (16384 + i) * 4096, 1);
         }
-        let clock = std::cell::Cell::new(Duration::ZERO);
-        let mut fake_clock = FakeClock(&clock);
+        let mut fake_clock = FakeClock(ctl.clock.clone());
         let mut reports = Vec::new();
         for i in 0..3 {
             let r = w.cycle(Duration::from_secs(i * 10), Some((&mut ctl, &mut fake_clock)));
