@@ -49,6 +49,9 @@ _pinctl() {
             pinctl,topology)
                 cmd="pinctl__subcmd__topology"
                 ;;
+            pinctl,watch)
+                cmd="pinctl__subcmd__watch"
+                ;;
             *)
                 ;;
         esac
@@ -56,7 +59,7 @@ _pinctl() {
 
     case "${cmd}" in
         pinctl)
-            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach"
+            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach watch"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -385,6 +388,28 @@ _pinctl() {
                     return 0
                     ;;
                 --capture)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pinctl__subcmd__watch)
+            opts="-c -h -V --config --once --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

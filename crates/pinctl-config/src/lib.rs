@@ -13,6 +13,7 @@ mod diagnostic;
 pub mod model;
 mod parse;
 mod values;
+mod watch;
 
 use std::path::Path;
 
@@ -24,6 +25,7 @@ pub use parse::{
     DEFAULT_STATE_FILE, DEFAULT_STOP_SIGNAL, DEFAULT_STOP_TIMEOUT, HOST_KEYS, LIMIT_KEYS,
     MAX_INSTANCES, SERVICE_KEYS, TOP_KEYS,
 };
+pub use watch::{DriftSettings, OnDrift, WatchConfig};
 
 /// Reads and validates the service file at `path`. An I/O error names the path.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

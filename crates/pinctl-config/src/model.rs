@@ -22,6 +22,8 @@ pub struct Config {
     /// Where each value came from, so later checks against a machine can point into the
     /// file. Empty for a config built in code.
     pub spans: ConfigSpans,
+    /// `pinctl watch` and drift settings.
+    pub watch: crate::watch::WatchConfig,
 }
 
 impl Config {
@@ -33,6 +35,7 @@ impl Config {
             services,
             warnings: Vec::new(),
             spans: ConfigSpans::default(),
+            watch: crate::watch::WatchConfig::default(),
         }
     }
 

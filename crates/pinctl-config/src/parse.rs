@@ -22,6 +22,9 @@ use crate::model::{
     RestartPolicy, Service, ServiceSpans, StartLimit,
 };
 use crate::values;
+use crate::watch::WatchConfig;
+
+mod drift;
 
 // Every table of the file is read through a table of (key, reader) pairs: the reader is the
 // only code that reads the key, and the list of valid keys in "unknown field ..., expected
@@ -51,6 +54,9 @@ const HOST_READERS: &[(&str, Reader<(HostConfig, HostSpans)>)] = &[
     ("memory-reserve", Walker::read_memory_reserve),
     ("socket", Walker::read_supervisor_path),
     ("state-file", Walker::read_supervisor_path),
+    ("watch-interval", Walker::read_watch),
+    ("metrics-listen", Walker::read_watch),
+    ("node-free-watermark", Walker::read_watch),
 ];
 /// Keys of `[service.NAME]` and `[defaults]`.
 const SERVICE_READERS: &[(&str, Reader<RawService>)] = &[
@@ -76,6 +82,16 @@ const SERVICE_READERS: &[(&str, Reader<RawService>)] = &[
     ("start-limit", Walker::read_start_limit),
     ("enforce", Walker::read_enforce),
     ("output", Walker::read_output),
+    ("on-drift", Walker::read_drift),
+    ("drift-hold", Walker::read_drift),
+    ("min-locality", Walker::read_drift),
+    ("min-memory", Walker::read_drift),
+    ("alert-command", Walker::read_drift),
+    ("alert-cooldown", Walker::read_drift),
+    ("rebalance-rate", Walker::read_drift),
+    ("rebalance-stall", Walker::read_drift),
+    ("rebalance-cooldown", Walker::read_drift),
+    ("pid-file", Walker::read_drift),
 ];
 
 /// How a `limits` key is written and checked.
@@ -176,6 +192,7 @@ struct RawService {
     start_limit: Sp<StartLimit>,
     enforce: Sp<Enforce>,
     output: Sp<String>,
+    drift: drift::RawDrift,
 }
 
 /// The top-level tables as read, before the services are built.
@@ -198,12 +215,15 @@ struct NameOwners {
 struct Walker {
     file: Arc<SourceFile>,
     diagnostics: Vec<Diagnostic>,
+    /// The watch keys of `[host]` and each service's drift keys.
+    watch: WatchConfig,
 }
 
 /// Parses and validates a service file. `path` is only used in messages.
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let file = Arc::new(SourceFile::new(path, text));
-    let mut walker = Walker { file: file.clone(), diagnostics: Vec::new() };
+    let mut walker =
+        Walker { file: file.clone(), diagnostics: Vec::new(), watch: WatchConfig::default() };
     let (document, syntax_errors) = DeTable::parse_recoverable(text);
     if !syntax_errors.is_empty() {
         // The recovered tree misses whatever failed to parse; checking it would add errors
@@ -485,6 +505,13 @@ impl Walker {
             let Some((service, spans)) = self.service(name, name_span, &merged, own) else {
                 continue;
             };
+            self.watch.services.insert(name.clone(), merged.drift.settings());
+            if let Some((pid_file, _)) = &merged.drift.pid_file {
+                for instance in &service.instances {
+                    let path = PathBuf::from(substitute(pid_file, instance.index));
+                    self.watch.pid_files.insert(instance.name.clone(), path);
+                }
+            }
             self.check_unique_names(&mut owners, &service, name_span, &merged);
             built.push(service);
             built_spans.push(spans);
@@ -497,6 +524,7 @@ impl Walker {
             services: built,
             warnings: Vec::new(),
             spans,
+            watch: std::mem::take(&mut self.watch),
         })
     }
 
@@ -931,7 +959,7 @@ impl Walker {
     /// `restart-delay` or `restart-max-delay`.
     fn read_restart_delay(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
         let k = key.get_ref().as_ref();
-        let Some(d) = self.duration(k, value) else { return };
+        let Some(d) = self.duration(k, value, false) else { return };
         if k == "restart-delay" {
             raw.restart_delay = Some((d, value.span()));
         } else {
@@ -995,29 +1023,18 @@ impl Walker {
         (first, max)
     }
 
-    /// A duration longer than zero: an integer (seconds) or a string such as `"500ms"`.
-    fn duration(&mut self, key: &str, value: &Val<'_>) -> Option<Duration> {
-        let span = value.span();
-        match value.get_ref() {
-            DeValue::Integer(_) => {
-                self.integer(key, value, 1, u64::from(u32::MAX)).map(Duration::from_secs)
-            }
-            DeValue::String(s) => match values::parse_duration(s) {
-                Ok(d) if d.is_zero() => {
-                    self.error(&span, format!("`{key}` must be longer than zero"));
-                    None
-                }
-                Ok(d) => Some(d),
-                Err(e) => {
-                    self.error(&span, format!("invalid `{key}`: {e}"));
-                    None
-                }
-            },
-            _ => {
-                self.wrong_type(key, value, "a duration such as \"100ms\" or \"1m30s\"");
-                None
-            }
-        }
+    /// A drift key of a service or `[defaults]` table (parse/drift.rs reads them all).
+    fn read_drift(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let known = self.drift_key(key.get_ref(), value, &mut raw.drift);
+        debug_assert!(known, "SERVICE_READERS lists a drift key drift_key does not read");
+    }
+
+    /// A watch key of `[host]` (parse/drift.rs reads them all).
+    fn read_watch(&mut self, _: &mut (HostConfig, HostSpans), key: &Key<'_>, value: &Val<'_>) {
+        let mut watch = std::mem::take(&mut self.watch);
+        let known = self.watch_host_key(key.get_ref(), value, &mut watch);
+        debug_assert!(known, "HOST_READERS lists a watch key watch_host_key does not read");
+        self.watch = watch;
     }
 
     /// A non-empty absolute path (`{instance}` allowed).
@@ -1276,6 +1293,7 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
         start_limit: pick(&own.start_limit, &defaults.start_limit),
         enforce: pick(&own.enforce, &defaults.enforce),
         output: pick(&own.output, &defaults.output),
+        drift: own.drift.over(&defaults.drift),
     }
 }
 

@@ -164,7 +164,7 @@ fn spans_point_at_the_values_later_checks_need() {
     assert_eq!(file.slice(&c.spans.host.keep_free[1]), "3");
     let d = c.diagnostic_at(Some(&tikv.near[0]), Severity::Warning, "`nvme0n1` does not exist");
     let rendered = d.render(false);
-    assert!(rendered.contains("every-key.toml:19:9"), "{rendered}");
+    assert!(rendered.contains("every-key.toml:22:9"), "{rendered}");
 }
 
 #[test]
@@ -297,4 +297,30 @@ fn docs_describe_every_key() {
     for key in pinctl_config::LIMIT_KEYS {
         assert!(doc.contains(&format!("`{key}`")), "docs/config.md does not mention limit `{key}`");
     }
+}
+
+#[test]
+fn drift_keys_are_read_with_defaults_and_inheritance() {
+    let c = load_clean("every-key.toml");
+    assert_eq!(c.watch.interval, std::time::Duration::from_secs(5));
+    assert_eq!(c.watch.metrics_listen.unwrap().to_string(), "127.0.0.1:9464");
+    assert_eq!(c.watch.node_free_watermark, Some(1 << 30));
+    let tikv = c.watch.drift("tikv");
+    assert_eq!(tikv.on_drift, pinctl_config::OnDrift::Rebalance);
+    assert_eq!(tikv.drift_hold, std::time::Duration::from_secs(60));
+    assert_eq!(tikv.min_locality, 0.95);
+    assert_eq!(tikv.min_memory, 1 << 30);
+    assert_eq!(tikv.rebalance_rate, 64 << 20);
+    assert_eq!(tikv.rebalance_stall, std::time::Duration::from_millis(10));
+    assert_eq!(c.watch.pid_files["tikv-1"], std::path::PathBuf::from("/run/tikv/tikv-1.pid"));
+    // mysql has its own alert command and every other default.
+    let mysql = c.watch.drift("mysql");
+    assert_eq!(mysql.alert_command.as_ref().unwrap()[0], "/usr/local/bin/page-oncall");
+    assert_eq!(mysql.on_drift, pinctl_config::OnDrift::Alert);
+    assert_eq!(mysql.min_locality, pinctl_config::DriftSettings::DEFAULT_MIN_LOCALITY);
+    assert_eq!(mysql.rebalance_stall, std::time::Duration::from_millis(20));
+    assert!(!c.watch.pid_files.contains_key("mysql"));
+    let minimal = load_clean("minimal.toml");
+    assert_eq!(minimal.watch.interval, std::time::Duration::from_secs(10));
+    assert_eq!(minimal.watch.metrics_listen, None);
 }

@@ -139,6 +139,24 @@ pub struct NumaStat {
 /// kernels still parse.
 pub fn numastat(text: &str) -> Result<NumaStat, ParseError> {
     let mut s = NumaStat::default();
+    for (key, v) in counters(text)? {
+        match key {
+            "numa_hit" => s.numa_hit = v,
+            "numa_miss" => s.numa_miss = v,
+            "numa_foreign" => s.numa_foreign = v,
+            "interleave_hit" => s.interleave_hit = v,
+            "local_node" => s.local_node = v,
+            "other_node" => s.other_node = v,
+            _ => {}
+        }
+    }
+    Ok(s)
+}
+
+/// Parses a file of `name value` lines with decimal values (`/proc/vmstat`, `nodeN/numastat`),
+/// in file order.
+pub fn counters(text: &str) -> Result<Vec<(&str, u64)>, ParseError> {
+    let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
@@ -151,17 +169,94 @@ pub fn numastat(text: &str) -> Result<NumaStat, ParseError> {
             .trim()
             .parse()
             .map_err(|_| ParseError::new(i + 1, line, "`counter value` with a decimal value"))?;
-        match key {
-            "numa_hit" => s.numa_hit = v,
-            "numa_miss" => s.numa_miss = v,
-            "numa_foreign" => s.numa_foreign = v,
-            "interleave_hit" => s.interleave_hit = v,
-            "local_node" => s.local_node = v,
-            "other_node" => s.other_node = v,
-            _ => {}
-        }
+        out.push((key, v));
     }
-    Ok(s)
+    Ok(out)
+}
+
+/// The fields of `/proc/PID/stat` (or `/proc/PID/task/TID/stat`) that pinctl reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Field 3: `R`, `S`, `D`, `Z`, ...
+    pub state: char,
+    /// Field 4.
+    pub ppid: u32,
+    /// Field 22: start time in clock ticks since boot (with the PID, a process's identity).
+    pub start_time: u64,
+    /// Field 39: the CPU the task last ran on.
+    pub processor: u32,
+}
+
+/// Parses `/proc/PID/stat`. The command name (field 2) is in parentheses and may itself hold
+/// spaces and parentheses, so fields are counted from the last `)`.
+pub fn proc_stat(text: &str) -> Result<ProcStat, ParseError> {
+    let line = text.trim_end();
+    let close =
+        line.rfind(')').ok_or_else(|| ParseError::new(1, line, "`pid (comm) state ...`"))?;
+    // Field 3 is the first after `)`; field N is at index N - 3.
+    let f: Vec<&str> = line[close + 1..].split_whitespace().collect();
+    let field = |n: usize, what: &'static str| {
+        f.get(n - 3).copied().ok_or_else(|| ParseError::new(1, line, what))
+    };
+    let number = |n: usize, what: &'static str| -> Result<u64, ParseError> {
+        let w = field(n, what)?;
+        w.parse().map_err(|_| ParseError::new(1, w, what))
+    };
+    let state = field(3, "a task state after the command name")?;
+    let mut chars = state.chars();
+    let (Some(state), None) = (chars.next(), chars.next()) else {
+        return Err(ParseError::new(1, state, "a one-letter task state"));
+    };
+    let small = |v: u64, w: &'static str| {
+        u32::try_from(v).map_err(|_| ParseError::new(1, &v.to_string(), w))
+    };
+    Ok(ProcStat {
+        state,
+        ppid: small(number(4, "a parent pid (field 4)")?, "a parent pid (field 4)")?,
+        start_time: number(22, "a start time in clock ticks (field 22)")?,
+        processor: small(number(39, "the last CPU (field 39)")?, "the last CPU (field 39)")?,
+    })
+}
+
+/// One line of `/proc/PID/maps`: an address range of the process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapsEntry {
+    /// First byte of the range.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// `rw-p`, `r-xp`, ...
+    pub perms: String,
+    /// The file, `[heap]`, `[stack]`, ... or empty for anonymous memory.
+    pub path: String,
+}
+
+/// Parses `/proc/PID/maps` (`start-end perms offset dev inode [path]` per line).
+pub fn proc_maps(text: &str) -> Result<Vec<MapsEntry>, ParseError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |what| ParseError::new(i + 1, line, what);
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            return Err(bad("`start-end perms offset dev inode [path]`"));
+        };
+        let (start, end) = range.split_once('-').ok_or_else(|| bad("a `start-end` range"))?;
+        let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|_| bad("hexadecimal addresses"));
+        let (start, end) = (hex(start)?, hex(end)?);
+        if end < start {
+            return Err(bad("a range whose end is not before its start"));
+        }
+        // offset, dev, inode, then the path (which may contain spaces).
+        let path = f.nth(3).map_or(String::new(), |first| {
+            let at = line.find(first).unwrap_or(line.len());
+            line[at..].to_string()
+        });
+        out.push(MapsEntry { start, end, perms: perms.to_string(), path });
+    }
+    Ok(out)
 }
 
 /// The CPUs and nodes a process may use, from `/proc/PID/status`.
@@ -560,6 +655,42 @@ mod tests {
         assert_eq!(s.other_node, 51);
         assert_eq!(s.interleave_hit, 1);
         assert!(numastat("numa_hit lots\n").is_err());
+    }
+
+    #[test]
+    fn vmstat_counters() {
+        let c = counters("nr_free_pages 12\nnuma_pages_migrated 7\n\n").unwrap();
+        assert_eq!(c, vec![("nr_free_pages", 12), ("numa_pages_migrated", 7)]);
+        assert_eq!(counters("x y\n").unwrap_err().line, 1);
+        assert_eq!(counters("a 1\nlonely\n").unwrap_err().line, 2);
+    }
+
+    #[test]
+    fn stat_fields_after_a_tricky_command_name() {
+        let text = "3560 (a) (b c) R 3558 3558 29067 0 -1 4194304 102 0 0 0 0 0 0 0 20 0 1 0 \
+                    98576 3133440 412 18446744073709551615 1 2 3 0 0 0 0 0 0 0 0 0 17 5 0 0 0 0 0\n";
+        let s = proc_stat(text).unwrap();
+        assert_eq!(s, ProcStat { state: 'R', ppid: 3558, start_time: 98576, processor: 5 });
+        assert!(proc_stat("3560 (cat) R 1 2 3\n").is_err());
+        assert!(proc_stat("3560 cat R").is_err());
+        assert!(proc_stat("1 (x) RR 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1").is_err());
+        let live = std::fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(proc_stat(&live).unwrap().start_time > 0);
+    }
+
+    #[test]
+    fn maps_ranges_and_paths() {
+        let m = proc_maps(
+            "559ba4af5000-559ba4af7000 r--p 00000000 fe:00 247282    /usr/bin/my head\n\
+             7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n",
+        )
+        .unwrap();
+        assert_eq!((m[0].start, m[0].end), (0x559ba4af5000, 0x559ba4af7000));
+        assert_eq!(m[0].path, "/usr/bin/my head");
+        assert_eq!((m[1].perms.as_str(), m[1].path.as_str()), ("rw-p", ""));
+        assert!(proc_maps("zz-10 rw-p\n").is_err());
+        assert!(proc_maps("20-10 rw-p 0 0:0 0\n").is_err());
+        assert!(proc_maps("20\n").is_err());
     }
 
     #[test]

@@ -21,6 +21,9 @@ proptest! {
         let _ = parse::default_routes_v6(&text);
         let _ = parse::cgroup_path(&text, Some("cpuset"));
         let _ = parse::is_pci_address(&text);
+        let _ = parse::counters(&text);
+        let _ = parse::proc_stat(&text);
+        let _ = parse::proc_maps(&text);
     }
 
     #[test]
@@ -33,5 +36,40 @@ proptest! {
         let e = parse::numa_maps_line(&line).unwrap();
         prop_assert_eq!(e.address, addr);
         prop_assert_eq!(e.pages, pages.into_iter().collect::<Vec<_>>());
+    }
+
+    /// Real files cut anywhere or with a byte changed still parse or fail, never panic.
+    #[test]
+    fn truncated_and_garbled_process_files_never_panic(
+        cut in 0usize..400,
+        at in 0usize..400,
+        byte in proptest::char::any(),
+    ) {
+        let files = [
+            "7f0e1c000000 bind:0-1=static anon=512 dirty=512 N0=256 N1=256 kernelpagesize_kB=4\n\
+             55d1 prefer (many):0-1 file=/bin/cat mapped=3 N1=3\n",
+            "anon N0=4096 N1=0\nfile N0=1 N1=2\nshmem N0=0 N1=0\nfile_thp N0=0 N1=0\n",
+            "Name:\tdb\nPPid:\t1\nCpus_allowed_list:\t0-7\nMems_allowed_list:\t0-1\n",
+            "3560 (a (b)) S 1 3558 29067 0 -1 4194304 102 0 0 0 0 0 0 0 20 0 1 0 98576 3133440 \
+             412 18446744073709551615 1 2 3 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n",
+            "numa_hit 6451\nnuma_miss 0\nnuma_foreign 0\nnuma_pages_migrated 3\n",
+            "559ba4af5000-559ba4af7000 r--p 00000000 fe:00 247282 /usr/bin/head\n",
+        ];
+        for f in files {
+            let mut chars: Vec<char> = f.chars().collect();
+            chars.truncate(cut.min(chars.len()));
+            if !chars.is_empty() {
+                let i = at % chars.len();
+                chars[i] = byte;
+            }
+            let text: String = chars.into_iter().collect();
+            let _ = parse::numa_maps(&text);
+            let _ = parse::memory_numa_stat(&text);
+            let _ = parse::status_allowed(&text);
+            let _ = parse::proc_stat(&text);
+            let _ = parse::counters(&text);
+            let _ = parse::numastat(&text);
+            let _ = parse::proc_maps(&text);
+        }
     }
 }

@@ -53,6 +53,8 @@ enum Command {
     Reload(cmd::control::ReloadArgs),
     /// Make the supervisor exit, leaving its instances running for the next one to adopt.
     Detach(cmd::control::SocketArg),
+    /// Watch where the planned instances' memory and threads are; alert, export, rebalance.
+    Watch(cmd::watch::WatchArgs),
 }
 
 /// Runs pinctl with `args` (the program name first) and returns its exit status.
@@ -74,6 +76,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Restart(a) => cmd::control::names(cmd::control::Verb::Restart, a),
         Command::Reload(a) => cmd::control::reload(a),
         Command::Detach(a) => cmd::control::detach(a),
+        Command::Watch(a) => cmd::watch::run(a),
     };
     error::report(result)
 }

@@ -7,3 +7,4 @@ pub(crate) mod numactl;
 pub(crate) mod plan;
 pub(crate) mod run;
 pub(crate) mod topology;
+pub(crate) mod watch;

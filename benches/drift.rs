@@ -1,0 +1,229 @@
+//! What watching costs, side by side in one run:
+//!
+//! 1. One instance with a large resident set (the allocation probe, `PINCTL_BENCH_MIB`, 2048
+//!    by default): `numastat -p PID` (what operators run today: a process that walks
+//!    numa_maps), pinctl's own numa_maps walk (the fallback), and the cgroup counters
+//!    (`memory.numa_stat` of the probe's own cgroup v2; where this host has no cgroup v2
+//!    memory controller, the v1 memory cgroup's `memory.numa_stat`, which the kernel fills from
+//!    the same per-node counters). Median of ROUNDS, interleaved, and the ratios.
+//! 2. A watch cycle over 64 instances (64 `sleep` processes found through PID files): the
+//!    first cycle (every numa_maps walked) and steady cycles 10 s apart (wall and CPU time),
+//!    and the share of one CPU that steady cycles take at that interval.
+//!
+//! Run with `cargo bench --bench drift` (scripts/bench drift). Numbers are reported, never
+//! asserted; docs/drift.md quotes them.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pinctl_config::DriftSettings;
+use pinctl_drift::read::{Locator, Reader};
+use pinctl_drift::rules::Planned;
+use pinctl_drift::sample::NodeMemory;
+use pinctl_drift::watch::{Target, Watcher, Watermark};
+use pinctl_topology::MemoryPolicy;
+
+const ROUNDS: usize = 15;
+
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn probe() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_pinctl")).with_file_name("pinctl-alloc-probe");
+    if !bin.exists() {
+        let release = bin.parent().is_some_and(|d| d.ends_with("release"));
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", "pinctl-alloc-probe"]);
+        if release {
+            cmd.arg("--release");
+        }
+        assert!(cmd.status().expect("cargo").success(), "building the probe failed");
+    }
+    bin
+}
+
+fn time(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// The cgroup file whose counters stand for the cgroup path, and what it is.
+fn cgroup_numa_stat(pid: u32) -> Option<(PathBuf, &'static str)> {
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+    if v2 {
+        let path = pinctl_sysfs::parse::cgroup_path(&cg, None)?;
+        let file =
+            Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')).join("memory.numa_stat");
+        return file.exists().then_some((file, "cgroup v2 memory.numa_stat"));
+    }
+    let path = pinctl_sysfs::parse::cgroup_path(&cg, Some("memory"))?;
+    let file = Path::new("/sys/fs/cgroup/memory")
+        .join(path.trim_start_matches('/'))
+        .join("memory.numa_stat");
+    file.exists().then_some((file, "cgroup v1 memory.numa_stat (no cgroup v2 memory here)"))
+}
+
+fn large_instance() {
+    let mib: u64 =
+        std::env::var("PINCTL_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(2048);
+    let mut child = Command::new(probe())
+        .args(["--mib", &mib.to_string(), "--hold"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starting the probe");
+    let out = child.stdout.take().unwrap();
+    let pid = child.id();
+    let _guard = Guard(child);
+    for line in BufReader::new(out).lines() {
+        if line.expect("probe output") == "ready" {
+            break;
+        }
+    }
+    let numastat = Command::new("numastat").arg("-V").output().is_ok();
+    let cgroup = cgroup_numa_stat(pid);
+    let mut reader = Reader::new(Path::new("/"), Duration::from_secs(10));
+    let (mut t_numastat, mut t_walk, mut t_cgroup) = (Vec::new(), Vec::new(), Vec::new());
+    let mut resident = 0;
+    for _ in 0..ROUNDS {
+        if numastat {
+            t_numastat.push(time(|| {
+                let s = Command::new("numastat")
+                    .args(["-p", &pid.to_string()])
+                    .stdout(Stdio::null())
+                    .status();
+                assert!(s.is_ok_and(|s| s.success()), "numastat -p failed");
+            }));
+        }
+        t_walk.push(time(|| {
+            let maps = reader.numa_maps(pid).expect("numa_maps");
+            resident = NodeMemory::from_numa_maps(&maps).total();
+        }));
+        if let Some((file, _)) = &cgroup {
+            t_cgroup.push(time(|| {
+                let text = std::fs::read_to_string(file).expect("memory.numa_stat");
+                pinctl_sysfs::parse::memory_numa_stat(&text).expect("parses");
+            }));
+        }
+    }
+    println!(
+        "one instance, {:.0} MiB resident (pid {pid}), median of {ROUNDS}:",
+        resident as f64 / 1048576.0
+    );
+    let walk = median(t_walk);
+    let rows = [
+        ("numastat -p PID (process)", (!t_numastat.is_empty()).then(|| median(t_numastat.clone()))),
+        ("pinctl numa_maps walk (in process)", Some(walk)),
+        (
+            cgroup.as_ref().map_or("cgroup counters: none here", |c| c.1),
+            (!t_cgroup.is_empty()).then(|| median(t_cgroup.clone())),
+        ),
+    ];
+    for (name, t) in &rows {
+        match t {
+            Some(t) => println!("  {name:<60} {:>10.1} us", t.as_secs_f64() * 1e6),
+            None => println!("  {name:<60} {:>10}", "n/a"),
+        }
+    }
+    if let Some(c) = rows[2].1 {
+        if let Some(n) = rows[0].1 {
+            println!(
+                "  ratio numastat -p / cgroup counters: {:.0}x",
+                n.as_secs_f64() / c.as_secs_f64()
+            );
+        }
+        println!(
+            "  ratio numa_maps walk / cgroup counters: {:.0}x",
+            walk.as_secs_f64() / c.as_secs_f64()
+        );
+    }
+}
+
+fn cycle_of_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut guards = Vec::new();
+    let mut targets = Vec::new();
+    let cpus: pinctl_topology::CpuSet =
+        std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim().parse().unwrap();
+    let nodes: pinctl_topology::NodeSet =
+        std::fs::read_to_string("/sys/devices/system/node/online").unwrap().trim().parse().unwrap();
+    for i in 0..64 {
+        let child = Command::new("sleep").arg("600").spawn().expect("sleep");
+        let pid_file = dir.path().join(format!("{i}.pid"));
+        std::fs::write(&pid_file, child.id().to_string()).unwrap();
+        guards.push(Guard(child));
+        targets.push(Target {
+            instance: format!("i-{i}"),
+            service: "i".into(),
+            planned: Planned {
+                cpus: cpus.clone(),
+                nodes: nodes.clone(),
+                policy: MemoryPolicy::Default,
+                policy_nodes: Default::default(),
+            },
+            settings: DriftSettings::default(),
+            locator: Locator { pid_file: Some(pid_file), unit: None },
+        });
+    }
+    let interval = Duration::from_secs(10);
+    let mut w = Watcher::new(Path::new("/"), targets, interval, Watermark::default());
+    let first = time(|| {
+        let r = w.cycle(Duration::ZERO, None);
+        assert!(r.instances.iter().all(|i| i.sample.is_some()), "an instance was not sampled");
+    });
+    // Steady cycles as the loop makes them, 10 s apart: each walks the numa_maps that are due,
+    // within the cycle's budget.
+    const STEADY: u32 = 100;
+    let cpu_before = cpu_time();
+    let steady: Vec<Duration> =
+        (1..=STEADY).map(|k| time(|| drop(w.cycle(interval * k, None)))).collect();
+    let cpu_per_cycle = (cpu_time() - cpu_before) / STEADY;
+    let steady = median(steady);
+    println!("a watch cycle over 64 instances (numa_maps path):");
+    println!(
+        "  first cycle (64 numa_maps walks, host counters)      {:>10.1} us",
+        first.as_secs_f64() * 1e6
+    );
+    println!(
+        "  steady cycle (threads and host counters)             {:>10.1} us",
+        steady.as_secs_f64() * 1e6
+    );
+    println!(
+        "  steady cycle, CPU time (user + system over {STEADY})     {:>10.1} us",
+        cpu_per_cycle.as_secs_f64() * 1e6
+    );
+    println!(
+        "  share of one CPU at a 10 s interval                  {:>10.4} %",
+        cpu_per_cycle.as_secs_f64() / interval.as_secs_f64() * 100.0
+    );
+}
+
+/// User and system time of this process so far (`/proc/self/stat` fields 14 and 15, in clock
+/// ticks of 10 ms, so it is measured over many cycles).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+fn main() {
+    // `cargo bench` passes --bench; a plain run takes no arguments either.
+    large_instance();
+    cycle_of_64();
+}

@@ -1,0 +1,415 @@
+//! Prometheus metrics of the watcher, with the Prometheus project's client
+//! (`prometheus-client`), served over HTTP by hyper on the caller's tokio runtime. Names and
+//! units follow Prometheus conventions (base units, `_bytes`, `_seconds`, `_ratio`, `_total`
+//! for counters); docs/drift.md lists them. The instance is the `service_instance` label:
+//! `instance` and `job` belong to the scraping Prometheus.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use tokio::net::TcpListener;
+
+use crate::rules::{DriftKind, Edge};
+use crate::watch::CycleReport;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InstanceLabels {
+    service_instance: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemoryLabels {
+    service_instance: String,
+    node: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DriftLabels {
+    service_instance: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    node: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+type FloatCounter = Counter<f64, AtomicU64>;
+
+/// The watcher's metrics; [`Metrics::record`] updates them from a cycle's report.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    memory: Family<MemoryLabels, Gauge>,
+    local_ratio: Family<InstanceLabels, FloatGauge>,
+    up: Family<InstanceLabels, Gauge>,
+    drifting: Family<DriftLabels, Gauge>,
+    episodes: Family<DriftLabels, Counter>,
+    threads_out: Family<InstanceLabels, Gauge>,
+    policy_mappings: Family<InstanceLabels, Gauge>,
+    sample_seconds: Family<InstanceLabels, FloatGauge>,
+    moved_pages: Family<InstanceLabels, Counter>,
+    moved_bytes: Family<InstanceLabels, Counter>,
+    move_seconds: Family<InstanceLabels, FloatCounter>,
+    worst_stall: Family<InstanceLabels, FloatGauge>,
+    repinned: Family<InstanceLabels, Counter>,
+    node_free: Family<NodeLabels, Gauge>,
+    node_miss: Family<NodeLabels, Counter>,
+    node_foreign: Family<NodeLabels, Counter>,
+    balancing_migrated: Counter,
+    cycle_seconds: FloatGauge,
+    /// Last values of the kernel's counters, to add their increase.
+    last_kernel: BTreeMap<(String, &'static str), u64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric, registered.
+    pub fn new() -> Metrics {
+        let mut r = Registry::default();
+        let memory = Family::<MemoryLabels, Gauge>::default();
+        let local_ratio = Family::<InstanceLabels, FloatGauge>::default();
+        let up = Family::<InstanceLabels, Gauge>::default();
+        let drifting = Family::<DriftLabels, Gauge>::default();
+        let episodes = Family::<DriftLabels, Counter>::default();
+        let threads_out = Family::<InstanceLabels, Gauge>::default();
+        let policy_mappings = Family::<InstanceLabels, Gauge>::default();
+        let sample_seconds = Family::<InstanceLabels, FloatGauge>::default();
+        let moved_pages = Family::<InstanceLabels, Counter>::default();
+        let moved_bytes = Family::<InstanceLabels, Counter>::default();
+        let move_seconds = Family::<InstanceLabels, FloatCounter>::default();
+        let worst_stall = Family::<InstanceLabels, FloatGauge>::default();
+        let repinned = Family::<InstanceLabels, Counter>::default();
+        let node_free = Family::<NodeLabels, Gauge>::default();
+        let node_miss = Family::<NodeLabels, Counter>::default();
+        let node_foreign = Family::<NodeLabels, Counter>::default();
+        let balancing_migrated = Counter::default();
+        let cycle_seconds = FloatGauge::default();
+        r.register_with_unit(
+            "pinctl_instance_memory",
+            "Resident memory of an instance on a node, by kind (anon, file, shmem, huge)",
+            Unit::Bytes,
+            memory.clone(),
+        );
+        r.register(
+            "pinctl_instance_local_memory_ratio",
+            "Fraction of an instance's memory on its planned nodes",
+            local_ratio.clone(),
+        );
+        r.register("pinctl_instance_up", "Whether the instance was found and sampled", up.clone());
+        r.register(
+            "pinctl_instance_drifting",
+            "Whether a drift episode of this kind is going on (1) or not (0)",
+            drifting.clone(),
+        );
+        r.register(
+            "pinctl_instance_drift_episodes",
+            "Drift episodes started, by kind",
+            episodes.clone(),
+        );
+        r.register(
+            "pinctl_instance_threads_out_of_place",
+            "Threads allowed or last running outside the planned CPUs",
+            threads_out.clone(),
+        );
+        r.register(
+            "pinctl_instance_policy_mismatched_mappings",
+            "Mappings with resident memory whose policy differs from the planned one",
+            policy_mappings.clone(),
+        );
+        r.register_with_unit(
+            "pinctl_instance_sample_duration",
+            "Time the last sample of the instance took",
+            Unit::Seconds,
+            sample_seconds.clone(),
+        );
+        r.register(
+            "pinctl_rebalance_moved_pages",
+            "Pages moved back to the planned nodes",
+            moved_pages.clone(),
+        );
+        r.register_with_unit(
+            "pinctl_rebalance_moved",
+            "Bytes moved back to the planned nodes",
+            Unit::Bytes,
+            moved_bytes.clone(),
+        );
+        r.register_with_unit(
+            "pinctl_rebalance_duration",
+            "Time spent moving memory back",
+            Unit::Seconds,
+            move_seconds.clone(),
+        );
+        r.register_with_unit(
+            "pinctl_rebalance_worst_batch_stall",
+            "Longest single move_pages batch of the last rebalance",
+            Unit::Seconds,
+            worst_stall.clone(),
+        );
+        r.register(
+            "pinctl_rebalance_repinned_threads",
+            "Threads set back to the planned CPUs",
+            repinned.clone(),
+        );
+        r.register_with_unit(
+            "pinctl_node_free_memory",
+            "Free memory of a node (MemFree of nodeN/meminfo)",
+            Unit::Bytes,
+            node_free.clone(),
+        );
+        r.register(
+            "pinctl_node_numa_miss_pages",
+            "Pages allocated on this node that were meant for another (numa_miss)",
+            node_miss.clone(),
+        );
+        r.register(
+            "pinctl_node_numa_foreign_pages",
+            "Pages meant for this node that were allocated on another (numa_foreign)",
+            node_foreign.clone(),
+        );
+        r.register(
+            "pinctl_numa_balancing_migrated_pages",
+            "Pages migrated by automatic NUMA balancing (numa_pages_migrated of /proc/vmstat)",
+            balancing_migrated.clone(),
+        );
+        r.register_with_unit(
+            "pinctl_watch_cycle_duration",
+            "Time the last watch cycle took",
+            Unit::Seconds,
+            cycle_seconds.clone(),
+        );
+        Metrics {
+            registry: Arc::new(r),
+            memory,
+            local_ratio,
+            up,
+            drifting,
+            episodes,
+            threads_out,
+            policy_mappings,
+            sample_seconds,
+            moved_pages,
+            moved_bytes,
+            move_seconds,
+            worst_stall,
+            repinned,
+            node_free,
+            node_miss,
+            node_foreign,
+            balancing_migrated,
+            cycle_seconds,
+            last_kernel: BTreeMap::new(),
+        }
+    }
+
+    /// The registry, for [`serve`].
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.clone()
+    }
+
+    /// The OpenMetrics exposition text, as `/metrics` serves it to scrapers that ask for it.
+    pub fn encode(&self) -> String {
+        encode(&self.registry)
+    }
+
+    /// Adds a kernel counter's increase since the last cycle (its whole value the first time).
+    fn kernel_counter(&mut self, key: (String, &'static str), value: u64, counter: &Counter) {
+        let last = self.last_kernel.insert(key, value).unwrap_or(0);
+        counter.inc_by(value.saturating_sub(last));
+    }
+
+    /// Updates every metric from a cycle.
+    pub fn record(&mut self, r: &CycleReport) {
+        let inst = |i: &str| InstanceLabels { service_instance: i.to_string() };
+        for (node, s) in &r.host.nodes {
+            let l = NodeLabels { node: node.to_string() };
+            self.node_free.get_or_create(&l).set(s.free_bytes as i64);
+            let miss = self.node_miss.get_or_create_owned(&l);
+            self.kernel_counter((node.to_string(), "miss"), s.numa_miss, &miss);
+            let foreign = self.node_foreign.get_or_create_owned(&l);
+            self.kernel_counter((node.to_string(), "foreign"), s.numa_foreign, &foreign);
+        }
+        let migrated = self.balancing_migrated.clone();
+        self.kernel_counter((String::new(), "migrated"), r.host.numa_pages_migrated, &migrated);
+        for i in &r.instances {
+            let l = inst(&i.instance);
+            self.up.get_or_create(&l).set(i64::from(i.sample.is_some()));
+            if let Some(s) = &i.sample {
+                for (node, b) in &s.memory.0 {
+                    for (kind, bytes) in b.kinds() {
+                        let ml = MemoryLabels {
+                            service_instance: i.instance.clone(),
+                            node: node.to_string(),
+                            kind: kind.to_string(),
+                        };
+                        self.memory.get_or_create(&ml).set(bytes as i64);
+                    }
+                }
+                self.sample_seconds.get_or_create(&l).set(s.cost.as_secs_f64());
+            }
+            if let Some(f) = i.local_fraction {
+                self.local_ratio.get_or_create(&l).set(f);
+            }
+            self.threads_out.get_or_create(&l).set(i.threads_out_of_place as i64);
+            let policy = i
+                .findings
+                .iter()
+                .find(|(k, _)| *k == DriftKind::Policy)
+                .map_or(0, |(_, f)| f.value as i64);
+            self.policy_mappings.get_or_create(&l).set(policy);
+            for k in DriftKind::ALL {
+                let dl = DriftLabels {
+                    service_instance: i.instance.clone(),
+                    kind: k.name().to_string(),
+                };
+                self.drifting.get_or_create(&dl).set(i64::from(i.drifting.contains(&k)));
+                // Create the series at zero so rates work from the first episode.
+                let _ = self.episodes.get_or_create(&dl);
+            }
+        }
+        for e in r.events.iter().filter(|e| e.edge == Edge::Start) {
+            let dl = DriftLabels {
+                service_instance: e.instance.clone(),
+                kind: e.kind.name().to_string(),
+            };
+            self.episodes.get_or_create(&dl).inc();
+        }
+        for rb in &r.rebalances {
+            let l = inst(&rb.instance);
+            if let Some(t) = &rb.threads {
+                self.repinned.get_or_create(&l).inc_by(t.repinned as u64);
+            }
+            if let Some(m) = &rb.memory {
+                self.moved_pages.get_or_create(&l).inc_by(m.pages_moved);
+                self.moved_bytes.get_or_create(&l).inc_by(m.bytes_moved);
+                self.move_seconds.get_or_create(&l).inc_by(m.took.as_secs_f64());
+                self.worst_stall.get_or_create(&l).set(m.worst_stall.as_secs_f64());
+            }
+        }
+        self.cycle_seconds.set(r.took.as_secs_f64());
+    }
+}
+
+fn encode(registry: &Registry) -> String {
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut text, registry);
+    text
+}
+
+/// The content type of the OpenMetrics exposition (for scrapers that ask for it).
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of the classic Prometheus text exposition (the default).
+pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The OpenMetrics text as the classic Prometheus text format (what `promtool check metrics`
+/// and scrapers that do not ask for OpenMetrics read): a counter family is named with its
+/// `_total` in `# HELP`/`# TYPE`, and `# UNIT` and `# EOF` lines are left out.
+pub fn classic_text(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta =
+            ["# HELP ", "# TYPE "].into_iter().find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match meta {
+            Some((prefix, rest)) => {
+                let name = rest.split(' ').next().unwrap_or("");
+                if counters.contains(name) {
+                    out.push_str(prefix);
+                    out.push_str(name);
+                    out.push_str("_total");
+                    out.push_str(&rest[name.len()..]);
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Binds the metrics listener (port 0 picks a free port; see `local_addr`).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// Serves `GET /metrics` on `listener` until the runtime stops. A connection that fails is
+/// dropped; it never stops the server.
+pub async fn serve(listener: TcpListener, registry: Arc<Registry>) -> std::io::Result<()> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let io = hyper_util::rt::TokioIo::new(stream);
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let registry = registry.clone();
+                async move { Ok::<_, Infallible>(respond(&req, &registry)) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+        });
+    }
+}
+
+fn respond(req: &Request<Incoming>, registry: &Registry) -> Response<Full<Bytes>> {
+    let wants_openmetrics = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/openmetrics-text"));
+    let (status, content_type, body) = match (req.method().as_str(), req.uri().path()) {
+        ("GET", "/metrics") if wants_openmetrics => (StatusCode::OK, OPENMETRICS, encode(registry)),
+        ("GET", "/metrics") => (StatusCode::OK, TEXT, classic_text(&encode(registry))),
+        ("GET", "/") => {
+            (StatusCode::OK, "text/plain", "pinctl watch: metrics at /metrics\n".into())
+        }
+        _ => (StatusCode::NOT_FOUND, "text/plain", "not found: try /metrics\n".into()),
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_text_names_counters_with_total_and_drops_openmetrics_lines() {
+        let om = "# HELP a_events Things.\n# TYPE a_events counter\na_events_total{x=\"1\"} 2\n\
+                  # HELP b_bytes Size.\n# TYPE b_bytes gauge\n# UNIT b_bytes bytes\nb_bytes 3\n# EOF\n";
+        assert_eq!(
+            classic_text(om),
+            "# HELP a_events_total Things.\n# TYPE a_events_total counter\na_events_total{x=\"1\"} 2\n\
+             # HELP b_bytes Size.\n# TYPE b_bytes gauge\nb_bytes 3\n"
+        );
+    }
+}

@@ -1,0 +1,653 @@
+//! Reading live instances and the host under a root (`/`, or a fake tree in tests): which
+//! processes an instance is, their threads, their memory per node (from the instance's own
+//! cgroup v2 `memory.numa_stat` when it has one, otherwise `/proc/PID/numa_maps` under a time
+//! budget), and the nodes' free memory and counters.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pinctl_sysfs::parse::{self, NumaMapsEntry};
+use pinctl_sysfs::{DiscoveryError, FsRoot};
+use pinctl_topology::NodeId;
+
+use crate::sample::{
+    HostSample, InstanceSample, MemorySource, NodeMemory, NodeSample, PolicyUse, ThreadSample,
+    policies_of,
+};
+
+const NODE_DIR: &str = "sys/devices/system/node";
+const CGROUP_ROOT: &str = "sys/fs/cgroup";
+
+/// How to find an instance's processes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Locator {
+    /// A file holding the main PID (`pid-file`), absolute (read under the root).
+    pub pid_file: Option<PathBuf>,
+    /// A systemd unit: its processes are `/sys/fs/cgroup/system.slice/<unit>/cgroup.procs`.
+    pub unit: Option<String>,
+}
+
+/// Why an instance could not be sampled.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// Neither a PID file nor a unit says where the instance is.
+    #[error("no `pid-file` or `unit` says which process it is")]
+    NoLocator,
+    /// The PID file or the unit's cgroup names no running process.
+    #[error("not running: {0}")]
+    NotRunning(String),
+    /// The process exited while it was read (ESRCH is normal).
+    #[error("process `{pid}` exited while it was sampled")]
+    Vanished { pid: u32 },
+    /// The watcher lacks a permission; `capability` says which.
+    #[error("cannot read `{}`: needs {capability}", path.display())]
+    Permission { path: PathBuf, capability: &'static str },
+    /// A file could not be read or parsed.
+    #[error(transparent)]
+    Read(#[from] DiscoveryError),
+}
+
+impl SampleError {
+    /// A process file error: vanished on ENOENT/ESRCH, permission on EACCES/EPERM.
+    fn of(pid: u32, e: DiscoveryError, capability: &'static str) -> SampleError {
+        if let DiscoveryError::Io { path, source } = &e {
+            match source.raw_os_error() {
+                Some(3) => return SampleError::Vanished { pid },
+                Some(1 | 13) => {
+                    return SampleError::Permission { path: path.clone(), capability };
+                }
+                _ => {}
+            }
+            if source.kind() == io::ErrorKind::NotFound {
+                return SampleError::Vanished { pid };
+            }
+        }
+        SampleError::Read(e)
+    }
+}
+
+/// When to walk a process's numa_maps again: at most once per interval, less often for
+/// processes whose walks are slow (the walk takes at most 1/[`WALK_COST_SHARE`] of the time
+/// between two walks), and not when this cycle's budget is spent and a previous walk exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkScheduler {
+    /// The watch interval.
+    pub interval: Duration,
+}
+
+/// A process's numa_maps walk may take at most 1/100 of the time between two walks.
+pub const WALK_COST_SHARE: u32 = 100;
+
+/// The last walk of one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastWalk {
+    pub at: Duration,
+    pub cost: Duration,
+    pub memory: NodeMemory,
+    pub policies: Vec<PolicyUse>,
+}
+
+impl WalkScheduler {
+    /// Whether to walk now, given the last walk and what is left of this cycle's budget.
+    pub fn should_walk(
+        &self,
+        now: Duration,
+        last: Option<&LastWalk>,
+        budget_left: Duration,
+    ) -> bool {
+        let Some(last) = last else { return true };
+        // A little slack so samples that come a hair early do not skip a whole interval.
+        let spacing = (self.interval - self.interval / 10).max(last.cost * WALK_COST_SHARE);
+        now.saturating_sub(last.at) >= spacing && last.cost <= budget_left
+    }
+}
+
+/// Things said once per watcher lifetime (a missing capability, no cgroup v2).
+#[derive(Debug, Default)]
+pub struct Notices {
+    said: BTreeSet<String>,
+    pending: Vec<String>,
+}
+
+impl Notices {
+    /// Queues `message` unless it was said before.
+    pub fn once(&mut self, message: String) {
+        if self.said.insert(message.clone()) {
+            self.pending.push(message);
+        }
+    }
+
+    /// The messages queued since the last call.
+    pub fn take(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// Reads instances and the host under a root, remembering numa_maps walks between cycles.
+#[derive(Debug)]
+pub struct Reader {
+    fs: FsRoot<'static>,
+    /// Whether `/sys/fs/cgroup` is a cgroup v2 hierarchy with the memory controller.
+    cgroup_v2: Option<bool>,
+    walks: BTreeMap<String, LastWalk>,
+    pub scheduler: WalkScheduler,
+    pub notices: Notices,
+}
+
+impl Reader {
+    /// A reader of the machine whose `/proc` and `/sys` are under `root`.
+    pub fn new(root: &Path, interval: Duration) -> Reader {
+        Reader {
+            fs: FsRoot::new(root),
+            cgroup_v2: None,
+            walks: BTreeMap::new(),
+            scheduler: WalkScheduler { interval },
+            notices: Notices::default(),
+        }
+    }
+
+    /// The root files are read under.
+    pub fn root(&self) -> &Path {
+        self.fs.root()
+    }
+
+    fn under_root(&self, path: &Path) -> String {
+        path.to_string_lossy().trim_start_matches('/').to_string()
+    }
+
+    /// The instance's processes, the main one first.
+    pub fn pids(&mut self, locator: &Locator) -> Result<Vec<u32>, SampleError> {
+        if let Some(file) = &locator.pid_file {
+            let rel = self.under_root(file);
+            let text = self.fs.read(&rel)?.ok_or_else(|| {
+                SampleError::NotRunning(format!("`{}` does not exist", file.display()))
+            })?;
+            let pid: u32 = text.trim().parse().map_err(|_| {
+                SampleError::NotRunning(format!("`{}` holds no PID", file.display()))
+            })?;
+            if !self.fs.is_dir(&format!("proc/{pid}")) {
+                return Err(SampleError::NotRunning(format!(
+                    "PID `{pid}` of `{}` is not running",
+                    file.display()
+                )));
+            }
+            return Ok(vec![pid]);
+        }
+        let Some(unit) = &locator.unit else { return Err(SampleError::NoLocator) };
+        let rel = format!("{CGROUP_ROOT}/system.slice/{unit}/cgroup.procs");
+        let pids: Vec<u32> = match self.fs.read(&rel)? {
+            Some(text) => text.lines().filter_map(|l| l.trim().parse().ok()).collect(),
+            None => Vec::new(),
+        };
+        if pids.is_empty() {
+            return Err(SampleError::NotRunning(format!("unit `{unit}` has no processes")));
+        }
+        Ok(pids)
+    }
+
+    /// Whether `/sys/fs/cgroup` is cgroup v2 with the memory controller (said once when not).
+    pub fn has_cgroup_v2(&mut self) -> bool {
+        if let Some(v) = self.cgroup_v2 {
+            return v;
+        }
+        let v = matches!(
+            self.fs.read(&format!("{CGROUP_ROOT}/cgroup.controllers")),
+            Ok(Some(text)) if text.split_whitespace().any(|c| c == "memory")
+        );
+        if !v {
+            self.notices.once(format!(
+                "`{}` is not a cgroup v2 hierarchy with the memory controller: memory is sampled \
+                 from /proc/PID/numa_maps (a page-table walk, at most once per interval)",
+                self.fs.full(CGROUP_ROOT).display()
+            ));
+        }
+        self.cgroup_v2 = Some(v);
+        v
+    }
+
+    /// The cgroup v2 folder (relative to the root) that holds exactly this instance's process
+    /// tree, if there is one: every process of the cgroup is one of `pids` or descends from
+    /// the first. Big cgroups (over 64 processes) are taken as shared.
+    pub fn own_cgroup(&mut self, locator: &Locator, pids: &[u32]) -> Option<String> {
+        if !self.has_cgroup_v2() {
+            return None;
+        }
+        if let Some(unit) = &locator.unit {
+            return Some(format!("{CGROUP_ROOT}/system.slice/{unit}"));
+        }
+        let main = *pids.first()?;
+        let text = self.fs.read(&format!("proc/{main}/cgroup")).ok()??;
+        let path = parse::cgroup_path(text, None)?.trim_matches('/').to_string();
+        if path.is_empty() {
+            return None;
+        }
+        let dir = format!("{CGROUP_ROOT}/{path}");
+        let procs: Vec<u32> = self
+            .fs
+            .read(&format!("{dir}/cgroup.procs"))
+            .ok()??
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        if procs.len() > 64 {
+            return None;
+        }
+        procs.iter().all(|&p| pids.contains(&p) || self.descends_from(p, main)).then_some(dir)
+    }
+
+    fn descends_from(&mut self, mut pid: u32, ancestor: u32) -> bool {
+        for _ in 0..64 {
+            let Ok(Some(stat)) = self.fs.parsed(&format!("proc/{pid}/stat"), parse::proc_stat)
+            else {
+                return false;
+            };
+            if stat.ppid == ancestor {
+                return true;
+            }
+            if stat.ppid <= 1 {
+                return false;
+            }
+            pid = stat.ppid;
+        }
+        false
+    }
+
+    /// Memory per node from a cgroup's `memory.numa_stat` and `hugetlb.*.numa_stat`.
+    pub fn cgroup_memory(&mut self, dir: &str) -> Result<NodeMemory, SampleError> {
+        let memory = pinctl_sysfs::read_cgroup_numa_stat(self.fs.root(), dir)?;
+        let mut hugetlb = Vec::new();
+        for name in self.fs.list(dir)?.unwrap_or_default() {
+            if name.starts_with("hugetlb.") && name.ends_with(".numa_stat") {
+                if let Some(lines) =
+                    self.fs.parsed(&format!("{dir}/{name}"), parse::memory_numa_stat)?
+                {
+                    hugetlb.extend(lines);
+                }
+            }
+        }
+        Ok(NodeMemory::from_numa_stat(&memory, &hugetlb))
+    }
+
+    /// `/proc/PID/numa_maps`.
+    pub fn numa_maps(&mut self, pid: u32) -> Result<Vec<NumaMapsEntry>, SampleError> {
+        let rel = format!("proc/{pid}/numa_maps");
+        match self.fs.parsed(&rel, parse::numa_maps) {
+            Ok(Some(maps)) => Ok(maps),
+            Ok(None) => Err(SampleError::Vanished { pid }),
+            Err(e) => {
+                Err(SampleError::of(pid, e, "ptrace read access (same user, or CAP_SYS_PTRACE)"))
+            }
+        }
+    }
+
+    /// Every thread of a process: allowed CPUs and last CPU. Threads that exit while they are
+    /// read are left out.
+    pub fn threads(&mut self, pid: u32) -> Result<Vec<ThreadSample>, SampleError> {
+        let dir = format!("proc/{pid}/task");
+        let Some(names) =
+            self.fs.list(&dir).map_err(|e| SampleError::of(pid, e, "read access to /proc"))?
+        else {
+            return Err(SampleError::Vanished { pid });
+        };
+        let mut tids: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+        tids.sort_unstable();
+        let mut out = Vec::with_capacity(tids.len());
+        for tid in tids {
+            let stat = self.fs.parsed(&format!("{dir}/{tid}/stat"), parse::proc_stat);
+            let status = self.fs.parsed(&format!("{dir}/{tid}/status"), parse::status_allowed);
+            match (stat, status) {
+                (Ok(Some(stat)), Ok(Some(status))) => {
+                    if let Some(allowed) = status.cpus {
+                        out.push(ThreadSample {
+                            tid,
+                            allowed,
+                            last_cpu: stat.processor,
+                            running: stat.state == 'R',
+                        });
+                    }
+                }
+                (Ok(None), _) | (_, Ok(None)) => {}
+                (Err(e), _) | (_, Err(e)) => {
+                    match SampleError::of(tid, e, "read access to /proc") {
+                        SampleError::Vanished { .. } => {}
+                        other => return Err(other),
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One sample of an instance. `budget` is what is left of this cycle's numa_maps time;
+    /// a walk made here is taken off it.
+    pub fn sample(
+        &mut self,
+        instance: &str,
+        locator: &Locator,
+        now: Duration,
+        budget: &mut Duration,
+    ) -> Result<InstanceSample, SampleError> {
+        let started = Instant::now();
+        let pids = self.pids(locator)?;
+        let mut threads = Vec::new();
+        for &pid in &pids {
+            match self.threads(pid) {
+                Ok(t) => threads.extend(t),
+                Err(SampleError::Vanished { .. }) if pid != pids[0] => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let cgroup = self.own_cgroup(locator, &pids);
+        let (memory, source, policies) = match &cgroup {
+            Some(dir) => {
+                let memory = self.cgroup_memory(dir)?;
+                // Policies only come from numa_maps: reuse the last walk's, if any.
+                let policies =
+                    self.walks.get(instance).map(|w| w.policies.clone()).unwrap_or_default();
+                (memory, MemorySource::Cgroup, policies)
+            }
+            None => self.walked(instance, &pids, now, budget)?,
+        };
+        Ok(InstanceSample {
+            at: now,
+            pids,
+            cgroup: cgroup.map(|c| format!("/{c}")),
+            memory,
+            source,
+            threads,
+            policies,
+            cost: started.elapsed(),
+        })
+    }
+
+    fn walked(
+        &mut self,
+        instance: &str,
+        pids: &[u32],
+        now: Duration,
+        budget: &mut Duration,
+    ) -> Result<(NodeMemory, MemorySource, Vec<PolicyUse>), SampleError> {
+        let last = self.walks.get(instance);
+        if !self.scheduler.should_walk(now, last, *budget) {
+            let last = last.expect("should_walk walks when there is no previous walk");
+            return Ok((last.memory.clone(), MemorySource::NumaMapsCached, last.policies.clone()));
+        }
+        let started = Instant::now();
+        let mut memory = NodeMemory::default();
+        let mut maps = Vec::new();
+        for &pid in pids {
+            match self.numa_maps(pid) {
+                Ok(m) => {
+                    memory.add(&NodeMemory::from_numa_maps(&m));
+                    maps.extend(m);
+                }
+                Err(SampleError::Vanished { .. }) if pid != pids[0] => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let cost = started.elapsed();
+        *budget = budget.saturating_sub(cost);
+        let policies = policies_of(&maps);
+        self.walks.insert(
+            instance.to_string(),
+            LastWalk { at: now, cost, memory: memory.clone(), policies: policies.clone() },
+        );
+        Ok((memory, MemorySource::NumaMaps, policies))
+    }
+
+    /// Forgets an instance's last walk (it exited or restarted).
+    pub fn forget(&mut self, instance: &str) {
+        self.walks.remove(instance);
+    }
+
+    /// One sample of the host: free memory and counters of every node, pages migrated by
+    /// automatic NUMA balancing.
+    pub fn host(&mut self) -> Result<HostSample, DiscoveryError> {
+        let mut out = HostSample::default();
+        let nodes: Vec<NodeId> = self
+            .fs
+            .list(NODE_DIR)?
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| n.strip_prefix("node")?.parse().ok())
+            .collect();
+        for n in nodes {
+            let mem = self.fs.parsed(&format!("{NODE_DIR}/node{n}/meminfo"), parse::meminfo)?;
+            let stat = self.fs.parsed(&format!("{NODE_DIR}/node{n}/numastat"), parse::numastat)?;
+            let mem = mem.unwrap_or_default();
+            let stat = stat.unwrap_or_default();
+            out.nodes.insert(
+                n,
+                NodeSample {
+                    total_bytes: mem.total_bytes.unwrap_or(0),
+                    free_bytes: mem.free_bytes.unwrap_or(0),
+                    numa_miss: stat.numa_miss,
+                    numa_foreign: stat.numa_foreign,
+                },
+            );
+        }
+        let migrated = self.fs.parsed("proc/vmstat", |t| {
+            Ok(parse::counters(t)?
+                .into_iter()
+                .find(|(k, _)| *k == "numa_pages_migrated")
+                .map(|c| c.1))
+        })?;
+        out.numa_pages_migrated = migrated.flatten().unwrap_or(0);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::fs;
+
+    use super::*;
+
+    /// Writes a file of a fake tree, with its folders.
+    pub(crate) fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    /// A `/proc/PID/stat` line of a sleeping task.
+    pub(crate) fn stat(pid: u32, ppid: u32, cpu: u32) -> String {
+        // Fields 3 to 44; field 22 (start time) is 500, field 39 the CPU.
+        let mut f: Vec<String> = (3..=44).map(|_| "0".to_string()).collect();
+        f[0] = "S".into();
+        f[1] = ppid.to_string();
+        f[22 - 3] = "500".into();
+        f[39 - 3] = cpu.to_string();
+        format!("{pid} (db) {}\n", f.join(" "))
+    }
+
+    /// A host with two nodes and a process 100 (threads 100, 101) started from a PID file.
+    fn tree(cgroup_v2: bool) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        write(r, "run/db.pid", "100\n");
+        for (tid, cpu, allowed) in [(100, 1, "0-3"), (101, 6, "0-7")] {
+            write(r, &format!("proc/100/task/{tid}/stat"), &stat(tid, 1, cpu));
+            write(
+                r,
+                &format!("proc/100/task/{tid}/status"),
+                &format!("Cpus_allowed_list:\t{allowed}\n"),
+            );
+        }
+        write(r, "proc/100/stat", &stat(100, 1, 1));
+        write(
+            r,
+            "proc/100/numa_maps",
+            "1000 bind:0 anon=3 N0=2 N1=1 kernelpagesize_kB=4\n2000 default file=/lib/x N1=4\n",
+        );
+        write(r, "proc/100/cgroup", "0::/system.slice/db.service\n");
+        if cgroup_v2 {
+            write(r, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+        }
+        let cg = "sys/fs/cgroup/system.slice/db.service";
+        write(r, &format!("{cg}/cgroup.procs"), "100\n");
+        write(
+            r,
+            &format!("{cg}/memory.numa_stat"),
+            "anon N0=8192 N1=4096\nfile N0=0 N1=0\nshmem N0=0 N1=0\n",
+        );
+        write(r, &format!("{cg}/hugetlb.2MB.numa_stat"), "total=2097152 N0=2097152 N1=0\n");
+        for n in [0, 1] {
+            write(
+                r,
+                &format!("sys/devices/system/node/node{n}/meminfo"),
+                &format!("Node {n} MemTotal: 1024 kB\nNode {n} MemFree: {} kB\n", 100 * (n + 1)),
+            );
+            write(
+                r,
+                &format!("sys/devices/system/node/node{n}/numastat"),
+                &format!("numa_hit 5\nnuma_miss {n}\nnuma_foreign 7\n"),
+            );
+        }
+        write(r, "proc/vmstat", "nr_free_pages 1\nnuma_pages_migrated 42\n");
+        d
+    }
+
+    fn by_pid_file() -> Locator {
+        Locator { pid_file: Some("/run/db.pid".into()), unit: None }
+    }
+
+    #[test]
+    fn samples_through_the_instances_own_cgroup() {
+        let d = tree(true);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        let mut budget = Duration::from_millis(100);
+        let s = r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap();
+        assert_eq!(s.source, MemorySource::Cgroup);
+        assert_eq!(s.cgroup.as_deref(), Some("/sys/fs/cgroup/system.slice/db.service"));
+        assert_eq!(s.memory.0[&0].anon, 8192);
+        assert_eq!(s.memory.0[&0].huge, 2 << 20);
+        assert_eq!(s.threads.len(), 2);
+        assert_eq!((s.threads[1].tid, s.threads[1].last_cpu), (101, 6));
+        assert_eq!(s.threads[1].allowed.to_string(), "0-7");
+        assert_eq!(budget, Duration::from_millis(100), "no walk was made");
+        assert!(r.notices.take().is_empty());
+        // By unit: the same cgroup, found from the unit name.
+        let unit = Locator { pid_file: None, unit: Some("db.service".into()) };
+        let s = r.sample("db", &unit, Duration::ZERO, &mut budget).unwrap();
+        assert_eq!((s.pids.as_slice(), s.source), (&[100][..], MemorySource::Cgroup));
+    }
+
+    #[test]
+    fn a_shared_cgroup_or_no_cgroup_v2_falls_back_to_numa_maps_once_per_interval() {
+        let d = tree(true);
+        write(d.path(), "sys/fs/cgroup/system.slice/db.service/cgroup.procs", "100\n555\n");
+        write(d.path(), "proc/555/stat", &stat(555, 1, 0));
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        let mut budget = Duration::from_secs(1);
+        let s = r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap();
+        assert_eq!(s.source, MemorySource::NumaMaps);
+        assert_eq!(s.memory.0[&0].anon, 2 * 4096);
+        assert_eq!(s.memory.0[&1].file, 4 * 4096);
+        assert_eq!(s.policies.len(), 2);
+        let s = r.sample("db", &by_pid_file(), Duration::from_secs(5), &mut budget).unwrap();
+        assert_eq!(s.source, MemorySource::NumaMapsCached);
+        let s = r.sample("db", &by_pid_file(), Duration::from_secs(10), &mut budget).unwrap();
+        assert_eq!(s.source, MemorySource::NumaMaps);
+
+        let d = tree(false);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap();
+        r.sample("db", &by_pid_file(), Duration::from_secs(20), &mut budget).unwrap();
+        let notes = r.notices.take();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("not a cgroup v2 hierarchy"), "{notes:?}");
+    }
+
+    #[test]
+    fn walks_back_off_for_slow_processes_and_spent_budgets() {
+        let s = WalkScheduler { interval: Duration::from_secs(10) };
+        let last = |cost_ms| LastWalk {
+            at: Duration::ZERO,
+            cost: Duration::from_millis(cost_ms),
+            memory: NodeMemory::default(),
+            policies: Vec::new(),
+        };
+        let big = Duration::from_secs(1);
+        assert!(s.should_walk(Duration::ZERO, None, Duration::ZERO));
+        assert!(!s.should_walk(Duration::from_secs(5), Some(&last(1)), big));
+        assert!(s.should_walk(Duration::from_millis(9500), Some(&last(1)), big));
+        // A 500 ms walk is made at most every 50 s.
+        assert!(!s.should_walk(Duration::from_secs(40), Some(&last(500)), big));
+        assert!(s.should_walk(Duration::from_secs(50), Some(&last(500)), big));
+        // Budget spent: deferred.
+        assert!(!s.should_walk(
+            Duration::from_secs(60),
+            Some(&last(500)),
+            Duration::from_millis(100)
+        ));
+    }
+
+    #[test]
+    fn missing_processes_and_files_are_reported_plainly() {
+        let d = tree(true);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        let mut budget = Duration::from_secs(1);
+        let none = Locator::default();
+        assert!(matches!(
+            r.sample("db", &none, Duration::ZERO, &mut budget),
+            Err(SampleError::NoLocator)
+        ));
+        write(d.path(), "run/db.pid", "200\n");
+        let e = r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap_err();
+        assert_eq!(e.to_string(), "not running: PID `200` of `/run/db.pid` is not running");
+        let gone = Locator { pid_file: Some("/run/none.pid".into()), unit: None };
+        assert!(matches!(r.pids(&gone), Err(SampleError::NotRunning(_))));
+        let unit = Locator { pid_file: None, unit: Some("other.service".into()) };
+        let e = r.pids(&unit).unwrap_err();
+        assert_eq!(e.to_string(), "not running: unit `other.service` has no processes");
+        // A thread that vanished between the listing and its files is left out.
+        fs::remove_file(d.path().join("proc/100/task/101/stat")).unwrap();
+        assert_eq!(r.threads(100).unwrap().len(), 1);
+        assert!(matches!(r.threads(300), Err(SampleError::Vanished { pid: 300 })));
+    }
+
+    #[test]
+    fn errors_of_process_files_say_vanished_or_which_capability() {
+        let io = |errno| DiscoveryError::Io {
+            path: "/proc/7/numa_maps".into(),
+            source: io::Error::from_raw_os_error(errno),
+        };
+        assert!(matches!(SampleError::of(7, io(3), "x"), SampleError::Vanished { pid: 7 }));
+        assert!(matches!(SampleError::of(7, io(2), "x"), SampleError::Vanished { pid: 7 }));
+        let e = SampleError::of(7, io(13), "ptrace read access (same user, or CAP_SYS_PTRACE)");
+        assert_eq!(
+            e.to_string(),
+            "cannot read `/proc/7/numa_maps`: needs ptrace read access (same user, or CAP_SYS_PTRACE)"
+        );
+        assert!(matches!(SampleError::of(7, io(5), "x"), SampleError::Read(_)));
+    }
+
+    #[test]
+    fn host_counters() {
+        let d = tree(true);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        let h = r.host().unwrap();
+        assert_eq!(h.nodes.len(), 2);
+        assert_eq!(h.nodes[&1].free_bytes, 200 * 1024);
+        assert_eq!((h.nodes[&1].numa_miss, h.nodes[&1].numa_foreign), (1, 7));
+        assert_eq!(h.numa_pages_migrated, 42);
+        let live = Reader::new(Path::new("/"), Duration::from_secs(10)).host().unwrap();
+        assert!(live.nodes.values().any(|n| n.free_bytes > 0));
+    }
+
+    #[test]
+    fn the_live_process_is_sampled_through_numa_maps_or_its_cgroup() {
+        let d = tempfile::tempdir().unwrap();
+        let pid_file = d.path().join("self.pid");
+        fs::write(&pid_file, std::process::id().to_string()).unwrap();
+        let mut r = Reader::new(Path::new("/"), Duration::from_secs(10));
+        let mut budget = Duration::from_secs(1);
+        let loc = Locator { pid_file: Some(pid_file), unit: None };
+        let s = r.sample("self", &loc, Duration::ZERO, &mut budget).unwrap();
+        assert!(s.memory.total() > 0);
+        assert!(s.threads.iter().any(|t| t.tid == std::process::id()));
+    }
+}

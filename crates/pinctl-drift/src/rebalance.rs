@@ -1,0 +1,742 @@
+//! Moving a drifted instance back: every thread re-pinned to the planned CPUs (re-listing
+//! `/proc/PID/task` until no thread is missed), and the pages that sit off the planned nodes
+//! moved back with `move_pages` in batches sized as the move runs so that none stalls the
+//! instance longer than a bound, under a rate limit, never into a node without the free memory
+//! for them, and only until locality is back above the threshold.
+//!
+//! The kernel is reached only through [`ProcessControl`], and time only through [`Clock`], so
+//! every rule here is tested with a recording fake and a fake clock.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pinctl_sys::{Kernel, LinuxKernel, Mask, PageStatus};
+use pinctl_sysfs::parse::{MapsEntry, NumaMapsEntry};
+use pinctl_topology::{CpuSet, NodeId, NodeSet};
+use serde::Serialize;
+
+const ESRCH: i32 = 3;
+const EPERM: i32 = 1;
+const EACCES: i32 = 13;
+
+/// What a rebalance asks of the kernel about another process.
+pub trait ProcessControl {
+    /// The thread ids of a process, as `/proc/PID/task` lists them now.
+    fn threads(&mut self, pid: u32) -> io::Result<Vec<u32>>;
+    /// `sched_setaffinity(tid, cpus)`.
+    fn set_thread_affinity(&mut self, tid: u32, cpus: &CpuSet) -> io::Result<()>;
+    /// `move_pages(pid, pages, NULL, status)`: where each page is (a node, or a negative
+    /// errno such as `-ENOENT` for a page not present).
+    fn page_nodes(&mut self, pid: u32, pages: &[usize], status: &mut [i32]) -> io::Result<()>;
+    /// `move_pages(pid, pages, [node; n], status, MPOL_MF_MOVE)`: each page's node afterwards
+    /// (or a negative errno) lands in `status`.
+    fn move_pages(
+        &mut self,
+        pid: u32,
+        pages: &[usize],
+        node: NodeId,
+        status: &mut [i32],
+    ) -> io::Result<()>;
+}
+
+/// The running kernel, through pinctl-sys's safe wrappers; threads are listed under `root`.
+#[derive(Debug, Clone)]
+pub struct LinuxControl {
+    pub root: PathBuf,
+}
+
+impl LinuxControl {
+    /// The live machine.
+    pub fn live() -> LinuxControl {
+        LinuxControl { root: PathBuf::from("/") }
+    }
+}
+
+impl ProcessControl for LinuxControl {
+    fn threads(&mut self, pid: u32) -> io::Result<Vec<u32>> {
+        let dir = self.root.join(format!("proc/{pid}/task"));
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            if let Some(tid) = e?.file_name().to_str().and_then(|n| n.parse().ok()) {
+                out.push(tid);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    fn set_thread_affinity(&mut self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+        let kernel = LinuxKernel;
+        let mask = Mask::from_set(cpus, kernel.cpu_mask_bits()?);
+        kernel.set_affinity_of(tid, &mask)
+    }
+
+    fn page_nodes(&mut self, pid: u32, pages: &[usize], status: &mut [i32]) -> io::Result<()> {
+        let found = LinuxKernel.move_pages(pid, pages, None)?;
+        fill_status(&found, status);
+        Ok(())
+    }
+
+    fn move_pages(
+        &mut self,
+        pid: u32,
+        pages: &[usize],
+        node: NodeId,
+        status: &mut [i32],
+    ) -> io::Result<()> {
+        let nodes = vec![node; pages.len()];
+        let moved = LinuxKernel.move_pages(pid, pages, Some(&nodes))?;
+        fill_status(&moved, status);
+        Ok(())
+    }
+}
+
+/// Writes pinctl-sys's page answers in `move_pages`' status form: the node, or a negative
+/// errno (what the batch logic reads).
+fn fill_status(pages: &[PageStatus], status: &mut [i32]) {
+    for (slot, page) in status.iter_mut().zip(pages) {
+        *slot = match *page {
+            PageStatus::Node(n) => i32::try_from(n).unwrap_or(i32::MAX),
+            PageStatus::Errno(e) => -e,
+        };
+    }
+}
+
+/// Time as a rebalance sees it: the real clock, or a fake one in tests.
+pub trait Clock {
+    /// Time since some fixed point.
+    fn now(&self) -> Duration;
+    /// Waits `d`.
+    fn sleep(&mut self, d: Duration);
+}
+
+/// The system's monotonic clock.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemClock(Instant);
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock(Instant::now())
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
+    }
+}
+
+/// What re-pinning the threads of a process did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RepinReport {
+    /// Threads set to the planned CPUs.
+    pub repinned: usize,
+    /// Threads that exited before they could be set.
+    pub vanished: usize,
+    /// Listings of `/proc/PID/task` made.
+    pub rounds: u32,
+    /// Whether the last listing found no thread that was not set.
+    pub complete: bool,
+}
+
+/// Why a rebalance stopped short.
+#[derive(Debug, thiserror::Error)]
+pub enum RebalanceError {
+    /// The process exited.
+    #[error("process `{pid}` exited")]
+    Vanished { pid: u32 },
+    /// The kernel refused for lack of a capability.
+    #[error("cannot {what} of process `{pid}`: needs CAP_SYS_NICE (or the same user, for threads)")]
+    Permission { pid: u32, what: &'static str },
+    /// Any other error of a call.
+    #[error("cannot {what} of process `{pid}`")]
+    Call {
+        pid: u32,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn call_error(pid: u32, what: &'static str, e: io::Error) -> RebalanceError {
+    match e.raw_os_error() {
+        Some(ESRCH) => RebalanceError::Vanished { pid },
+        Some(EPERM | EACCES) => RebalanceError::Permission { pid, what },
+        _ => RebalanceError::Call { pid, what, source: e },
+    }
+}
+
+/// Sets every thread of `pid` to `cpus`, listing the threads again after each round until a
+/// listing shows none that was not set (threads come and go meanwhile), at most `max_rounds`
+/// listings.
+pub fn repin_threads(
+    ctl: &mut dyn ProcessControl,
+    pid: u32,
+    cpus: &CpuSet,
+    max_rounds: u32,
+) -> Result<RepinReport, RebalanceError> {
+    let mut done = BTreeSet::new();
+    let mut report = RepinReport::default();
+    while report.rounds < max_rounds {
+        report.rounds += 1;
+        let tids = ctl.threads(pid).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => RebalanceError::Vanished { pid },
+            _ => call_error(pid, "list the threads", e),
+        })?;
+        let new: Vec<u32> = tids.into_iter().filter(|t| !done.contains(t)).collect();
+        if new.is_empty() {
+            report.complete = true;
+            break;
+        }
+        for tid in new {
+            done.insert(tid);
+            match ctl.set_thread_affinity(tid, cpus) {
+                Ok(()) => report.repinned += 1,
+                Err(e) if e.raw_os_error() == Some(ESRCH) => report.vanished += 1,
+                Err(e) => return Err(call_error(pid, "set the CPU affinity of the threads", e)),
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// A stretch of a process's address space whose pages may be off the planned nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub start: u64,
+    pub end: u64,
+    pub page_size: u64,
+}
+
+/// The ranges worth looking at: mappings (by numa_maps, matched to maps by start address) with
+/// resident pages on nodes outside `nodes`. hugetlbfs mappings (pages larger than the smallest
+/// in the file) are left out.
+pub fn ranges_off(maps: &[MapsEntry], numa_maps: &[NumaMapsEntry], nodes: &NodeSet) -> Vec<Range> {
+    let base_kb = numa_maps.iter().filter_map(|m| m.page_size_kb).min().unwrap_or(4);
+    numa_maps
+        .iter()
+        .filter(|n| n.page_size_kb.unwrap_or(base_kb) == base_kb)
+        .filter(|n| n.pages.iter().any(|&(node, p)| p > 0 && !nodes.contains(node)))
+        .filter_map(|n| {
+            let m = maps.iter().find(|m| m.start == n.address)?;
+            Some(Range { start: m.start, end: m.end, page_size: base_kb * 1024 })
+        })
+        .collect()
+}
+
+/// Sizes `move_pages` batches from what the last batches cost, so that one batch stays under
+/// the stall bound: the next batch is the number of pages that fit in 3/4 of the bound at the
+/// measured cost per page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchSizer {
+    pub stall: Duration,
+    pub size: usize,
+    pub min: usize,
+    pub max: usize,
+}
+
+impl BatchSizer {
+    /// A sizer that starts small (64 pages) and grows to at most 4096 pages.
+    pub fn new(stall: Duration) -> BatchSizer {
+        BatchSizer { stall, size: 64, min: 1, max: 4096 }
+    }
+
+    /// Takes the time `pages` pages took into account.
+    pub fn observe(&mut self, pages: usize, took: Duration) {
+        if pages == 0 {
+            return;
+        }
+        let per_page = took.as_secs_f64() / pages as f64;
+        let target = self.stall.as_secs_f64() * 0.75;
+        let fit = if per_page > 0.0 { (target / per_page) as usize } else { self.max };
+        // Grow at most 2x at a time: one cheap batch says little about the next.
+        self.size = fit.clamp(self.min, self.max).min(self.size.saturating_mul(2).max(self.min));
+    }
+}
+
+/// Paces moves to a rate: a batch of `b` bytes may start `b / rate` after the previous one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimiter {
+    pub bytes_per_sec: u64,
+    next: Option<Duration>,
+}
+
+impl RateLimiter {
+    pub fn new(bytes_per_sec: u64) -> RateLimiter {
+        RateLimiter { bytes_per_sec: bytes_per_sec.max(1), next: None }
+    }
+
+    /// How long to wait before moving `bytes` at `now`; books the bytes.
+    pub fn wait(&mut self, now: Duration, bytes: u64) -> Duration {
+        let start = self.next.map_or(now, |n| n.max(now));
+        let cost = Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64);
+        self.next = Some(start + cost);
+        start - now
+    }
+}
+
+/// Free memory of a node that a move may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeRoom {
+    pub node: NodeId,
+    /// Free bytes when the move began.
+    pub free: u64,
+    /// Free bytes the node must keep (the node-pressure watermark).
+    pub keep: u64,
+}
+
+/// What moving memory back is bounded by.
+#[derive(Debug, Clone)]
+pub struct MoveLimits {
+    /// Longest one batch may stall the instance.
+    pub stall: Duration,
+    /// Bytes per second.
+    pub rate: u64,
+    /// Stop once this fraction of `total_bytes` is local.
+    pub min_locality: f64,
+    /// The instance's memory and the part on its planned nodes, from the last sample.
+    pub total_bytes: u64,
+    pub local_bytes: u64,
+}
+
+/// Why a memory move stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "reason")]
+pub enum MoveStop {
+    /// Locality is back above the threshold.
+    LocalityRestored,
+    /// Every page found off the planned nodes was tried.
+    NothingLeft,
+    /// No planned node has the free memory for the next batch: alert instead of moving.
+    NodeFull { needed: u64, best_free: u64 },
+    /// The process exited.
+    Vanished,
+}
+
+/// What moving memory did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MoveReport {
+    pub pages_moved: u64,
+    pub bytes_moved: u64,
+    /// Pages the kernel would not move (pinned, shared with other processes, busy).
+    pub pages_failed: u64,
+    pub batches: u64,
+    #[serde(serialize_with = "crate::sample::seconds")]
+    pub took: Duration,
+    /// The longest single `move_pages` call.
+    #[serde(serialize_with = "crate::sample::seconds")]
+    pub worst_stall: Duration,
+    pub stop: MoveStop,
+}
+
+/// Pages looked up per `move_pages` query.
+const QUERY_PAGES: usize = 1024;
+
+/// Moves pages of `pid` in `ranges` that are on other nodes than `rooms`' back onto them.
+pub fn move_memory(
+    ctl: &mut dyn ProcessControl,
+    clock: &mut dyn Clock,
+    pid: u32,
+    ranges: &[Range],
+    rooms: &[NodeRoom],
+    limits: &MoveLimits,
+) -> Result<MoveReport, RebalanceError> {
+    let began = clock.now();
+    let targets: NodeSet = rooms.iter().map(|r| r.node).collect();
+    let mut used = vec![0u64; rooms.len()];
+    let mut sizer = BatchSizer::new(limits.stall);
+    let mut rate = RateLimiter::new(limits.rate);
+    let mut report = MoveReport {
+        pages_moved: 0,
+        bytes_moved: 0,
+        pages_failed: 0,
+        batches: 0,
+        took: Duration::ZERO,
+        worst_stall: Duration::ZERO,
+        stop: MoveStop::NothingLeft,
+    };
+    let restored = |moved: u64| {
+        limits.total_bytes > 0
+            && (limits.local_bytes + moved) as f64 / limits.total_bytes as f64
+                >= limits.min_locality
+    };
+    'ranges: for range in ranges {
+        let mut addr = range.start;
+        while addr < range.end {
+            if restored(report.bytes_moved) {
+                report.stop = MoveStop::LocalityRestored;
+                break 'ranges;
+            }
+            // Find where the next pages are.
+            let n = (((range.end - addr) / range.page_size) as usize).clamp(1, QUERY_PAGES);
+            let pages: Vec<usize> =
+                (0..n as u64).map(|i| (addr + i * range.page_size) as usize).collect();
+            addr += n as u64 * range.page_size;
+            let mut status = vec![0i32; n];
+            ctl.page_nodes(pid, &pages, &mut status)
+                .map_err(|e| call_error(pid, "find the pages", e))?;
+            let off: Vec<usize> = pages
+                .iter()
+                .zip(&status)
+                .filter(|(_, s)| **s >= 0 && !targets.contains(**s as NodeId))
+                .map(|(p, _)| *p)
+                .collect();
+            let mut rest = off.as_slice();
+            while !rest.is_empty() {
+                let (chunk, tail) = rest.split_at(sizer.size.min(rest.len()));
+                rest = tail;
+                let bytes = chunk.len() as u64 * range.page_size;
+                // The planned node with the most room that can take the whole batch.
+                let best = rooms
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (i, r.free.saturating_sub(r.keep).saturating_sub(used[i])))
+                    .max_by_key(|(_, room)| *room);
+                let Some((i, _)) = best.filter(|(_, room)| *room >= bytes) else {
+                    report.stop =
+                        MoveStop::NodeFull { needed: bytes, best_free: best.map_or(0, |(_, r)| r) };
+                    break 'ranges;
+                };
+                let wait = rate.wait(clock.now(), bytes);
+                if !wait.is_zero() {
+                    clock.sleep(wait);
+                }
+                let mut st = vec![0i32; chunk.len()];
+                let t0 = clock.now();
+                let res = ctl.move_pages(pid, chunk, rooms[i].node, &mut st);
+                let took = clock.now().saturating_sub(t0);
+                match res {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(ESRCH) => {
+                        report.stop = MoveStop::Vanished;
+                        break 'ranges;
+                    }
+                    Err(e) => return Err(call_error(pid, "move the pages", e)),
+                }
+                report.batches += 1;
+                report.worst_stall = report.worst_stall.max(took);
+                sizer.observe(chunk.len(), took);
+                let moved = st.iter().filter(|&&s| s >= 0 && s as NodeId == rooms[i].node).count();
+                report.pages_moved += moved as u64;
+                report.pages_failed += (chunk.len() - moved) as u64;
+                let moved_bytes = moved as u64 * range.page_size;
+                report.bytes_moved += moved_bytes;
+                used[i] += moved_bytes;
+                if restored(report.bytes_moved) {
+                    report.stop = MoveStop::LocalityRestored;
+                    break 'ranges;
+                }
+            }
+        }
+    }
+    report.took = clock.now().saturating_sub(began);
+    Ok(report)
+}
+
+/// Reads `/proc/PID/maps` and `/proc/PID/numa_maps` under `root` and returns the ranges with
+/// pages off `nodes`.
+pub fn read_ranges(root: &Path, pid: u32, nodes: &NodeSet) -> Result<Vec<Range>, RebalanceError> {
+    let read = |name: &str| {
+        std::fs::read_to_string(root.join(format!("proc/{pid}/{name}"))).map_err(|e| {
+            match e.kind() {
+                io::ErrorKind::NotFound => RebalanceError::Vanished { pid },
+                _ => call_error(pid, "read the mappings", e),
+            }
+        })
+    };
+    let bad = |e: pinctl_sysfs::parse::ParseError| RebalanceError::Call {
+        pid,
+        what: "parse the mappings",
+        source: io::Error::new(io::ErrorKind::InvalidData, e),
+    };
+    let maps = pinctl_sysfs::parse::proc_maps(&read("maps")?).map_err(bad)?;
+    let numa = pinctl_sysfs::parse::numa_maps(&read("numa_maps")?).map_err(bad)?;
+    Ok(ranges_off(&maps, &numa, nodes))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// A fake kernel: threads that appear while they are being set, pages on nodes, a clock
+    /// that a move advances by `per_page` per page.
+    #[derive(Debug, Default)]
+    pub(crate) struct FakeControl {
+        /// Thread listings returned in turn (the last one repeats).
+        pub listings: Vec<Vec<u32>>,
+        pub listed: usize,
+        pub affinity: BTreeMap<u32, CpuSet>,
+        pub gone: BTreeSet<u32>,
+        pub pages: BTreeMap<usize, NodeId>,
+        pub per_page: Duration,
+        /// The clock a move's stalls advance, shared with [`FakeClock`].
+        pub clock: std::rc::Rc<std::cell::Cell<Duration>>,
+        pub calls: Vec<String>,
+        pub deny: bool,
+    }
+
+    impl ProcessControl for FakeControl {
+        fn threads(&mut self, _pid: u32) -> io::Result<Vec<u32>> {
+            let i = self.listed.min(self.listings.len() - 1);
+            self.listed += 1;
+            Ok(self.listings[i].clone())
+        }
+        fn set_thread_affinity(&mut self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+            self.calls.push(format!("affinity {tid} {cpus}"));
+            if self.deny {
+                return Err(io::Error::from_raw_os_error(EPERM));
+            }
+            if self.gone.contains(&tid) {
+                return Err(io::Error::from_raw_os_error(ESRCH));
+            }
+            self.affinity.insert(tid, cpus.clone());
+            Ok(())
+        }
+        fn page_nodes(&mut self, _pid: u32, pages: &[usize], status: &mut [i32]) -> io::Result<()> {
+            for (p, s) in pages.iter().zip(status.iter_mut()) {
+                *s = self.pages.get(p).map_or(-2, |&n| n as i32);
+            }
+            Ok(())
+        }
+        fn move_pages(
+            &mut self,
+            _pid: u32,
+            pages: &[usize],
+            node: NodeId,
+            status: &mut [i32],
+        ) -> io::Result<()> {
+            self.calls.push(format!("move {} to {node}", pages.len()));
+            self.clock.set(self.clock.get() + self.per_page * pages.len() as u32);
+            for (p, s) in pages.iter().zip(status.iter_mut()) {
+                self.pages.insert(*p, node);
+                *s = node as i32;
+            }
+            Ok(())
+        }
+    }
+
+    /// A clock shared with the fake kernel's stalls.
+    pub(crate) struct FakeClock(pub std::rc::Rc<std::cell::Cell<Duration>>);
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Duration {
+            self.0.get()
+        }
+        fn sleep(&mut self, d: Duration) {
+            self.0.set(self.0.get() + d);
+        }
+    }
+
+    #[test]
+    fn threads_are_relisted_until_none_is_missed() {
+        let mut ctl = FakeControl {
+            listings: vec![vec![1, 2], vec![1, 2, 3], vec![1, 3, 4], vec![1, 3, 4]],
+            gone: [2].into(),
+            ..Default::default()
+        };
+        let cpus: CpuSet = "0-3".parse().unwrap();
+        let r = repin_threads(&mut ctl, 1, &cpus, 5).unwrap();
+        assert_eq!(r, RepinReport { repinned: 3, vanished: 1, rounds: 4, complete: true });
+        assert_eq!(ctl.affinity.keys().copied().collect::<Vec<_>>(), vec![1, 3, 4]);
+        // Threads that keep appearing: bounded, reported incomplete.
+        let mut ctl = FakeControl {
+            listings: (1..100).map(|n| (1..=n).collect()).collect(),
+            ..Default::default()
+        };
+        let r = repin_threads(&mut ctl, 1, &cpus, 3).unwrap();
+        assert_eq!((r.rounds, r.complete, r.repinned), (3, false, 3));
+        let mut ctl = FakeControl { listings: vec![vec![1]], deny: true, ..Default::default() };
+        let e = repin_threads(&mut ctl, 9, &cpus, 3).unwrap_err();
+        assert!(e.to_string().contains("needs CAP_SYS_NICE"), "{e}");
+    }
+
+    #[test]
+    fn batches_shrink_under_the_stall_bound_and_grow_gently() {
+        let mut s = BatchSizer::new(Duration::from_millis(20));
+        assert_eq!(s.size, 64);
+        // 64 pages in 1 ms: 15 ms fit 960, but growth is at most 2x.
+        s.observe(64, Duration::from_millis(1));
+        assert_eq!(s.size, 128);
+        s.observe(128, Duration::from_millis(2));
+        assert_eq!(s.size, 256);
+        // A slow batch: 256 pages in 40 ms -> 15 ms fit 96.
+        s.observe(256, Duration::from_millis(40));
+        assert_eq!(s.size, 96);
+        // Never below one page, never above the maximum.
+        s.observe(1, Duration::from_secs(1));
+        assert_eq!(s.size, 1);
+        let mut s = BatchSizer { size: 4096, ..BatchSizer::new(Duration::from_millis(20)) };
+        s.observe(4096, Duration::ZERO);
+        assert_eq!(s.size, 4096);
+    }
+
+    #[test]
+    fn the_rate_limit_paces_batches() {
+        let mut r = RateLimiter::new(1 << 20);
+        let t = Duration::from_secs(10);
+        assert_eq!(r.wait(t, 1 << 19), Duration::ZERO);
+        assert_eq!(r.wait(t, 1 << 19), Duration::from_millis(500));
+        // Idle time is not saved up beyond the present.
+        assert_eq!(r.wait(t + Duration::from_secs(5), 1 << 20), Duration::ZERO);
+        assert_eq!(r.wait(t + Duration::from_secs(5), 1), Duration::from_secs(1));
+    }
+
+    fn fake_with_remote_pages(n: usize) -> FakeControl {
+        let mut ctl = FakeControl { per_page: Duration::from_micros(100), ..Default::default() };
+        for i in 0..n {
+            ctl.pages.insert(0x10000 + i * 4096, 1);
+        }
+        ctl
+    }
+
+    fn limits(total_pages: u64) -> MoveLimits {
+        MoveLimits {
+            stall: Duration::from_millis(20),
+            rate: 64 << 20,
+            min_locality: 1.0,
+            total_bytes: total_pages * 4096,
+            local_bytes: 0,
+        }
+    }
+
+    fn range(pages: u64) -> Range {
+        Range { start: 0x10000, end: 0x10000 + pages * 4096, page_size: 4096 }
+    }
+
+    /// Runs a move with the fake kernel's stalls on the fake clock.
+    fn run(
+        ctl: &mut FakeControl,
+        ranges: &[Range],
+        rooms: &[NodeRoom],
+        l: &MoveLimits,
+    ) -> MoveReport {
+        let mut clock = FakeClock(ctl.clock.clone());
+        move_memory(ctl, &mut clock, 7, ranges, rooms, l).unwrap()
+    }
+
+    #[test]
+    fn moves_back_in_batches_that_stay_under_the_stall_bound() {
+        let mut ctl = fake_with_remote_pages(3000);
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let r = run(&mut ctl, &[range(3000)], &rooms, &limits(3000));
+        assert_eq!((r.pages_moved, r.pages_failed), (3000, 0));
+        assert_eq!(r.stop, MoveStop::LocalityRestored);
+        assert!(r.worst_stall <= Duration::from_millis(20), "{:?}", r.worst_stall);
+        assert!(r.batches > 3000 / 4096);
+        assert!(ctl.pages.values().all(|&n| n == 0));
+        // At 100 us a page, no batch exceeds 150 pages once measured.
+        assert!(
+            ctl.calls.iter().all(|c| c.split(' ').nth(1).unwrap().parse::<u32>().unwrap() <= 150)
+        );
+    }
+
+    #[test]
+    fn the_rate_limit_bounds_the_total_time() {
+        let mut ctl = fake_with_remote_pages(2560);
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let l = MoveLimits { rate: 1 << 20, ..limits(2560) };
+        let r = run(&mut ctl, &[range(2560)], &rooms, &l);
+        assert_eq!(r.bytes_moved, 10 << 20);
+        // 10 MiB at 1 MiB/s: the last batch starts after at least 9 s.
+        assert!(r.took >= Duration::from_secs(9), "{:?}", r.took);
+    }
+
+    #[test]
+    fn never_moves_into_a_node_without_room() {
+        let mut ctl = fake_with_remote_pages(1000);
+        // 100 pages of room above the watermark.
+        let rooms = [NodeRoom { node: 0, free: (1 << 20) + 100 * 4096, keep: 1 << 20 }];
+        let r = run(&mut ctl, &[range(1000)], &rooms, &limits(1000));
+        assert!(matches!(r.stop, MoveStop::NodeFull { .. }), "{:?}", r.stop);
+        assert!(r.bytes_moved <= 100 * 4096);
+        let full = [NodeRoom { node: 0, free: 1 << 20, keep: 1 << 20 }];
+        let mut ctl = fake_with_remote_pages(10);
+        let r = run(&mut ctl, &[range(10)], &full, &limits(10));
+        assert_eq!(r.pages_moved, 0);
+        assert_eq!(r.stop, MoveStop::NodeFull { needed: 10 * 4096, best_free: 0 });
+        assert!(ctl.calls.is_empty());
+    }
+
+    #[test]
+    fn stops_once_locality_is_back() {
+        let mut ctl = fake_with_remote_pages(1000);
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        // 9000 pages local, 1000 remote: 0.9 local; threshold 0.95 -> about 500 pages move.
+        let l = MoveLimits {
+            min_locality: 0.95,
+            total_bytes: 10_000 * 4096,
+            local_bytes: 9000 * 4096,
+            ..limits(0)
+        };
+        let r = run(&mut ctl, &[range(1000)], &rooms, &l);
+        assert_eq!(r.stop, MoveStop::LocalityRestored);
+        assert!(r.pages_moved >= 500 && r.pages_moved < 1000, "{}", r.pages_moved);
+        // Pages already local are never moved; a second node takes what the first cannot.
+        let mut ctl = fake_with_remote_pages(300);
+        for i in 0..100 {
+            ctl.pages.insert(0x10000 + i * 4096, 0);
+        }
+        let rooms = [
+            NodeRoom { node: 0, free: 8 * 4096, keep: 0 },
+            NodeRoom { node: 2, free: 1 << 30, keep: 0 },
+        ];
+        let r = run(&mut ctl, &[range(300)], &rooms, &limits(300));
+        assert_eq!((r.pages_moved, r.stop), (200, MoveStop::NothingLeft));
+        assert_eq!(ctl.pages.values().filter(|&&n| n == 1).count(), 0);
+    }
+
+    #[test]
+    fn the_real_kernel_answers_for_this_process() {
+        let pid = std::process::id();
+        let mut ctl = LinuxControl::live();
+        // 64 touched pages of a buffer: each is on a node the kernel names.
+        let buf = vec![1u8; 64 * 4096];
+        let base = (buf.as_ptr() as usize).next_multiple_of(4096);
+        let pages: Vec<usize> = (0..32).map(|i| base + i * 4096).collect();
+        let mut status = vec![-1; pages.len()];
+        ctl.page_nodes(pid, &pages, &mut status).unwrap();
+        let node = status[0];
+        assert!(node >= 0 && status.iter().all(|&s| s == node), "{status:?}");
+        // Moving them where they are is accepted and leaves them there.
+        ctl.move_pages(pid, &pages, node as NodeId, &mut status).unwrap();
+        assert!(status.iter().all(|&s| s == node), "{status:?}");
+        std::hint::black_box(&buf);
+        // Threads are listed and can be set to the CPUs they already have.
+        let tids = ctl.threads(pid).unwrap();
+        assert!(tids.contains(&pid));
+        let allowed = pinctl_sysfs::read_allowed(Path::new("/"), pinctl_sysfs::Pid::Current)
+            .unwrap()
+            .cpus
+            .unwrap();
+        ctl.set_thread_affinity(pid, &allowed).unwrap();
+        // A process that does not exist is ESRCH, reported as vanished.
+        let e = repin_threads(&mut ctl, u32::MAX / 2, &allowed, 2).unwrap_err();
+        assert!(matches!(e, RebalanceError::Vanished { .. }), "{e}");
+        // This process's own mappings: nothing is off its node's set.
+        let nodes: NodeSet = [node as NodeId].into_iter().collect();
+        assert!(read_ranges(Path::new("/"), pid, &nodes).unwrap().is_empty());
+        assert!(!read_ranges(Path::new("/"), pid, &NodeSet::new()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn ranges_come_from_mappings_with_remote_pages() {
+        let maps = pinctl_sysfs::parse::proc_maps(
+            "1000-3000 rw-p 0 0:0 0\n5000-6000 rw-p 0 0:0 0\n7000-9000 rw-p 0 0:0 0\n",
+        )
+        .unwrap();
+        let numa = pinctl_sysfs::parse::numa_maps(
+            "1000 default anon=2 N0=1 N1=1 kernelpagesize_kB=4\n5000 default anon=1 N0=1 kernelpagesize_kB=4\n\
+             7000 default huge N1=1 kernelpagesize_kB=2048\n",
+        )
+        .unwrap();
+        let r = ranges_off(&maps, &numa, &"0".parse().unwrap());
+        assert_eq!(r, vec![Range { start: 0x1000, end: 0x3000, page_size: 4096 }]);
+    }
+}

@@ -1,0 +1,606 @@
+//! One watch cycle over the planned instances: sample each, judge it, track its episodes,
+//! rebalance those whose action says so, and report everything as data for the front end to
+//! log, alert on and export.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use pinctl_config::{Config, DriftSettings, OnDrift};
+use pinctl_plan::Plan;
+use pinctl_topology::{NodeId, NodeSet};
+use serde::Serialize;
+
+use crate::read::{Locator, Reader, SampleError};
+use crate::rebalance::{
+    self, Clock, MoveLimits, MoveReport, MoveStop, NodeRoom, ProcessControl, RepinReport,
+};
+use crate::rules::{
+    DriftKind, Edge, Finding, InstanceDrift, Planned, Thresholds, Transition, Verdicts,
+    local_fraction, threads_out_of_place,
+};
+use crate::sample::{HostSample, InstanceSample, NodeSample};
+
+/// Listings of `/proc/PID/task` a re-pin makes at most.
+pub const REPIN_ROUNDS: u32 = 8;
+
+/// A planned instance to watch.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub instance: String,
+    pub service: String,
+    pub planned: Planned,
+    pub settings: DriftSettings,
+    pub locator: Locator,
+}
+
+impl Target {
+    /// The rules' thresholds from the service's settings.
+    pub fn thresholds(&self) -> Thresholds {
+        Thresholds {
+            min_locality: self.settings.min_locality,
+            min_memory: self.settings.min_memory,
+            hold: self.settings.drift_hold,
+            alert_cooldown: self.settings.alert_cooldown,
+        }
+    }
+}
+
+/// Every instance of the plan, with its service's drift settings and how to find it.
+pub fn targets(config: &Config, plan: &Plan) -> Vec<Target> {
+    plan.placements
+        .iter()
+        .map(|p| {
+            let unit = config.instance(&p.instance).and_then(|(_, i)| i.unit.clone());
+            Target {
+                instance: p.instance.clone(),
+                service: p.service.clone(),
+                planned: Planned::from_placement(p),
+                settings: config.watch.drift(&p.service),
+                locator: Locator {
+                    pid_file: config.watch.pid_files.get(&p.instance).cloned(),
+                    unit,
+                },
+            }
+        })
+        .collect()
+}
+
+/// The free memory a planned node must keep: a fixed watermark, or the memory reserve
+/// (`memory-reserve`, else 2% of the node), as the planner counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Watermark {
+    pub fixed: Option<u64>,
+    pub memory_reserve: Option<u64>,
+}
+
+impl Watermark {
+    /// From the file's `[host]` keys.
+    pub fn of(config: &Config) -> Watermark {
+        Watermark {
+            fixed: config.watch.node_free_watermark,
+            memory_reserve: config.host.memory_reserve,
+        }
+    }
+
+    /// The watermark of one node.
+    pub fn of_node(&self, _node: NodeId, s: &NodeSample) -> u64 {
+        self.fixed.or(self.memory_reserve).unwrap_or(s.total_bytes / 50)
+    }
+}
+
+/// A drift episode that started or ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DriftEvent {
+    pub instance: String,
+    pub service: String,
+    pub kind: DriftKind,
+    pub edge: Edge,
+    pub episode: u64,
+    pub value: f64,
+    pub threshold: f64,
+    pub detail: String,
+    /// Whether the alert command is due (a start outside the cool-down, action not
+    /// `ignore`).
+    pub alert: bool,
+    pub action: &'static str,
+    /// Seconds the episode lasted (ends only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lasted_seconds: Option<f64>,
+    /// The instance's local fraction at this sample, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_fraction: Option<f64>,
+}
+
+impl DriftEvent {
+    /// The environment an alert command gets: `PINCTL_INSTANCE`, `PINCTL_SERVICE`,
+    /// `PINCTL_DRIFT_KIND`, `PINCTL_DRIFT_EVENT` (`start`), `PINCTL_EPISODE`, `PINCTL_VALUE`,
+    /// `PINCTL_THRESHOLD`, `PINCTL_DETAIL`, `PINCTL_ACTION` and, when known,
+    /// `PINCTL_LOCAL_FRACTION`.
+    pub fn alert_env(&self) -> Vec<(String, String)> {
+        let edge = match self.edge {
+            Edge::Start => "start",
+            Edge::End => "end",
+        };
+        let mut env = vec![
+            ("PINCTL_INSTANCE", self.instance.clone()),
+            ("PINCTL_SERVICE", self.service.clone()),
+            ("PINCTL_DRIFT_KIND", self.kind.name().to_string()),
+            ("PINCTL_DRIFT_EVENT", edge.to_string()),
+            ("PINCTL_EPISODE", self.episode.to_string()),
+            ("PINCTL_VALUE", self.value.to_string()),
+            ("PINCTL_THRESHOLD", self.threshold.to_string()),
+            ("PINCTL_DETAIL", self.detail.clone()),
+            ("PINCTL_ACTION", self.action.to_string()),
+        ];
+        if let Some(f) = self.local_fraction {
+            env.push(("PINCTL_LOCAL_FRACTION", format!("{f:.4}")));
+        }
+        env.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+}
+
+/// One instance in a cycle.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceReport {
+    pub instance: String,
+    pub service: String,
+    pub action: &'static str,
+    pub planned_cpus: String,
+    pub planned_nodes: String,
+    pub planned_policy: String,
+    /// `None` when the instance could not be sampled (`error` says why).
+    pub sample: Option<InstanceSample>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Fraction of memory on the planned nodes (`None` under `min-memory` or unsampled).
+    pub local_fraction: Option<f64>,
+    pub threads_out_of_place: usize,
+    /// What is wrong now (before the hold time decides whether it is an episode).
+    pub findings: Vec<(DriftKind, Finding)>,
+    /// Kinds with an episode going on.
+    pub drifting: Vec<DriftKind>,
+    /// Episodes so far, per kind.
+    pub episodes: BTreeMap<DriftKind, u64>,
+}
+
+/// One rebalance.
+#[derive(Debug, Clone, Serialize)]
+pub struct RebalanceReport {
+    pub instance: String,
+    pub pid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<RepinReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MoveReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RebalanceReport {
+    /// Whether memory could not be moved because no planned node had room (alert instead).
+    pub fn blocked_by_full_node(&self) -> bool {
+        matches!(self.memory.as_ref().map(|m| &m.stop), Some(MoveStop::NodeFull { .. }))
+    }
+}
+
+/// Everything one cycle found and did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CycleReport {
+    pub host: HostSample,
+    pub instances: Vec<InstanceReport>,
+    pub events: Vec<DriftEvent>,
+    pub rebalances: Vec<RebalanceReport>,
+    /// Things said once (missing capability, no cgroup v2).
+    pub notices: Vec<String>,
+    #[serde(serialize_with = "crate::sample::seconds")]
+    pub took: Duration,
+}
+
+/// The state kept between cycles.
+#[derive(Debug)]
+pub struct Watcher {
+    pub targets: Vec<Target>,
+    reader: Reader,
+    drift: BTreeMap<String, InstanceDrift>,
+    watermark: Watermark,
+    interval: Duration,
+    last_rebalance: BTreeMap<String, Duration>,
+}
+
+/// Whether an instance is due for a rebalance: its action says so, locality or CPU drift is
+/// going on, and the last rebalance is at least `rebalance-cooldown` ago.
+pub fn rebalance_due(
+    settings: &DriftSettings,
+    drift: &InstanceDrift,
+    last: Option<Duration>,
+    now: Duration,
+) -> bool {
+    settings.on_drift == OnDrift::Rebalance
+        && (drift.tracker(DriftKind::Locality).is_active()
+            || drift.tracker(DriftKind::Cpu).is_active())
+        && last.is_none_or(|t| now.saturating_sub(t) >= settings.rebalance_cooldown)
+}
+
+impl Watcher {
+    /// A watcher of `targets` on the machine under `root`.
+    pub fn new(
+        root: &Path,
+        targets: Vec<Target>,
+        interval: Duration,
+        watermark: Watermark,
+    ) -> Watcher {
+        Watcher {
+            targets,
+            reader: Reader::new(root, interval),
+            drift: BTreeMap::new(),
+            watermark,
+            interval,
+            last_rebalance: BTreeMap::new(),
+        }
+    }
+
+    /// One cycle at `now` (the watcher's monotonic time). With `control`, instances whose
+    /// action is `rebalance` are moved back; without, nothing is changed.
+    pub fn cycle(
+        &mut self,
+        now: Duration,
+        mut control: Option<(&mut dyn ProcessControl, &mut dyn Clock)>,
+    ) -> CycleReport {
+        let started = Instant::now();
+        let mut notices = Vec::new();
+        let host = self.reader.host().unwrap_or_else(|e| {
+            notices.push(format!("cannot read the host's node counters: {e}"));
+            HostSample::default()
+        });
+        // numa_maps walks may take 1% of the interval per cycle, at least 10 ms.
+        let mut budget = (self.interval / 100).max(Duration::from_millis(10));
+        let mut instances = Vec::with_capacity(self.targets.len());
+        let mut events = Vec::new();
+        let mut rebalances = Vec::new();
+        for t in &self.targets {
+            let th = t.thresholds();
+            let sampled = self.reader.sample(&t.instance, &t.locator, now, &mut budget);
+            let drift = self.drift.entry(t.instance.clone()).or_default();
+            let (sample, error, verdicts, transitions) = match sampled {
+                Ok(s) => {
+                    let wm = self.watermark;
+                    let v = Verdicts::of(&s, &host, &t.planned, &th, |n, ns| wm.of_node(n, ns));
+                    let tr = drift.observe(now, v.clone(), &th);
+                    (Some(s), None, v, tr)
+                }
+                Err(e) => {
+                    if let SampleError::Permission { capability, .. } = &e {
+                        self.reader.notices.once(format!(
+                            "reading other processes' memory maps needs {capability}: \
+                             instances that cannot be read are reported as not sampled"
+                        ));
+                    }
+                    self.reader.forget(&t.instance);
+                    (None, Some(e.to_string()), Verdicts::default(), drift.vanish(now, &th))
+                }
+            };
+            let fraction = sample
+                .as_ref()
+                .and_then(|s| local_fraction(&s.memory, t.planned.memory_nodes(), th.min_memory));
+            for (kind, tr) in transitions {
+                events.push(event(t, kind, tr, fraction));
+            }
+            if let (Some(s), Some((ctl, clock))) = (&sample, control.as_mut()) {
+                let last = self.last_rebalance.get(&t.instance).copied();
+                if rebalance_due(&t.settings, drift, last, now) {
+                    self.last_rebalance.insert(t.instance.clone(), now);
+                    let wm = self.watermark;
+                    rebalances.extend(rebalance_instance(
+                        self.reader.root(),
+                        t,
+                        s,
+                        &host,
+                        drift,
+                        &|n, ns| wm.of_node(n, ns),
+                        &mut **ctl,
+                        &mut **clock,
+                    ));
+                }
+            }
+            let findings = [
+                (DriftKind::Locality, verdicts.locality),
+                (DriftKind::Cpu, verdicts.cpu),
+                (DriftKind::Policy, verdicts.policy),
+                (DriftKind::NodePressure, verdicts.node_pressure),
+            ]
+            .into_iter()
+            .filter_map(|(k, f)| f.map(|f| (k, f)))
+            .collect();
+            let p = &t.planned;
+            instances.push(InstanceReport {
+                instance: t.instance.clone(),
+                service: t.service.clone(),
+                action: t.settings.on_drift.name(),
+                planned_cpus: p.cpus.to_string(),
+                planned_nodes: p.memory_nodes().to_string(),
+                planned_policy: p.policy.to_string(),
+                local_fraction: fraction,
+                threads_out_of_place: sample
+                    .as_ref()
+                    .map_or(0, |s| threads_out_of_place(s, &p.cpus).len()),
+                sample,
+                error,
+                findings,
+                drifting: DriftKind::ALL
+                    .into_iter()
+                    .filter(|k| drift.tracker(*k).is_active())
+                    .collect(),
+                episodes: DriftKind::ALL
+                    .into_iter()
+                    .map(|k| (k, drift.tracker(k).episodes()))
+                    .collect(),
+            });
+        }
+        notices.extend(self.reader.notices.take());
+        CycleReport { host, instances, events, rebalances, notices, took: started.elapsed() }
+    }
+}
+
+fn event(t: &Target, kind: DriftKind, tr: Transition, local_fraction: Option<f64>) -> DriftEvent {
+    DriftEvent {
+        instance: t.instance.clone(),
+        service: t.service.clone(),
+        kind,
+        edge: tr.edge,
+        episode: tr.episode,
+        value: tr.finding.value,
+        threshold: tr.finding.threshold,
+        detail: tr.finding.detail,
+        alert: tr.alert && t.settings.on_drift != OnDrift::Ignore,
+        action: t.settings.on_drift.name(),
+        lasted_seconds: tr.lasted.map(|d| d.as_secs_f64()),
+        local_fraction,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rebalance_instance(
+    root: &Path,
+    t: &Target,
+    s: &InstanceSample,
+    host: &HostSample,
+    drift: &InstanceDrift,
+    watermark: &dyn Fn(NodeId, &NodeSample) -> u64,
+    ctl: &mut dyn ProcessControl,
+    clock: &mut dyn Clock,
+) -> Vec<RebalanceReport> {
+    let nodes: &NodeSet = t.planned.memory_nodes();
+    let rooms: Vec<NodeRoom> = nodes
+        .iter()
+        .filter_map(|n| {
+            let ns = host.nodes.get(&n)?;
+            Some(NodeRoom { node: n, free: ns.free_bytes, keep: watermark(n, ns) })
+        })
+        .collect();
+    let mut limits = MoveLimits {
+        stall: t.settings.rebalance_stall,
+        rate: t.settings.rebalance_rate,
+        min_locality: t.settings.min_locality,
+        total_bytes: s.memory.total(),
+        local_bytes: s.memory.on(nodes),
+    };
+    let mut out = Vec::new();
+    for &pid in &s.pids {
+        let mut r = RebalanceReport {
+            instance: t.instance.clone(),
+            pid,
+            threads: None,
+            memory: None,
+            error: None,
+        };
+        let result = (|| {
+            if drift.tracker(DriftKind::Cpu).is_active() {
+                r.threads =
+                    Some(rebalance::repin_threads(ctl, pid, &t.planned.cpus, REPIN_ROUNDS)?);
+            }
+            if drift.tracker(DriftKind::Locality).is_active() {
+                let ranges = rebalance::read_ranges(root, pid, nodes)?;
+                let m = rebalance::move_memory(ctl, clock, pid, &ranges, &rooms, &limits)?;
+                limits.local_bytes += m.bytes_moved;
+                r.memory = Some(m);
+            }
+            Ok::<(), rebalance::RebalanceError>(())
+        })();
+        if let Err(e) = result {
+            r.error = Some(e.to_string());
+        }
+        out.push(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use pinctl_topology::MemoryPolicy;
+
+    use super::*;
+    use crate::read::tests::{stat, write};
+    use crate::rebalance::tests::{FakeClock, FakeControl};
+
+    /// Two nodes; instance `db` (PID 100, one thread) planned on node 0, CPUs 0-1.
+    fn host(remote_pages: u32, thread_cpu: u32, allowed: &str) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        write(r, "run/db.pid", "100\n");
+        write(r, "proc/100/stat", &stat(100, 1, thread_cpu));
+        write(r, "proc/100/task/100/stat", &stat(100, 1, thread_cpu));
+        write(r, "proc/100/task/100/status", &format!("Cpus_allowed_list:\t{allowed}\n"));
+        write(
+            r,
+            "proc/100/numa_maps",
+            &format!("10000 bind:0 anon=1 N0=16384 N1={remote_pages} kernelpagesize_kB=4\n"),
+        );
+        write(r, "proc/100/maps", "10000-8010000 rw-p 0 0:0 0\n");
+        for n in [0, 1] {
+            write(
+                r,
+                &format!("sys/devices/system/node/node{n}/meminfo"),
+                &format!("Node {n} MemTotal: 8388608 kB\nNode {n} MemFree: 4194304 kB\n"),
+            );
+        }
+        d
+    }
+
+    fn target(action: OnDrift) -> Target {
+        Target {
+            instance: "db".into(),
+            service: "db".into(),
+            planned: Planned {
+                cpus: "0-1".parse().unwrap(),
+                nodes: "0".parse().unwrap(),
+                policy: MemoryPolicy::Bind,
+                policy_nodes: "0".parse().unwrap(),
+            },
+            settings: DriftSettings {
+                on_drift: action,
+                drift_hold: Duration::from_secs(20),
+                min_memory: 1 << 20,
+                ..DriftSettings::default()
+            },
+            locator: Locator { pid_file: Some("/run/db.pid".into()), unit: None },
+        }
+    }
+
+    #[test]
+    fn an_alert_instance_gets_one_alert_per_episode_and_is_never_touched() {
+        let d = host(16384, 5, "0-7");
+        let mut w = Watcher::new(
+            d.path(),
+            vec![target(OnDrift::Alert)],
+            Duration::from_secs(10),
+            Watermark::default(),
+        );
+        let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
+        let mut fake_clock = FakeClock(ctl.clock.clone());
+        let mut alerts = 0;
+        let mut starts = Vec::new();
+        for i in 0..6 {
+            let r = w.cycle(Duration::from_secs(i * 10), Some((&mut ctl, &mut fake_clock)));
+            alerts += r.events.iter().filter(|e| e.alert).count();
+            starts.extend(r.events.iter().filter(|e| e.edge == Edge::Start).map(|e| (i, e.kind)));
+            assert!(r.rebalances.is_empty());
+            let inst = &r.instances[0];
+            assert_eq!(inst.local_fraction, Some(0.5));
+            assert_eq!(inst.threads_out_of_place, 1);
+        }
+        // Locality and CPU drift both start once the 20 s hold has passed (third sample).
+        assert_eq!(starts, vec![(2, DriftKind::Locality), (2, DriftKind::Cpu)]);
+        assert_eq!(alerts, 2);
+        let e = w.cycle(Duration::from_secs(100), None);
+        assert!(e.events.is_empty());
+        assert!(ctl.calls.is_empty(), "an alert instance was touched: {:?}", ctl.calls);
+    }
+
+    #[test]
+    fn a_rebalance_instance_is_repinned_and_its_pages_moved_back() {
+        let d = host(16384, 5, "0-7");
+        let mut w = Watcher::new(
+            d.path(),
+            vec![target(OnDrift::Rebalance)],
+            Duration::from_secs(10),
+            Watermark::default(),
+        );
+        let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
+        for i in 0..16384usize {
+            ctl.pages.insert(0x10000 + (16384 + i) * 4096, 1);
+        }
+        let mut fake_clock = FakeClock(ctl.clock.clone());
+        let mut reports = Vec::new();
+        for i in 0..3 {
+            let r = w.cycle(Duration::from_secs(i * 10), Some((&mut ctl, &mut fake_clock)));
+            reports.extend(r.rebalances);
+        }
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        let r = &reports[0];
+        assert_eq!(r.threads.as_ref().unwrap().repinned, 1);
+        assert_eq!(ctl.affinity[&100].to_string(), "0-1");
+        let m = r.memory.as_ref().unwrap();
+        assert_eq!(m.stop, MoveStop::LocalityRestored);
+        // 50% local to 90%: 0.8 of the remote half moved.
+        assert!(m.pages_moved >= 13107 && m.pages_moved < 16384, "{m:?}");
+        assert!(!r.blocked_by_full_node());
+        // The next cycle is within the cool-down: nothing more.
+        let again = w.cycle(Duration::from_secs(30), Some((&mut ctl, &mut fake_clock)));
+        assert!(again.rebalances.is_empty());
+        // Without control nothing is ever changed.
+        let calls = ctl.calls.len();
+        w.cycle(Duration::from_secs(10_000), None);
+        assert_eq!(ctl.calls.len(), calls);
+    }
+
+    #[test]
+    fn alert_commands_get_the_facts() {
+        let e = DriftEvent {
+            instance: "db-1".into(),
+            service: "db".into(),
+            kind: DriftKind::Locality,
+            edge: Edge::Start,
+            episode: 3,
+            value: 0.5,
+            threshold: 0.9,
+            detail: "half".into(),
+            alert: true,
+            action: "alert",
+            lasted_seconds: None,
+            local_fraction: Some(0.5),
+        };
+        let env: BTreeMap<String, String> = e.alert_env().into_iter().collect();
+        assert_eq!(env["PINCTL_INSTANCE"], "db-1");
+        assert_eq!(env["PINCTL_DRIFT_KIND"], "locality");
+        assert_eq!(env["PINCTL_DRIFT_EVENT"], "start");
+        assert_eq!(env["PINCTL_EPISODE"], "3");
+        assert_eq!(env["PINCTL_LOCAL_FRACTION"], "0.5000");
+        assert_eq!(env["PINCTL_THRESHOLD"], "0.9");
+    }
+
+    #[test]
+    fn a_vanished_instance_ends_its_episodes() {
+        let d = host(16384, 1, "0-1");
+        let mut w = Watcher::new(
+            d.path(),
+            vec![target(OnDrift::Alert)],
+            Duration::from_secs(10),
+            Watermark::default(),
+        );
+        for i in 0..3 {
+            w.cycle(Duration::from_secs(i * 10), None);
+        }
+        fs::remove_dir_all(d.path().join("proc/100")).unwrap();
+        let r = w.cycle(Duration::from_secs(30), None);
+        assert_eq!(r.events.len(), 1);
+        assert_eq!((r.events[0].kind, r.events[0].edge), (DriftKind::Locality, Edge::End));
+        assert!(
+            r.instances[0].error.as_deref().unwrap().contains("not running"),
+            "{:?}",
+            r.instances[0].error
+        );
+    }
+
+    #[test]
+    fn rebalance_waits_for_drift_and_the_cooldown() {
+        let s = DriftSettings { on_drift: OnDrift::Rebalance, ..DriftSettings::default() };
+        let mut d = InstanceDrift::default();
+        assert!(!rebalance_due(&s, &d, None, Duration::ZERO));
+        let th = target(OnDrift::Rebalance).thresholds();
+        let bad = Verdicts {
+            cpu: Some(Finding { value: 1.0, threshold: 0.0, detail: String::new() }),
+            ..Verdicts::default()
+        };
+        d.observe(Duration::ZERO, bad.clone(), &th);
+        d.observe(Duration::from_secs(30), bad, &th);
+        let t = Duration::from_secs(30);
+        assert!(rebalance_due(&s, &d, None, t));
+        assert!(!rebalance_due(&s, &d, Some(t - Duration::from_secs(10)), t));
+        assert!(rebalance_due(&s, &d, Some(Duration::ZERO), t + s.rebalance_cooldown));
+        let alert = DriftSettings { on_drift: OnDrift::Alert, ..s };
+        assert!(!rebalance_due(&alert, &d, None, t));
+    }
+}

@@ -1,0 +1,261 @@
+//! `pinctl watch` on this host (one NUMA node): instances are processes started here (the
+//! allocation probe, launched through `pinctl exec` so they sit where the plan puts them),
+//! found through a PID file. Every wait is bounded; every process started is killed by PID
+//! in a guard. No timing is asserted.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Kills and reaps a child when dropped.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn pinctl() -> &'static str {
+    env!("CARGO_BIN_EXE_pinctl")
+}
+
+/// The allocation probe, built next to pinctl (a workspace binary); built here when a
+/// narrower `cargo test` did not build it.
+fn probe() -> PathBuf {
+    let path = Path::new(pinctl()).with_file_name("pinctl-alloc-probe");
+    if !path.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "pinctl-alloc-probe"])
+            .status()
+            .expect("running cargo to build the probe");
+        assert!(status.success(), "building pinctl-alloc-probe failed");
+    }
+    assert!(path.exists(), "no probe at {}", path.display());
+    path
+}
+
+/// Lines of a child's stdout, read on a thread.
+fn lines_of(child: &mut Child) -> Receiver<String> {
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line containing every word of `words`; returns it. Panics after [`WAIT`].
+fn wait_for(rx: &Receiver<String>, words: &[&str], seen: &mut Vec<String>) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                seen.push(line.clone());
+                if words.iter().all(|w| line.contains(w)) {
+                    return line;
+                }
+            }
+            Err(_) => panic!("no line with {words:?} within {WAIT:?}; saw:\n{}", seen.join("\n")),
+        }
+    }
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    probe: Guard,
+    pid: u32,
+}
+
+/// A service file for one probe instance with `extra` keys, and the probe started through
+/// `pinctl exec` where the plan puts it, its PID in the PID file.
+fn setup(extra: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("probe.pid");
+    let config = dir.path().join("pinctl.toml");
+    let text = format!(
+        "[host]\nkeep-free = []\nwatch-interval = \"200ms\"\n\n[service.probe]\ncommand = [\"{}\"]\n\
+         cpus = 1\nmemory-policy = \"bind\"\npid-file = \"{}\"\nmin-memory = \"1MiB\"\n{extra}\n",
+        probe().display(),
+        pid_file.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut child = Command::new(pinctl())
+        .arg("exec")
+        .arg("-c")
+        .arg(&config)
+        .args(["--service", "probe", "--"])
+        .arg(probe())
+        .args(["--mib", "16", "--hold"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let rx = lines_of(&mut child);
+    let guard = Guard(child);
+    wait_for(&rx, &["ready"], &mut Vec::new());
+    std::fs::write(&pid_file, pid.to_string()).unwrap();
+    Setup { dir, config, probe: guard, pid }
+}
+
+fn allowed_cpus(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_string()
+}
+
+fn taskset(cpus: &str, pid: u32) {
+    let out = Command::new("taskset").args(["-p", "-c", cpus, &pid.to_string()]).output().unwrap();
+    assert!(out.status.success(), "taskset: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn every_cpu() -> String {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    online.trim().to_string()
+}
+
+fn watch(s: &Setup) -> (Guard, Receiver<String>) {
+    let mut child = Command::new(pinctl())
+        .arg("watch")
+        .arg("-c")
+        .arg(&s.config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(&mut child);
+    (Guard(child), rx)
+}
+
+fn needs_two_cpus() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(cpus >= 2, "these tests move a thread between CPUs: this host has {cpus}");
+}
+
+#[test]
+fn once_samples_the_probe_and_says_where_its_memory_comes_from() {
+    let s = setup("");
+    let out = Command::new(pinctl())
+        .arg("watch")
+        .arg("-c")
+        .arg(&s.config)
+        .args(["--once", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let i = &v["instances"][0];
+    assert_eq!(i["instance"], "probe");
+    let sample = &i["sample"];
+    assert_eq!(sample["pids"][0], s.pid);
+    let anon: u64 =
+        sample["memory"].as_object().unwrap().values().map(|n| n["anon"].as_u64().unwrap()).sum();
+    assert!(anon >= 16 << 20, "the probe touched 16 MiB, sampled {anon} bytes of anon memory");
+    // Placed by pinctl exec: bound where the plan says, threads in place, memory local.
+    assert_eq!(i["local_fraction"], 1.0);
+    assert_eq!(i["threads_out_of_place"], 0);
+    assert!(i["findings"].as_array().unwrap().is_empty(), "{i}");
+    // Whether the cgroup path or numa_maps was used depends on this host; either way it is said.
+    let cgroup_v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+    if cgroup_v2 {
+        // The probe shares its cgroup with this test, so numa_maps is walked.
+        assert_eq!(sample["source"], "numa_maps");
+    } else {
+        assert_eq!(sample["source"], "numa_maps");
+        let notes = v["notices"].as_array().unwrap();
+        assert!(
+            notes.iter().any(|n| n.as_str().unwrap().contains("not a cgroup v2 hierarchy")),
+            "{notes:?}"
+        );
+    }
+    let text = Command::new(pinctl())
+        .arg("watch")
+        .arg("-c")
+        .arg(&s.config)
+        .arg("--once")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains(&format!("pids {}", s.pid)), "{text}");
+    assert!(text.contains("local 100.0%; 0 of 1 threads out of place"), "{text}");
+    drop(s.probe);
+    drop(s.dir);
+}
+
+#[test]
+fn a_thread_moved_with_taskset_is_cpu_drift_and_rebalance_repins_it() {
+    needs_two_cpus();
+    let s = setup("on-drift = \"rebalance\"\ndrift-hold = \"0s\"\nrebalance-cooldown = \"0s\"\n");
+    let planned = allowed_cpus(s.pid);
+    let all = every_cpu();
+    assert_ne!(planned, all, "the plan gave the probe every CPU");
+    let (_watch, rx) = watch(&s);
+    let mut seen = Vec::new();
+    wait_for(&rx, &["instance", "status=found"], &mut seen);
+    taskset(&all, s.pid);
+    wait_for(&rx, &["drift", "edge=start", "kind=cpu"], &mut seen);
+    let line = wait_for(&rx, &["rebalance", "instance=probe", "threads_repinned=1"], &mut seen);
+    assert!(line.contains("threads_complete=true"), "{line}");
+    assert_eq!(allowed_cpus(s.pid), planned);
+    wait_for(&rx, &["drift", "edge=end", "kind=cpu"], &mut seen);
+}
+
+#[test]
+fn an_alert_service_alerts_once_per_episode_and_is_not_touched() {
+    needs_two_cpus();
+    let marker = tempfile::tempdir().unwrap();
+    let alerts = marker.path().join("alerts");
+    let s = setup(&format!(
+        "drift-hold = \"0s\"\nalert-cooldown = \"0s\"\n\
+         alert-command = [\"sh\", \"-c\", \"echo $PINCTL_INSTANCE $PINCTL_DRIFT_KIND $PINCTL_EPISODE >> {}\"]\n",
+        alerts.display()
+    ));
+    let planned = allowed_cpus(s.pid);
+    let all = every_cpu();
+    let (_watch, rx) = watch(&s);
+    let mut seen = Vec::new();
+    wait_for(&rx, &["instance", "status=found"], &mut seen);
+    taskset(&all, s.pid);
+    wait_for(&rx, &["drift", "edge=start", "kind=cpu", "episode=1", "alert=yes"], &mut seen);
+    // The drift goes on for more cycles: no new start, no new alert, nothing changed.
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&alerts).is_ok_and(|t| !t.is_empty()) {
+        assert!(Instant::now() < deadline, "the alert command never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(allowed_cpus(s.pid), all, "an alert instance was re-pinned");
+    // End the episode by hand and start a second one: exactly one more alert.
+    taskset(&planned, s.pid);
+    wait_for(&rx, &["drift", "edge=end", "kind=cpu", "episode=1"], &mut seen);
+    taskset(&all, s.pid);
+    wait_for(&rx, &["drift", "edge=start", "kind=cpu", "episode=2"], &mut seen);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(&alerts).unwrap_or_default();
+        if text.lines().count() >= 2 {
+            assert_eq!(text, "probe cpu 1\nprobe cpu 2\n");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no second alert: {text:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !seen.iter().any(|l| l.starts_with("rebalance")),
+        "an alert instance was rebalanced:\n{}",
+        seen.join("\n")
+    );
+}
