@@ -215,7 +215,7 @@ pub(crate) fn is_service_name(name: &str) -> bool {
 }
 
 /// Whether `name` is a systemd unit name for a service (`tikv@0.service`).
-pub(crate) fn is_service_unit_name(name: &str) -> bool {
+pub fn is_service_unit_name(name: &str) -> bool {
     let Some(stem) = name.strip_suffix(".service") else { return false };
     !stem.is_empty()
         && name.len() <= 255

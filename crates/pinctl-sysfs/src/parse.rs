@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use pinctl_topology::{CpuSet, IdSet, NodeId, NodeSet, ParseIdSetError};
+use pinctl_topology::text::shown;
+use pinctl_topology::{CpuSet, IdSet, MAX_NODE_ID, NodeId, NodeSet, ParseIdSetError};
 
 /// A line of a sysfs/procfs file that does not have the shape the kernel writes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +22,7 @@ pub struct ParseError {
 
 impl ParseError {
     fn new(line: usize, value: &str, expected: &'static str) -> Self {
-        ParseError { line, value: value.to_string(), expected, source: None }
+        ParseError { line, value: shown(value), expected, source: None }
     }
 }
 
@@ -29,8 +30,19 @@ impl ParseError {
 pub fn id_list(text: &str) -> Result<IdSet, ParseError> {
     IdSet::parse_list(text).map_err(|e| ParseError {
         line: 1,
-        value: text.trim().to_string(),
+        value: shown(text.trim()),
         expected: "a kernel id list such as `0-3,8-11`",
+        source: Some(e),
+    })
+}
+
+/// A node list (`online`, `possible`, `has_cpu` of `sys/devices/system/node`): ids up to
+/// [`MAX_NODE_ID`].
+pub fn node_list(text: &str) -> Result<NodeSet, ParseError> {
+    IdSet::parse_node_list(text).map_err(|e| ParseError {
+        line: 1,
+        value: shown(text.trim()),
+        expected: "a kernel node list such as `0-3`",
         source: Some(e),
     })
 }
@@ -39,7 +51,7 @@ pub fn id_list(text: &str) -> Result<IdSet, ParseError> {
 pub fn id_mask(text: &str) -> Result<IdSet, ParseError> {
     IdSet::parse_mask(text).map_err(|e| ParseError {
         line: 1,
-        value: text.trim().to_string(),
+        value: shown(text.trim()),
         expected: "a kernel mask such as `00000000,0000ffff`",
         source: Some(e),
     })
@@ -62,7 +74,7 @@ pub fn numa_node(text: &str) -> Result<Option<NodeId>, ParseError> {
     let v = int(text)?;
     match v {
         -1 => Ok(None),
-        0..=0xffff_ffff => Ok(Some(v as NodeId)),
+        0.. if v <= i64::from(MAX_NODE_ID) => Ok(Some(v as NodeId)),
         _ => Err(ParseError::new(1, text.trim(), "a node id or -1")),
     }
 }
@@ -500,6 +512,10 @@ mod tests {
         assert_eq!(numa_node("1\n").unwrap(), Some(1));
         assert_eq!(numa_node("-1\n").unwrap(), None);
         assert!(numa_node("-2").is_err());
+        assert!(numa_node("4096").is_err(), "beyond MAX_NODE_ID");
+        assert!(node_list("0-1048576").is_err());
+        let e = id_list(&"x".repeat(1 << 20)).unwrap_err();
+        assert!(e.to_string().len() < 300, "a long value gives a short error");
         assert!(numa_node("one").is_err());
     }
 

@@ -9,9 +9,10 @@
 
 mod idset;
 mod policy;
+pub mod text;
 mod warnings;
 
-pub use idset::{CpuSet, IdSet, MAX_ID, NodeSet, ParseIdSetError};
+pub use idset::{CpuSet, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeSet, ParseIdSetError};
 pub use policy::{MemoryPolicy, ParseMemoryPolicyError};
 pub use warnings::host_warnings;
 
