@@ -9,6 +9,11 @@
 //! `+` makes numbers indexes into the allowed set (`+0` = first allowed id); `!` inverts
 //! within the allowed set; `all` is the allowed set; a device item resolves to its node(s) and,
 //! as in numactl, ends the list. Every id must be allowed.
+//!
+//! Two dialects: pinctl's own options ([`Spec::parse`]) refuse a backwards range (`5-3`) and a
+//! list that names nothing (`!0` on one node, `''`), as the service file does; the numactl
+//! personality ([`Spec::parse_numactl`]) does what numactl 2.0 does: `N-M` with `M < N` is `N`
+//! alone, and only an empty string may name nothing (`-i ''`: the default policy).
 
 use pinctl_topology::IdSet;
 
@@ -18,6 +23,10 @@ pub struct Spec {
     pub invert: bool,
     pub relative: bool,
     pub items: Vec<Item>,
+    /// The text, shortened, for messages.
+    pub text: String,
+    /// numactl's dialect (see the module documentation).
+    pub numactl: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +86,10 @@ pub enum SpecError {
         "relative {kind} `+{index}` is out of range: there are {count} allowed {kind}s ({allowed})"
     )]
     RelativeOutOfRange { kind: &'static str, index: u64, count: usize, allowed: String },
+    #[error("invalid {kind} list `{spec}`: range `{element}` runs backwards")]
+    Backwards { kind: &'static str, spec: String, element: String },
+    #[error("invalid {kind} list `{spec}`: it names no {kind}s")]
+    Empty { kind: &'static str, spec: String },
 }
 
 /// C's `strtoul(s, &end, 0)` on a digit prefix: returns the value and the rest.
@@ -99,11 +112,22 @@ fn strtoul(s: &str) -> Option<(u64, &str)> {
 }
 
 impl Spec {
+    /// pinctl's own options: backwards ranges and lists that name nothing are refused.
     pub fn parse(text: &str, kind: Kind) -> Result<Spec, SpecError> {
+        Spec::parse_dialect(text, kind, false)
+    }
+
+    /// The numactl personality: numactl 2.0's reading of backwards ranges and empty lists.
+    pub fn parse_numactl(text: &str, kind: Kind) -> Result<Spec, SpecError> {
+        Spec::parse_dialect(text, kind, true)
+    }
+
+    fn parse_dialect(text: &str, kind: Kind, numactl: bool) -> Result<Spec, SpecError> {
+        let shown = pinctl_topology::text::shown;
         let syntax = |element: &str| SpecError::Syntax {
             kind: kind.name(),
-            spec: text.to_string(),
-            element: element.to_string(),
+            spec: shown(text),
+            element: shown(element),
         };
         let mut s = text;
         let invert = s.starts_with('!');
@@ -115,8 +139,10 @@ impl Spec {
             s = &s[1..];
         }
         let mut items = Vec::new();
+        let spec =
+            |invert, relative, items| Spec { invert, relative, items, text: shown(text), numactl };
         if text.is_empty() {
-            return Ok(Spec { invert, relative, items });
+            return Ok(spec(invert, relative, items));
         }
         loop {
             if s == "all" {
@@ -136,7 +162,7 @@ impl Spec {
                     if kind == Kind::Cpu {
                         return Err(SpecError::DeviceForCpus {
                             kind: kind.name(),
-                            spec: text.to_string(),
+                            spec: shown(text),
                         });
                     }
                     items.push(Item::Device(dev));
@@ -149,6 +175,13 @@ impl Spec {
                 Some(r) => strtoul(r).ok_or_else(|| syntax(element))?,
                 None => (lo, rest),
             };
+            if hi < lo && !numactl {
+                return Err(SpecError::Backwards {
+                    kind: kind.name(),
+                    spec: shown(text),
+                    element: shown(element),
+                });
+            }
             items.push(Item::Range(lo, hi));
             match rest.strip_prefix(',') {
                 Some(r) => s = r,
@@ -156,7 +189,7 @@ impl Spec {
                 None => return Err(syntax(element)),
             }
         }
-        Ok(Spec { invert, relative, items })
+        Ok(spec(invert, relative, items))
     }
 
     /// The set this spec names, given the ids the process may use and a resolver for device
@@ -199,6 +232,9 @@ impl Spec {
                     let (lo, hi) = (absolute(*lo)?, absolute(*hi)?);
                     check(lo)?;
                     check(hi)?;
+                    // numactl 2.0 reads a backwards range `N-M` as `N` alone (the strict
+                    // dialect refused it in `parse`).
+                    let hi = hi.max(lo);
                     // As libnuma does, a range keeps only its allowed members.
                     set = set.union(
                         &allowed.iter().filter(|&i| (lo..=hi).contains(&u64::from(i))).collect(),
@@ -208,6 +244,9 @@ impl Spec {
         }
         if self.invert {
             set = allowed.difference(&set);
+        }
+        if set.is_empty() && !(self.numactl && self.text.is_empty()) {
+            return Err(SpecError::Empty { kind: kname, spec: self.text.clone() }.into());
         }
         Ok(set)
     }
@@ -260,7 +299,7 @@ mod tests {
         assert_eq!(resolve("1-2,0", Kind::Node, "0-3").unwrap(), ids("0-2"));
         assert_eq!(resolve("all", Kind::Node, "0-3").unwrap(), ids("0-3"));
         assert_eq!(resolve("0,all", Kind::Node, "0,2").unwrap(), ids("0,2"));
-        assert_eq!(resolve("", Kind::Node, "0-3").unwrap(), ids(""));
+        assert!(matches!(resolve("", Kind::Node, "0-3"), Err(SpecError::Empty { .. })));
         // strtoul(.., 0): hex and octal, as numactl reads them.
         assert_eq!(resolve("0x3", Kind::Node, "0-3").unwrap(), ids("3"));
         assert_eq!(resolve("010", Kind::Cpu, "0-15").unwrap(), ids("8"));
@@ -312,6 +351,25 @@ mod tests {
         let e = resolve("1", Kind::Node, "0").unwrap_err();
         assert_eq!(e.to_string(), "node `1` is not allowed here: this process may use nodes 0");
         assert!(resolve("0-5", Kind::Cpu, "0-1").is_err());
+    }
+
+    #[test]
+    fn backwards_ranges_and_empty_lists_in_both_dialects() {
+        assert!(matches!(resolve("1-0,0", Kind::Cpu, "0-3"), Err(SpecError::Backwards { .. })));
+        assert!(matches!(resolve("5-3", Kind::Cpu, "0-7"), Err(SpecError::Backwards { .. })));
+        assert!(matches!(resolve("!0", Kind::Node, "0"), Err(SpecError::Empty { .. })));
+        let numactl = |text: &str, allowed: &str| {
+            Spec::parse_numactl(text, Kind::Cpu)?.resolve(
+                Kind::Cpu,
+                &ids(allowed),
+                |_| -> Result<IdSet, SpecError> { unreachable!("no devices") },
+            )
+        };
+        // numactl 2.0.16: `--physcpubind=1-0` is CPU 1, `1-0,0` is 0-1, `''` is nothing.
+        assert_eq!(numactl("1-0", "0-3").unwrap(), ids("1"));
+        assert_eq!(numactl("1-0,0", "0-3").unwrap(), ids("0-1"));
+        assert_eq!(numactl("", "0-3").unwrap(), ids(""));
+        assert!(matches!(numactl("!0-3", "0-3"), Err(SpecError::Empty { .. })));
     }
 
     #[test]
