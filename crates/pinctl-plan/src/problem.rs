@@ -349,6 +349,18 @@ impl Problem {
                         ));
                     }
                     let nodes_idx: Vec<usize> = target.iter().filter_map(index_of).collect();
+                    if nodes_idx.is_empty() && !target.is_empty() {
+                        // The device says a node this topology does not list (offline, or an
+                        // inconsistent source): never silently ignored, refused under --strict.
+                        let message = format!(
+                            "{info_name}: near `{spec}` is on node {target}, which this \
+                             topology does not list: placed without it"
+                        );
+                        if inputs.strict {
+                            return Err(PlanError::Strict { violations: vec![message] });
+                        }
+                        warnings.push(message);
+                    }
                     near.push(NearTarget { spec: spec.clone(), devices, nodes: nodes_idx });
                 }
                 let key = (service_index, near.iter().map(|t| t.nodes.clone()).collect());
