@@ -175,6 +175,16 @@ fn substitute(s: &str, index: u32) -> String {
     s.replace(PLACEHOLDER, &index.to_string())
 }
 
+/// `template` for instance `index`: the template itself, shared, when it has no
+/// `{instance}`.
+fn instantiate(template: &Arc<str>, index: u32) -> Arc<str> {
+    if template.contains(PLACEHOLDER) {
+        Arc::from(substitute(template, index))
+    } else {
+        Arc::clone(template)
+    }
+}
+
 /// `{word}` placeholders other than `{instance}`: almost certainly a misspelling. `${VAR}`
 /// (shell syntax inside a `sh -c` command) is left alone.
 fn unknown_placeholders(s: &str) -> Vec<&str> {
@@ -911,11 +921,13 @@ impl Walker {
                 count - 1
             ));
         }
+        // What does not change per instance is allocated once and shared.
+        let command: Vec<Arc<str>> = command.iter().map(|a| Arc::from(a.as_str())).collect();
         let instances = (0..count)
             .map(|index| Instance {
                 name: if count == 1 { name.to_string() } else { format!("{name}-{index}") },
                 index,
-                command: command.iter().map(|a| substitute(a, index)).collect(),
+                command: command.iter().map(|a| instantiate(a, index)).collect(),
                 near: merged.near.iter().flatten().map(|(n, _)| substitute(n, index)).collect(),
                 unit: merged.unit.as_ref().map(|(u, _)| substitute(u, index)),
                 working_dir: merged
