@@ -51,20 +51,44 @@ const TWO: &str = "[host]\nkeep-free = []\n[service.a]\ncommand = [\"/bin/a\"]\n
 #[test]
 fn a_plan_table_with_a_column_over_65535_characters_renders() {
     let dir = tempfile::tempdir().unwrap();
-    let name = "s".repeat(70_000);
+    // One node with every other CPU up to 65534: its CPU list prints in 180,000 characters.
+    let cpus = "0-65534:1/2";
+    let cpu_entries: Vec<_> = (0..65535u32)
+        .step_by(2)
+        .map(|c| serde_json::json!({"id": c, "online": true, "package": 0, "core": c, "node": 0}))
+        .collect();
+    let t = serde_json::json!({
+        "nodes": [{"id": 0, "cpus": cpus, "memory_bytes": 8u64 << 30, "memory_free_bytes": null,
+                   "has_cpu": true, "has_memory": true}],
+        "distances": [[10]], "cpus": cpu_entries, "devices": [],
+        "host": {"kernel": null, "numa_balancing": null, "zone_reclaim_mode": null,
+                 "allowed_cpus": null, "allowed_nodes": null, "offline_nodes": ""},
+        "warnings": []
+    });
+    let topo = dir.path().join("wide.json");
+    fs::write(&topo, t.to_string()).unwrap();
     let cfg = config(
         dir.path(),
         "p.toml",
-        &format!("[host]\nkeep-free = []\n[service.{name}]\ncommand = [\"/bin/a\"]\nnodes = 1\n"),
+        "[host]\nkeep-free = []\n[service.a]\ncommand = [\"/bin/a\"]\n",
     );
-    pinctl()
-        .args(["plan", "--topology"])
-        .arg(snapshot(dir.path()))
-        .arg("-c")
-        .arg(&cfg)
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(format!("{name}  0 ")));
+    let out =
+        pinctl().args(["plan", "--topology"]).arg(&topo).arg("-c").arg(&cfg).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text.lines().find(|l| l.starts_with("a  ")).unwrap();
+    assert!(row.len() > 65_535 && row.contains("65532,65534  "), "{}", &row[..200]);
+    // A 70,000-character service name is refused with a short message, not rendered.
+    let long = config(
+        dir.path(),
+        "l.toml",
+        &format!("[service.{}]\ncommand = [\"/bin/a\"]\n", "s".repeat(70_000)),
+    );
+    let out =
+        pinctl().args(["plan", "--topology"]).arg(&topo).arg("-c").arg(&long).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("at most 200 bytes"), "{}", &stderr[..stderr.len().min(400)]);
 }
 
 #[test]
@@ -219,4 +243,74 @@ fn a_long_cpu_list_gives_a_short_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.len() < 600, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn exec(args: &[&str]) -> std::process::Output {
+    pinctl().arg("exec").args(args).output().unwrap()
+}
+
+#[test]
+fn bad_lists_on_the_exec_command_line_are_usage_errors() {
+    for (args, want) in [
+        (&["--cpus", "1-0,0", "--", "/bin/true"][..], "range `1-0` runs backwards"),
+        (&["--cpus", "5-3", "--", "/bin/true"][..], "range `5-3` runs backwards"),
+        (&["-N", "!all", "--", "/bin/true"][..], "invalid node list `!all`: it names no nodes"),
+        (&["-C", "", "--", "/bin/true"][..], "invalid CPU list ``: it names no CPUs"),
+        (&["--nodes", "", "--", "/bin/true"][..], "invalid node list ``: it names no nodes"),
+    ] {
+        let out = exec(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_unknown_option_before_the_command_is_a_usage_error_with_a_suggestion() {
+    let out = exec(&["--dryrun", "--", "/bin/true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("'--dry-run'") && !stderr.contains("not found in PATH"), "{stderr}");
+    // After the command's name its options are its own.
+    let out = exec(&["--dry-run", "/bin/echo", "--foo"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("command: /bin/echo --foo"));
+}
+
+#[test]
+fn exec_failures_name_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("run.sh");
+    fs::write(&script, "#!/nonexistent/interpreter -x\necho hi\n").unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = script.to_str().unwrap();
+    for (cmd, want) in [
+        ("/nonexistent/cmd", "command `/nonexistent/cmd` does not exist"),
+        ("no-such-command-pinctl", "command `no-such-command-pinctl` not found in PATH"),
+        (
+            script,
+            "needs interpreter `/nonexistent/interpreter` (its `#!` line), which does not exist",
+        ),
+    ] {
+        let out = exec(&["--", cmd]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(127), "{cmd}: {stderr}");
+        assert!(stderr.contains(want), "{cmd}: {stderr}");
+    }
+}
+
+#[test]
+fn the_numactl_personality_reads_lists_as_numactl_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let numactl = dir.path().join("numactl");
+    symlink(env!("CARGO_BIN_EXE_pinctl"), &numactl).unwrap();
+    let out = Command::new(&numactl).args(["-i", "", "--show"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("policy: default\n"));
+    // numactl 2.0.16: a backwards range `N-M` is `N` alone.
+    let out = Command::new(&numactl).args(["--physcpubind=0-0,0", "--show"]).output().unwrap();
+    assert!(out.status.success());
+    // A list that names nothing is numactl's bad list: status 1, not 215/242.
+    let out = Command::new(&numactl).args(["-N", "!all", "--show"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -382,9 +382,19 @@ impl Walker {
                     let Some(t) = self.table("service", value) else { continue };
                     for (name, body) in entries(t) {
                         let name_str = name.get_ref().as_ref();
-                        if !values::is_service_name(name_str) {
-                            self.error(&name.span(), format!("invalid service name `{name_str}`"))
-                                .help = Some("service names are lowercase letters, digits, `-` and `_`, starting with a letter or digit".into());
+                        let valid_name = values::is_service_name(name_str);
+                        if !valid_name {
+                            self.error(
+                                &name.span(),
+                                format!(
+                                    "invalid service name `{}`",
+                                    pinctl_topology::text::shown(name_str)
+                                ),
+                            )
+                            .help = Some(format!(
+                                "service names are lowercase letters, digits, `-` and `_`, starting with a letter or digit, at most {} bytes",
+                                values::MAX_SERVICE_NAME
+                            ));
                         }
                         let DeValue::Table(body_table) = body.get_ref() else {
                             self.wrong_type(
@@ -395,7 +405,11 @@ impl Walker {
                             continue;
                         };
                         let raw = self.service_table(body_table);
-                        services.push((name_str.to_string(), name.span(), raw));
+                        // The body is checked either way; a service whose name is refused is
+                        // not expanded into instances (each would hold the bad name).
+                        if valid_name {
+                            services.push((name_str.to_string(), name.span(), raw));
+                        }
                     }
                 }
                 _ => self.unknown_key(key, &TOP_KEYS),
