@@ -118,14 +118,13 @@ proptest! {
             let _ = pinctl_topology::IdSet::parse_node_list(&text);
             let _ = pinctl_topology::IdSet::parse_mask(&text);
             let _ = pinctl_sysfs::parse::id_list(&text);
-            use pinctl_launch::spec::{Kind, Spec};
-            for spec in [Spec::parse(&text, Kind::Cpu), Spec::parse_numactl(&text, Kind::Node)] {
-                if let Ok(spec) = spec {
-                    let allowed: pinctl_topology::IdSet = "0-63".parse().unwrap();
-                    let _ = spec.resolve(Kind::Cpu, &allowed, |_| -> Result<_, pinctl_launch::spec::SpecError> {
-                        Ok(pinctl_topology::IdSet::new())
-                    });
-                }
+            use pinctl_launch::spec::{Kind, Spec, SpecError};
+            let allowed: pinctl_topology::IdSet = "0-63".parse().unwrap();
+            let specs = [Spec::parse(&text, Kind::Cpu), Spec::parse_numactl(&text, Kind::Node)];
+            for spec in specs.into_iter().flatten() {
+                let _ = spec.resolve(Kind::Cpu, &allowed, |_| -> Result<_, SpecError> {
+                    Ok(pinctl_topology::IdSet::new())
+                });
             }
         });
         // A set is at most an 8 KiB bitmap (MAX_CPU_ID); the rest is the split of the text.

@@ -28,31 +28,30 @@ impl ParseError {
 
 /// A CPU or node list (`0-3,8-11`, the `cpulist`, `online`, `has_cpu` files).
 pub fn id_list(text: &str) -> Result<IdSet, ParseError> {
-    IdSet::parse_list(text).map_err(|e| ParseError {
-        line: 1,
-        value: shown(text.trim()),
-        expected: "a kernel id list such as `0-3,8-11`",
-        source: Some(e),
-    })
+    id_set(text, IdSet::parse_list, "a kernel id list such as `0-3,8-11`")
 }
 
 /// A node list (`online`, `possible`, `has_cpu` of `sys/devices/system/node`): ids up to
 /// [`MAX_NODE_ID`].
 pub fn node_list(text: &str) -> Result<NodeSet, ParseError> {
-    IdSet::parse_node_list(text).map_err(|e| ParseError {
-        line: 1,
-        value: shown(text.trim()),
-        expected: "a kernel node list such as `0-3`",
-        source: Some(e),
-    })
+    id_set(text, IdSet::parse_node_list, "a kernel node list such as `0-3`")
 }
 
 /// A CPU mask (`cpumap`, `local_cpus`): comma-separated 32-bit hexadecimal words.
 pub fn id_mask(text: &str) -> Result<IdSet, ParseError> {
-    IdSet::parse_mask(text).map_err(|e| ParseError {
+    id_set(text, IdSet::parse_mask, "a kernel mask such as `00000000,0000ffff`")
+}
+
+/// A one-line set file through `parse`; an error shows the (shortened) text.
+fn id_set(
+    text: &str,
+    parse: fn(&str) -> Result<IdSet, ParseIdSetError>,
+    expected: &'static str,
+) -> Result<IdSet, ParseError> {
+    parse(text).map_err(|e| ParseError {
         line: 1,
         value: shown(text.trim()),
-        expected: "a kernel mask such as `00000000,0000ffff`",
+        expected,
         source: Some(e),
     })
 }
