@@ -287,8 +287,8 @@ fn docs_describe_every_key() {
 
 #[test]
 fn instances_share_what_does_not_change_per_instance() {
-    // 8192 instances of a service with a 512 KiB argument: one copy of it, not 4 GiB.
-    let long = "x".repeat(512 << 10);
+    // 8192 instances of a service with a 64 KiB argument: one copy of it, not 512 MiB.
+    let long = "x".repeat(64 << 10);
     let text = format!(
         "[service.big]\ncommand = [\"/bin/big\", \"{long}\", \"--id={{instance}}\"]\n\
          instances = {}\ncpus = 1\n",
