@@ -314,3 +314,20 @@ fn the_numactl_personality_reads_lists_as_numactl_does() {
     let out = Command::new(&numactl).args(["-N", "!all", "--show"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn a_newline_in_the_config_path_does_not_forge_a_line_of_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = snapshot(dir.path());
+    let cfg = config(
+        dir.path(),
+        "x\nerror: forged.toml",
+        "[service.a]\ncommand = [\"/bin/a\"]\nmemory-polcy = 1\n",
+    );
+    let out =
+        pinctl().args(["check", "--topology"]).arg(&topo).arg("-c").arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("x\\nerror: forged.toml:3:1"), "{stderr}");
+    assert!(!stderr.lines().any(|l| l.starts_with("error: forged")), "{stderr}");
+}
