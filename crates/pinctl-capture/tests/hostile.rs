@@ -219,3 +219,17 @@ fn errors_about_a_missing_source_are_not_a_regular_file_error() {
     let e = TopologySource::from_arg(Some(Path::new("/nonexistent/x.json"))).unwrap_err();
     assert!(matches!(e, DiscoveryError::MissingSource { .. }));
 }
+
+#[test]
+fn a_bomb_in_place_of_a_file_in_a_capture_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = tree(dir.path());
+    // 8 MB of a valid-looking list compresses to a few KB; discovery must refuse it by name
+    // rather than read it, or leave node 1 without CPUs.
+    fs::write(root.join("sys/devices/system/node/node1/cpulist"), "2-3,".repeat(2 << 20)).unwrap();
+    let path = dir.path().join("bomb.tar.gz");
+    fs::write(&path, gz(&tar_of_tree(&root))).unwrap();
+    assert!(fs::metadata(&path).unwrap().len() < 200_000);
+    let e = chain(&read_tarball(&path).map(|_| ()).unwrap_err());
+    assert!(e.contains("node1/cpulist") && e.contains("larger than 65536 bytes"), "{e}");
+}
