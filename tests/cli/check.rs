@@ -31,8 +31,8 @@ fn machine_dependent_errors_fail_with_their_location() {
         .arg(&config)
         .assert()
         .code(1)
-        .stdout(predicate::str::contains("node 9, which this host does not have"))
-        .stdout(predicate::str::contains("pinctl.toml:3:"));
+        .stderr(predicate::str::contains("node 9, which this host does not have"))
+        .stderr(predicate::str::contains("pinctl.toml:3:"));
 }
 
 #[test]
@@ -47,8 +47,8 @@ fn an_infeasible_plan_fails_the_check() {
         .arg(&config)
         .assert()
         .code(1)
-        .stdout(predicate::str::contains("cannot place the services"))
-        .stdout(predicate::str::contains("a-8 needs 1 whole node: 8 nodes, 8 taken"));
+        .stderr(predicate::str::contains("cannot place the services"))
+        .stderr(predicate::str::contains("a-8 needs 1 whole node: 8 nodes, 8 taken"));
 }
 
 #[test]
@@ -82,6 +82,6 @@ fn syntax_errors_are_reported_all_at_once() {
         .arg(&config)
         .assert()
         .code(1)
-        .stdout(predicate::str::contains("pinctl.toml:3:"))
-        .stdout(predicate::str::contains("pinctl.toml:4:1"));
+        .stderr(predicate::str::contains("pinctl.toml:3:"))
+        .stderr(predicate::str::contains("pinctl.toml:4:1"));
 }

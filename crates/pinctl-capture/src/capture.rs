@@ -1,7 +1,6 @@
 //! `pinctl topology --capture`: every file discovery reads on a host, packed into a tarball
 //! that `--topology` accepts on any other machine (as `hwloc-gather-topology` does for hwloc).
 
-use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -10,6 +9,7 @@ use pinctl_topology::Topology;
 use pinctl_sysfs::fsroot::Recorded;
 use pinctl_sysfs::{FsRoot, read_tree};
 
+use crate::atomic::StagedFile;
 use crate::error::SourceError;
 
 /// Name of the single top-level folder of a capture.
@@ -27,7 +27,8 @@ pub struct CaptureSummary {
 
 /// Reads the topology under `root` while recording every file, link and folder discovery
 /// touched (plus the routing tables `default_route_interfaces` reads), and writes them to a
-/// gzip-compressed tarball at `out` under one top-level folder.
+/// gzip-compressed tarball at `out` under one top-level folder. `out` is written whole or not
+/// at all (a temporary file beside it, fsynced, renamed over it).
 pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, SourceError> {
     let mut fs = FsRoot::recording(root);
     let topology = read_tree(&mut fs)?;
@@ -36,9 +37,11 @@ pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, Sourc
     }
     let items = fs.take_recorder().map(|r| r.items).unwrap_or_default();
     let werr = |source| SourceError::CaptureWrite { path: out.to_path_buf(), source };
-    let file = fs::File::create(out).map_err(werr)?;
-    let gz =
-        flate2::write::GzEncoder::new(io::BufWriter::new(file), flate2::Compression::default());
+    let mut staged = StagedFile::new(out).map_err(werr)?;
+    let gz = flate2::write::GzEncoder::new(
+        io::BufWriter::new(staged.file()),
+        flate2::Compression::default(),
+    );
     let mut tar = tar::Builder::new(gz);
     let (mut files, mut links, mut dirs) = (0, 0, 0);
     append_dir(&mut tar, TOP).map_err(werr)?;
@@ -71,6 +74,8 @@ pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, Sourc
     let gz = tar.into_inner().map_err(werr)?;
     let mut buf = gz.finish().map_err(werr)?;
     buf.flush().map_err(werr)?;
+    drop(buf);
+    staged.commit().map_err(werr)?;
     Ok(CaptureSummary { topology, files, links, dirs })
 }
 

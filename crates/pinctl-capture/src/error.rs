@@ -28,6 +28,9 @@ pub enum SourceError {
         #[source]
         source: serde_json::Error,
     },
+    /// A JSON snapshot parses but breaks a rule of the model.
+    #[error("snapshot `{path}`: `{at}`: {what}")]
+    SnapshotInvalid { path: PathBuf, at: String, what: String },
     /// An hwloc XML file was given but pinctl was built without hwloc support.
     #[error(
         "`{path}` is an hwloc XML topology, but this pinctl was built without hwloc support: \

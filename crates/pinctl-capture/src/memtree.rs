@@ -27,6 +27,19 @@ pub(crate) struct MemTree {
 /// How many symbolic links a lookup may follow (Linux's MAXSYMLINKS).
 const MAX_LINKS: usize = 40;
 
+/// Largest file a capture may hold: the most discovery reads of any file
+/// ([`MAX_PROC_FILE_BYTES`](pinctl_sysfs::fsroot::MAX_PROC_FILE_BYTES)). A header claiming more
+/// is refused before anything is allocated for it.
+pub const MAX_ENTRY_BYTES: u64 = pinctl_sysfs::fsroot::MAX_PROC_FILE_BYTES as u64;
+
+/// Longest path in a capture: Linux's `PATH_MAX`. Bounds the depth (at most 2048 components)
+/// and so the implicit parent folders one entry can create.
+pub const MAX_PATH_BYTES: usize = 4096;
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
 impl MemTree {
     /// Reads every regular file, folder and link of a tar stream; device nodes and fifos are
     /// left out.
@@ -37,18 +50,34 @@ impl MemTree {
         let mut archive = tar::Archive::new(reader);
         for entry in archive.entries()? {
             let mut entry = entry?;
+            let raw = entry.path_bytes();
+            if raw.len() > MAX_PATH_BYTES {
+                let shown = pinctl_topology::text::shown(&String::from_utf8_lossy(&raw));
+                return Err(invalid(format!(
+                    "entry `{shown}`: path longer than {MAX_PATH_BYTES} bytes (PATH_MAX)"
+                )));
+            }
             let path = normalize(&entry.path()?.to_string_lossy());
             if path.is_empty() {
                 continue;
             }
+            let size = entry.size();
             let kind = entry.header().entry_type();
             let link = || -> io::Result<String> {
                 Ok(entry.link_name()?.map(|l| l.to_string_lossy().into_owned()).unwrap_or_default())
             };
             let item = match kind {
                 EntryType::Regular | EntryType::Continuous => {
-                    let mut data = Vec::with_capacity(entry.size() as usize);
-                    entry.read_to_end(&mut data)?;
+                    if size > MAX_ENTRY_BYTES {
+                        return Err(invalid(format!(
+                            "entry `{}` holds {size} bytes, more than {MAX_ENTRY_BYTES} (no file \
+                             discovery reads is that large)",
+                            pinctl_topology::text::shown(&path)
+                        )));
+                    }
+                    // The header's size is a claim, not a fact: grow as bytes arrive.
+                    let mut data = Vec::with_capacity(size.min(64 << 10) as usize);
+                    (&mut entry).take(MAX_ENTRY_BYTES).read_to_end(&mut data)?;
                     Entry::File(data)
                 }
                 EntryType::Symlink => Entry::Link(link()?),
@@ -58,6 +87,9 @@ impl MemTree {
             };
             tree.insert(path, item);
         }
+        // Read the stream to its end so a compressed capture's checksum and length are
+        // checked, and data after the archive (trailing garbage) is refused.
+        io::copy(&mut archive.into_inner(), &mut io::sink())?;
         Ok(tree)
     }
 

@@ -3,7 +3,7 @@
 //! snapshots, and (feature `hwloc`) hwloc XML.
 
 use std::fs;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use pinctl_sysfs::{FsRoot, LoadedTopology, TopologySource, read_tree};
@@ -24,15 +24,18 @@ pub fn load_topology(src: &TopologySource) -> Result<LoadedTopology, SourceError
     Ok(LoadedTopology { topology, fs_root, is_live, source: src.clone() })
 }
 
+/// Largest snapshot read: 16 MiB (a machine with 8192 CPUs and thousands of devices prints
+/// about 1 MiB).
+pub const MAX_SNAPSHOT_BYTES: usize = 16 << 20;
+
 fn read_snapshot(path: &Path) -> Result<Topology, SourceError> {
-    let text = fs::read_to_string(path).map_err(|source| {
+    let bytes = pinctl_sysfs::fsroot::read_regular(path, MAX_SNAPSHOT_BYTES).map_err(|source| {
         SourceError::Discovery(pinctl_sysfs::DiscoveryError::Io {
             path: path.to_path_buf(),
             source,
         })
     })?;
-    serde_json::from_str(&text)
-        .map_err(|source| SourceError::Snapshot { path: path.to_path_buf(), source })
+    crate::snapshot::parse_snapshot(&bytes, path)
 }
 
 #[cfg(feature = "hwloc")]
@@ -80,8 +83,50 @@ fn compression(head: &[u8]) -> Compression {
     }
 }
 
-/// A tarball's contents, decompressed by its magic bytes (gzip, bzip2, xz or none).
+/// Most bytes a capture may decompress to, all entries and tar headers together: a live
+/// capture is a few MiB (G03, 256 CPUs: 2 MiB), so 256 MiB leaves room for the largest
+/// machines while a gzip bomb stops long before it takes the host's memory.
+pub const MAX_CAPTURE_BYTES: u64 = 256 << 20;
+
+/// A reader that fails once more than `left` bytes came through it.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.left = self.left.checked_sub(n as u64).ok_or_else(too_big)?;
+        Ok(n)
+    }
+}
+
+impl<R> Write for Capped<R> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.left = self.left.checked_sub(buf.len() as u64).ok_or_else(too_big)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn too_big() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("decompresses to more than {MAX_CAPTURE_BYTES} bytes (a compression bomb?)"),
+    )
+}
+
+/// A tarball's contents, decompressed by its magic bytes (gzip, bzip2, xz or none), failing
+/// past [`MAX_CAPTURE_BYTES`].
 fn decompressed(path: &Path) -> Result<Box<dyn Read>, SourceError> {
+    let inner = decompressed_uncapped(path)?;
+    Ok(Box::new(Capped { inner, left: MAX_CAPTURE_BYTES }))
+}
+
+fn decompressed_uncapped(path: &Path) -> Result<Box<dyn Read>, SourceError> {
     let err = |source| SourceError::Tarball { path: path.to_path_buf(), source };
     let file = fs::File::open(path).map_err(|source| {
         SourceError::Discovery(pinctl_sysfs::DiscoveryError::Io {
@@ -95,14 +140,37 @@ fn decompressed(path: &Path) -> Result<Box<dyn Read>, SourceError> {
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(reader)),
         Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(reader)),
         Compression::Xz => {
-            // lzma-rs decodes whole streams only; captures are a few MiB at most.
+            // lzma-rs decodes whole streams only; captures are a few MiB at most, and the
+            // output is capped as it is written.
             let mut raw = Vec::new();
-            lzma_rs::xz_decompress(&mut reader, &mut raw)
+            let mut out = io::BufWriter::new(TeeCapped {
+                out: &mut raw,
+                cap: Capped { inner: (), left: MAX_CAPTURE_BYTES },
+            });
+            lzma_rs::xz_decompress(&mut reader, &mut out)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
                 .map_err(err)?;
+            out.into_inner().map_err(|e| err(e.into_error()))?;
             Box::new(io::Cursor::new(raw))
         }
     })
+}
+
+/// Writes into `out` while `cap` allows.
+struct TeeCapped<'a> {
+    out: &'a mut Vec<u8>,
+    cap: Capped<()>,
+}
+
+impl Write for TeeCapped<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.cap.write(buf)?;
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Reads the topology of a (possibly gzip, bzip2 or xz compressed) tarball of a sysfs/procfs

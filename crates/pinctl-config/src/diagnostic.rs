@@ -22,6 +22,8 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use pinctl_topology::text::escaped;
+
 /// A byte range into the service file's text.
 pub type Span = Range<usize>;
 
@@ -249,7 +251,7 @@ impl Diagnostic {
                     out,
                     "{pad}{} {}:{}:{}",
                     paint.wrap(BLUE, "-->"),
-                    loc.path.display(),
+                    escaped(&loc.path.display().to_string()),
                     loc.line,
                     loc.column
                 );
@@ -270,7 +272,8 @@ impl Diagnostic {
                 );
             }
             (None, Some(path)) => {
-                let _ = writeln!(out, "{pad}{} {}", paint.wrap(BLUE, "-->"), path.display());
+                let shown = escaped(&path.display().to_string());
+                let _ = writeln!(out, "{pad}{} {shown}", paint.wrap(BLUE, "-->"));
             }
             (None, None) => {}
         }
@@ -319,7 +322,7 @@ pub fn render_all(diagnostics: &[Diagnostic], path: Option<&Path>, color: bool) 
     let warnings = diagnostics.len() - errors;
     if errors > 1 || (errors == 1 && warnings > 0) {
         let what = match path {
-            Some(p) => format!("`{}`", p.display()),
+            Some(p) => format!("`{}`", escaped(&p.display().to_string())),
             None => "the service file".to_string(),
         };
         let mut summary =

@@ -25,11 +25,17 @@ pub use parse::{
     DEFAULT_STATE_FILE, DEFAULT_STOP_SIGNAL, DEFAULT_STOP_TIMEOUT, HOST_KEYS, LIMIT_KEYS,
     MAX_INSTANCES, SERVICE_KEYS, TOP_KEYS,
 };
+pub use values::is_service_unit_name;
 pub use watch::{DriftSettings, OnDrift, WatchConfig};
+
+/// Largest service file read: 1 MiB, hundreds of times a real one (pinctl reads only regular
+/// files, so `-c /dev/zero` or a FIFO is an error at once).
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 
 /// Reads and validates the service file at `path`. An I/O error names the path.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read(path).map_err(|e| ConfigError::io(path, e))?;
+    let text = pinctl_sysfs::fsroot::read_regular(path, MAX_CONFIG_BYTES)
+        .map_err(|e| ConfigError::io(path, e))?;
     let text = String::from_utf8(text).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
         let line = e.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet};
@@ -220,7 +221,10 @@ pub struct Instance {
     pub name: String,
     /// 0-based index, the value of `{instance}`.
     pub index: u32,
-    pub command: Vec<String>,
+    /// The command; arguments without `{instance}` are shared by every instance of the
+    /// service (one allocation, not one per instance: 8192 instances of a service with a long
+    /// argument must not take gigabytes).
+    pub command: Vec<Arc<str>>,
     /// Devices or paths this instance should sit next to, as written.
     pub near: Vec<String>,
     pub unit: Option<String>,

@@ -295,6 +295,16 @@ fn substitute(s: &str, index: u32) -> String {
     s.replace(PLACEHOLDER, &index.to_string())
 }
 
+/// `template` for instance `index`: the template itself, shared, when it has no
+/// `{instance}`.
+fn instantiate(template: &Arc<str>, index: u32) -> Arc<str> {
+    if template.contains(PLACEHOLDER) {
+        Arc::from(substitute(template, index))
+    } else {
+        Arc::clone(template)
+    }
+}
+
 /// `{word}` placeholders other than `{instance}`: almost certainly a misspelling. `${VAR}`
 /// (shell syntax inside a `sh -c` command) is left alone.
 fn unknown_placeholders(s: &str) -> Vec<&str> {
@@ -602,16 +612,27 @@ impl Walker {
         let Some(t) = self.table("service", value) else { return };
         for (name, body) in entries(t) {
             let name_str = name.get_ref().as_ref();
-            if !values::is_service_name(name_str) {
-                self.error(&name.span(), format!("invalid service name `{name_str}`"))
-                    .help = Some("service names are lowercase letters, digits, `-` and `_`, starting with a letter or digit".into());
+            let valid_name = values::is_service_name(name_str);
+            if !valid_name {
+                self.error(
+                    &name.span(),
+                    format!("invalid service name `{}`", pinctl_topology::text::shown(name_str)),
+                )
+                .help = Some(format!(
+                    "service names are lowercase letters, digits, `-` and `_`, starting with a letter or digit, at most {} bytes",
+                    values::MAX_SERVICE_NAME
+                ));
             }
             let DeValue::Table(body_table) = body.get_ref() else {
                 self.wrong_type(&format!("service.{name_str}"), body, "a table `[service.NAME]`");
                 continue;
             };
             let raw = self.service_table(body_table);
-            doc.services.push((name_str.to_string(), name.span(), raw));
+            // The body is checked either way; a service whose name is refused is not expanded
+            // into instances (each would hold the bad name).
+            if valid_name {
+                doc.services.push((name_str.to_string(), name.span(), raw));
+            }
         }
     }
 
@@ -1185,11 +1206,13 @@ impl Walker {
                 count - 1
             ));
         }
+        // What does not change per instance is allocated once and shared.
+        let command: Vec<Arc<str>> = command.iter().map(|a| Arc::from(a.as_str())).collect();
         let instances = (0..count)
             .map(|index| Instance {
                 name: if count == 1 { name.to_string() } else { format!("{name}-{index}") },
                 index,
-                command: command.iter().map(|a| substitute(a, index)).collect(),
+                command: command.iter().map(|a| instantiate(a, index)).collect(),
                 near: merged.near.iter().flatten().map(|(n, _)| substitute(n, index)).collect(),
                 unit: merged.unit.as_ref().map(|(u, _)| substitute(u, index)),
                 working_dir: merged

@@ -209,15 +209,21 @@ pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
         .map(|(_, c)| c)
 }
 
-/// Whether `name` is a valid service name: `[a-z0-9][a-z0-9_-]*`.
+/// Longest service name: its instances' default units (`NAME-8191.service`) must stay within
+/// systemd's 255-byte unit names, and each of up to 8192 instances holds its name.
+pub(crate) const MAX_SERVICE_NAME: usize = 200;
+
+/// Whether `name` is a valid service name: `[a-z0-9][a-z0-9_-]*`, at most
+/// [`MAX_SERVICE_NAME`] bytes.
 pub(crate) fn is_service_name(name: &str) -> bool {
     let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b'a'..=b'z' | b'0'..=b'9'))
+    name.len() <= MAX_SERVICE_NAME
+        && matches!(bytes.next(), Some(b'a'..=b'z' | b'0'..=b'9'))
         && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'))
 }
 
 /// Whether `name` is a systemd unit name for a service (`tikv@0.service`).
-pub(crate) fn is_service_unit_name(name: &str) -> bool {
+pub fn is_service_unit_name(name: &str) -> bool {
     let Some(stem) = name.strip_suffix(".service") else { return false };
     !stem.is_empty()
         && name.len() <= 255

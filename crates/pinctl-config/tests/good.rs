@@ -63,7 +63,8 @@ fn every_key_is_read() {
     assert_eq!(names, ["tikv-0", "tikv-1"]);
     let one = &tikv.instances[1];
     assert_eq!(one.index, 1);
-    assert_eq!(one.command, ["/usr/bin/tikv-server", "--config", "/etc/tikv/tikv-1.toml"]);
+    let command: Vec<&str> = one.command.iter().map(|a| &**a).collect();
+    assert_eq!(command, ["/usr/bin/tikv-server", "--config", "/etc/tikv/tikv-1.toml"]);
     assert_eq!(one.near, ["nvme1n1", "/data1"]);
     assert_eq!(one.unit.as_deref(), Some("tikv@1.service"));
     assert_eq!(one.working_dir, Some(PathBuf::from("/var/lib/tikv/1")));
@@ -323,4 +324,21 @@ fn drift_keys_are_read_with_defaults_and_inheritance() {
     let minimal = load_clean("minimal.toml");
     assert_eq!(minimal.watch.interval, std::time::Duration::from_secs(10));
     assert_eq!(minimal.watch.metrics_listen, None);
+}
+
+#[test]
+fn instances_share_what_does_not_change_per_instance() {
+    // 8192 instances of a service with a 64 KiB argument: one copy of it, not 512 MiB.
+    let long = "x".repeat(64 << 10);
+    let text = format!(
+        "[service.big]\ncommand = [\"/bin/big\", \"{long}\", \"--id={{instance}}\"]\n\
+         instances = {}\ncpus = 1\n",
+        pinctl_config::MAX_INSTANCES
+    );
+    let c = pinctl_config::parse(Path::new("big.toml"), &text).unwrap();
+    let instances = &c.service("big").unwrap().instances;
+    assert_eq!(instances.len(), 8192);
+    let first = &instances[0].command[1];
+    assert!(instances.iter().all(|i| std::sync::Arc::ptr_eq(&i.command[1], first)));
+    assert_eq!(&*instances[8191].command[2], "--id=8191");
 }

@@ -9,7 +9,6 @@
 #![forbid(unsafe_code)]
 
 use std::borrow::Borrow;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -20,9 +19,22 @@ use hwlocality::object::distance::DistancesKind;
 use hwlocality::object::types::{OSDeviceType, ObjectType};
 use hwlocality::topology::builder::{BuildFlags, TypeFilter};
 use pinctl_topology::{
-    Cpu, CpuSet, Device, DeviceKind, HostFacts, IdKind, IdSet, Locality, MAX_ID, Node, NodeId,
-    NodeSet, Topology,
+    Cpu, CpuSet, Device, DeviceKind, HostFacts, IdKind, IdSet, Locality, MAX_CPU_ID, MAX_ID,
+    MAX_NODE_ID, Node, NodeId, NodeSet, Topology,
 };
+
+/// Largest hwloc XML file read: 64 MiB (`lstopo --of xml` of a machine with 8192 CPUs and
+/// every PCI device is a few MiB).
+pub const MAX_XML_BYTES: usize = 64 << 20;
+
+/// Deepest element nesting accepted. A real export nests Machine, Package, Die, caches, Core,
+/// PU and PCI bridges some 20 deep; libhwloc recurses per level and overflows its stack on
+/// documents nested tens of thousands deep, so deeper documents never reach it.
+pub const MAX_XML_DEPTH: usize = 256;
+
+/// Longest attribute value accepted: a bitmap of [`MAX_CPU_ID`] + 1 bits prints in about
+/// 23 KiB (`0xffffffff,` per 32 bits); libhwloc sizes bitmaps by what they say.
+pub const MAX_XML_ATTRIBUTE_BYTES: usize = 32 << 10;
 
 /// Boxed cause from libhwloc or its bindings; boxed so that hwlocality's pre-release types do
 /// not become part of this crate's API.
@@ -52,6 +64,11 @@ pub enum HwlocError {
         #[source]
         source: HwlocCause,
     },
+    /// The document is shaped so that libhwloc could crash or allocate without bound on it
+    /// (nesting, an attribute or an OS index beyond pinctl's limits); refused before libhwloc
+    /// sees it.
+    #[error("hwloc XML `{}`: {what}", path.display())]
+    Refused { path: PathBuf, what: String },
     /// libhwloc accepted the document but describes something pinctl's model cannot hold.
     #[error("hwloc XML `{}`: {what}", path.display())]
     Unusable { path: PathBuf, what: String },
@@ -65,11 +82,71 @@ pub enum HwlocError {
 /// matrix. Host facts hwloc does not record stay `None`; the kernel release comes from the
 /// `OSRelease` info when the file has one.
 pub fn read_hwloc_xml(path: &Path) -> Result<Topology, HwlocError> {
-    let bytes =
-        fs::read(path).map_err(|source| HwlocError::Read { path: path.to_path_buf(), source })?;
+    let bytes = pinctl_sysfs::fsroot::read_regular(path, MAX_XML_BYTES)
+        .map_err(|source| HwlocError::Read { path: path.to_path_buf(), source })?;
     let xml = std::str::from_utf8(&bytes)
         .map_err(|source| HwlocError::NotUtf8 { path: path.to_path_buf(), source })?;
+    check_shape(xml).map_err(|what| HwlocError::Refused { path: path.to_path_buf(), what })?;
     topology_from_xml(xml, path)
+}
+
+/// Refuses what libhwloc must not be handed: nesting deeper than [`MAX_XML_DEPTH`], an
+/// attribute value longer than [`MAX_XML_ATTRIBUTE_BYTES`], an `os_index` above
+/// [`MAX_CPU_ID`]. A lexical scan, no tree: it allocates nothing.
+pub fn check_shape(xml: &str) -> Result<(), String> {
+    let b = xml.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(off) = b[i..].iter().position(|&c| c == b'<') {
+        let start = i + off + 1;
+        match b.get(start) {
+            Some(b'/') => depth = depth.saturating_sub(1),
+            Some(b'?' | b'!') => {}
+            _ => depth += 1,
+        }
+        if depth > MAX_XML_DEPTH {
+            return Err(format!("elements nest deeper than {MAX_XML_DEPTH} levels"));
+        }
+        // The rest of the tag: attributes up to the closing `>` outside quotes.
+        let mut j = start;
+        let mut quote: Option<(u8, usize)> = None;
+        while let Some(&c) = b.get(j) {
+            match quote {
+                Some((q, from)) if c == q => {
+                    let value = &xml[from..j];
+                    if value.len() > MAX_XML_ATTRIBUTE_BYTES {
+                        return Err(format!(
+                            "an attribute value is longer than {MAX_XML_ATTRIBUTE_BYTES} bytes"
+                        ));
+                    }
+                    let name = xml[..from - 1].trim_end_matches([' ', '=']);
+                    if name.ends_with("os_index") {
+                        let index = value.trim();
+                        if index.parse::<u64>().map_or(true, |v| v > u64::from(MAX_CPU_ID)) {
+                            return Err(format!(
+                                "`os_index` `{}` is not an id up to {MAX_CPU_ID}",
+                                pinctl_topology::text::shown(index)
+                            ));
+                        }
+                    }
+                    quote = None;
+                }
+                Some(_) => {}
+                None if c == b'"' || c == b'\'' => quote = Some((c, j + 1)),
+                None if c == b'>' => break,
+                None => {}
+            }
+            j += 1;
+        }
+        if j >= 1 && b.get(j) == Some(&b'>') && b[j - 1] == b'/' && depth > 0 {
+            depth -= 1; // `<x/>` opens and closes
+        }
+        i = j.min(b.len());
+        if i >= b.len() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Parses an XML document already in memory; `path` only names it in errors.
@@ -130,7 +207,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
     let mut nodes = Vec::new();
     let mut node_subtyped = Vec::new();
     for obj in hw.objects_with_type(ObjectType::NUMANode) {
-        let id = os_id(obj, "a NUMA node")?;
+        let id = os_id(obj, "a NUMA node", MAX_NODE_ID)?;
         let cpus = id_set(obj.cpuset().as_deref(), "the CPU set of a NUMA node")?;
         let memory_bytes = match obj.attributes() {
             Some(ObjectAttributes::NUMANode(attr)) => attr.local_memory().map(|m| m.get()),
@@ -162,7 +239,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         .map(|id| Cpu { id, online: false, package: None, core: None, node: None })
         .collect();
     for pu in hw.objects_with_type(ObjectType::PU) {
-        let id = os_id(pu, "a PU")?;
+        let id = os_id(pu, "a PU", MAX_CPU_ID)?;
         let Ok(i) = cpus.binary_search_by_key(&id, |c| c.id) else {
             return Err(format!("PU `{id}` lies outside the topology's complete CPU set"));
         };
@@ -253,7 +330,8 @@ fn numa_distances(hw: &hwlocality::Topology, nodes: &[Node]) -> Result<Vec<Vec<u
     };
     let mut column = Vec::with_capacity(matrix.num_objects());
     for obj in matrix.objects() {
-        let id = obj.map(|o| os_id(o, "a NUMA node in a distance matrix")).transpose()?;
+        let id =
+            obj.map(|o| os_id(o, "a NUMA node in a distance matrix", MAX_NODE_ID)).transpose()?;
         column.push(id.and_then(|id| nodes.binary_search_by_key(&id, |n| n.id).ok()));
     }
     if let Some(missing) =
@@ -311,12 +389,12 @@ fn os_index_u32(obj: &TopologyObject) -> Option<u32> {
 }
 
 /// The OS index of an object that must have one that fits pinctl's ids.
-fn os_id(obj: &TopologyObject, what: &str) -> Result<u32, String> {
+fn os_id(obj: &TopologyObject, what: &str, max: u32) -> Result<u32, String> {
     let index = obj.os_index().ok_or_else(|| format!("{what} has no OS index"))?;
     u32::try_from(index)
         .ok()
-        .filter(|&i| i <= MAX_ID)
-        .ok_or_else(|| format!("{what} has OS index `{index}`, above {MAX_ID}"))
+        .filter(|&i| i <= max)
+        .ok_or_else(|| format!("{what} has OS index `{index}`, above {max}"))
 }
 
 /// Copies an hwloc bitmap into an [`IdSet`]; a missing bitmap is the empty set.
@@ -430,6 +508,38 @@ mod tests {
         assert!(sda.nodes.is_empty() && sda.node.is_none());
         assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
         assert!(t.warnings[0].contains("`sda`"));
+    }
+
+    #[test]
+    fn hostile_shapes_are_refused_before_libhwloc_sees_them() {
+        assert_eq!(check_shape(&two_nodes(LATENCY)), Ok(()));
+        let deep = format!(
+            "<topology version=\"2.0\">{}{}</topology>",
+            "<object type=\"Group\">".repeat(20_000),
+            "</object>".repeat(20_000)
+        );
+        let e = check_shape(&deep).unwrap_err();
+        assert!(e.contains("deeper than 256"), "{e}");
+        let flat =
+            format!("<topology>{}</topology>", "<info name=\"a\" value=\"b\"/>".repeat(20_000));
+        assert_eq!(check_shape(&flat), Ok(()), "self-closing elements do not nest");
+        let huge = two_nodes(LATENCY).replacen("os_index=\"3\"", "os_index=\"4294967000\"", 1);
+        let e = check_shape(&huge).unwrap_err();
+        assert!(e.contains("`os_index` `4294967000`"), "{e}");
+        let long = two_nodes(LATENCY).replacen(
+            "cpuset=\"0x0000000f\"",
+            &format!("cpuset=\"0x{}\"", "f".repeat(40_000)),
+            1,
+        );
+        assert!(check_shape(&long).unwrap_err().contains("longer than 32768 bytes"));
+        // Through the file reader, as `--topology` uses it.
+        let dir = std::env::temp_dir().join(format!("pinctl-hwloc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("deep.xml");
+        std::fs::write(&file, &deep).unwrap();
+        let e = read_hwloc_xml(&file).unwrap_err();
+        assert!(matches!(e, HwlocError::Refused { .. }), "{e:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -226,10 +226,55 @@ pub fn exec(command: &[OsString]) -> LaunchError {
         return LaunchError::NoCommand;
     };
     let source = std::process::Command::new(program).args(args).exec();
-    let name = program.to_string_lossy().into_owned();
+    let name = pinctl_topology::text::shown(&program.to_string_lossy());
     match source.kind() {
-        io::ErrorKind::NotFound => LaunchError::NotFound { name, error: source },
+        io::ErrorKind::NotFound => {
+            LaunchError::NotFound { name, missing: what_is_missing(program), error: source }
+        }
         _ => LaunchError::NotExecutable { name, source },
+    }
+}
+
+/// Why `execvp` said ENOENT: the program is not in `PATH`, the path does not exist, or the
+/// file exists and the interpreter of its `#!` line does not.
+fn what_is_missing(program: &std::ffi::OsStr) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
+    let found: Option<PathBuf> = if program.as_bytes().contains(&b'/') {
+        Some(PathBuf::from(program)).filter(|p| p.exists())
+    } else {
+        let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+        std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+    };
+    let Some(file) = found else {
+        return if program.as_bytes().contains(&b'/') {
+            "does not exist".to_string()
+        } else {
+            "not found in PATH".to_string()
+        };
+    };
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(&file).and_then(|mut f| io::Read::read(&mut f, &mut head));
+    let head = &head[..n.unwrap_or(0)];
+    match head.strip_prefix(b"#!") {
+        Some(rest) => {
+            let line = rest.split(|&b| b == b'\n').next().unwrap_or(rest);
+            let text = String::from_utf8_lossy(line);
+            let interpreter = text.split_whitespace().next().unwrap_or("");
+            let at = if file.as_path() == Path::new(program) {
+                String::new()
+            } else {
+                format!(" (`{}`)", file.display())
+            };
+            format!(
+                "was found{at} but needs interpreter `{}` (its `#!` line), which does not exist",
+                pinctl_topology::text::shown(interpreter)
+            )
+        }
+        None => format!(
+            "was found (`{}`) but cannot be run: a library or loader it needs is missing",
+            file.display()
+        ),
     }
 }
 

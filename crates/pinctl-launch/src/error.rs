@@ -22,9 +22,11 @@ pub enum LaunchError {
          --if-unsupported=ignore to run without it)"
     )]
     Unsupported { what: String, kernel: String },
-    /// The command is not in `PATH`.
-    #[error("command `{name}` not found in PATH ({error})")]
-    NotFound { name: String, error: std::io::Error },
+    /// The command, or the interpreter its `#!` line names, does not exist; `missing` says
+    /// which (`not found in PATH`, `does not exist`, `needs interpreter `/x`, which does not
+    /// exist`).
+    #[error("command `{name}` {missing} ({error})")]
+    NotFound { name: String, missing: String, error: std::io::Error },
     /// The command exists but cannot be executed.
     #[error("cannot execute `{name}`")]
     NotExecutable {

@@ -9,6 +9,11 @@
 //! `+` makes numbers indexes into the allowed set (`+0` = first allowed id); `!` inverts
 //! within the allowed set; `all` is the allowed set; a device item resolves to its node(s) and,
 //! as in numactl, ends the list. Every id must be allowed.
+//!
+//! Two dialects: pinctl's own options ([`Spec::parse`]) refuse a backwards range (`5-3`) and a
+//! list that names nothing (`!0` on one node, `''`), as the service file does; the numactl
+//! personality ([`Spec::parse_numactl`]) does what numactl 2.0 does: `N-M` with `M < N` is `N`
+//! alone, and only an empty string may name nothing (`-i ''`: the default policy).
 
 use std::marker::PhantomData;
 
@@ -38,6 +43,10 @@ pub struct Spec<K: ListKind> {
     pub relative: bool,
     /// The list's items in order.
     pub items: Vec<Item>,
+    /// The text, shortened, for messages.
+    pub text: String,
+    /// numactl's dialect (see the module documentation).
+    pub numactl: bool,
     kind: PhantomData<K>,
 }
 
@@ -87,6 +96,10 @@ pub enum SpecError {
         "relative {kind} `+{index}` is out of range: there are {count} allowed {kind}s ({allowed})"
     )]
     RelativeOutOfRange { kind: &'static str, index: u64, count: usize, allowed: String },
+    #[error("invalid {kind} list `{spec}`: range `{element}` runs backwards")]
+    Backwards { kind: &'static str, spec: String, element: String },
+    #[error("invalid {kind} list `{spec}`: it names no {kind}s")]
+    Empty { kind: &'static str, spec: String },
 }
 
 /// C's `strtoul(s, &end, 0)` on a digit prefix: returns the value and the rest.
@@ -109,12 +122,22 @@ fn strtoul(s: &str) -> Option<(u64, &str)> {
 }
 
 impl<K: ListKind> Spec<K> {
-    /// Parses numactl's list grammar.
+    /// pinctl's own options: backwards ranges and lists that name nothing are refused.
     pub fn parse(text: &str) -> Result<Spec<K>, SpecError> {
+        Spec::parse_dialect(text, false)
+    }
+
+    /// The numactl personality: numactl 2.0's reading of backwards ranges and empty lists.
+    pub fn parse_numactl(text: &str) -> Result<Spec<K>, SpecError> {
+        Spec::parse_dialect(text, true)
+    }
+
+    fn parse_dialect(text: &str, numactl: bool) -> Result<Spec<K>, SpecError> {
+        let shown = pinctl_topology::text::shown;
         let syntax = |element: &str| SpecError::Syntax {
             kind: K::NAME,
-            spec: text.to_string(),
-            element: element.to_string(),
+            spec: shown(text),
+            element: shown(element),
         };
         let mut s = text;
         let invert = s.starts_with('!');
@@ -125,9 +148,17 @@ impl<K: ListKind> Spec<K> {
         if relative {
             s = &s[1..];
         }
+        let spec = |invert, relative, items| Spec {
+            invert,
+            relative,
+            items,
+            text: shown(text),
+            numactl,
+            kind: PhantomData,
+        };
         let mut items = Vec::new();
         if text.is_empty() {
-            return Ok(Spec { invert, relative, items, kind: PhantomData });
+            return Ok(spec(invert, relative, items));
         }
         loop {
             if s == "all" {
@@ -145,10 +176,7 @@ impl<K: ListKind> Spec<K> {
                 };
                 if let Some(dev) = dev {
                     if !K::DEVICES {
-                        return Err(SpecError::DeviceForCpus {
-                            kind: K::NAME,
-                            spec: text.to_string(),
-                        });
+                        return Err(SpecError::DeviceForCpus { kind: K::NAME, spec: shown(text) });
                     }
                     items.push(Item::Device(dev));
                     break;
@@ -160,6 +188,13 @@ impl<K: ListKind> Spec<K> {
                 Some(r) => strtoul(r).ok_or_else(|| syntax(element))?,
                 None => (lo, rest),
             };
+            if hi < lo && !numactl {
+                return Err(SpecError::Backwards {
+                    kind: K::NAME,
+                    spec: shown(text),
+                    element: shown(element),
+                });
+            }
             items.push(Item::Range(lo, hi));
             match rest.strip_prefix(',') {
                 Some(r) => s = r,
@@ -167,7 +202,7 @@ impl<K: ListKind> Spec<K> {
                 None => return Err(syntax(element)),
             }
         }
-        Ok(Spec { invert, relative, items, kind: PhantomData })
+        Ok(spec(invert, relative, items))
     }
 
     /// The set this spec names, given the ids the process may use and a resolver for device
@@ -207,6 +242,9 @@ impl<K: ListKind> Spec<K> {
                 Item::Device(d) => set = set.union(&device(d)?),
                 Item::Range(lo, hi) => {
                     let (lo, hi) = (absolute(*lo)?, absolute(*hi)?);
+                    // numactl 2.0 reads a backwards range `N-M` as `N` alone (the strict
+                    // dialect refused it in `parse`).
+                    let hi = hi.max(lo);
                     check(lo)?;
                     check(hi)?;
                     // As libnuma does, a range keeps only its allowed members.
@@ -218,6 +256,9 @@ impl<K: ListKind> Spec<K> {
         }
         if self.invert {
             set = allowed.difference(&set);
+        }
+        if set.is_empty() && !(self.numactl && self.text.is_empty()) {
+            return Err(SpecError::Empty { kind: kname, spec: self.text.clone() }.into());
         }
         Ok(set)
     }
@@ -278,7 +319,7 @@ mod tests {
         assert_eq!(node("1-2,0", "0-3").unwrap(), ids("0-2"));
         assert_eq!(node("all", "0-3").unwrap(), ids("0-3"));
         assert_eq!(node("0,all", "0,2").unwrap(), ids("0,2"));
-        assert_eq!(node("", "0-3").unwrap(), ids(""));
+        assert!(matches!(node("", "0-3"), Err(SpecError::Empty { .. })));
         // strtoul(.., 0): hex and octal, as numactl reads them.
         assert_eq!(node("0x3", "0-3").unwrap(), ids("3"));
         assert_eq!(cpu("010", "0-15").unwrap(), ids("8"));
@@ -344,5 +385,23 @@ mod tests {
         assert_eq!(pci_address("1:3b:00").as_deref(), Some("0001:3b:00.0"));
         assert_eq!(pci_address("3b"), None);
         assert_eq!(pci_address("zz:00.0"), None);
+    }
+
+    #[test]
+    fn backwards_ranges_and_empty_lists_in_both_dialects() {
+        assert!(matches!(cpu("1-0,0", "0-3"), Err(SpecError::Backwards { .. })));
+        assert!(matches!(cpu("5-3", "0-7"), Err(SpecError::Backwards { .. })));
+        assert!(matches!(node("!0", "0"), Err(SpecError::Empty { .. })));
+        let numactl = |text: &str, allowed: &str| {
+            CpuSpec::parse_numactl(text)?
+                .resolve(&ids(allowed), |_| -> Result<IdSet<CpuKind>, SpecError> {
+                    unreachable!("no devices")
+                })
+        };
+        // numactl 2.0.16: `--physcpubind=1-0` is CPU 1, `1-0,0` is 0-1, `''` is nothing.
+        assert_eq!(numactl("1-0", "0-3").unwrap(), ids("1"));
+        assert_eq!(numactl("1-0,0", "0-3").unwrap(), ids("0-1"));
+        assert_eq!(numactl("", "0-3").unwrap(), ids(""));
+        assert!(matches!(numactl("!0-3", "0-3"), Err(SpecError::Empty { .. })));
     }
 }

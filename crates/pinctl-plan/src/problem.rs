@@ -332,7 +332,7 @@ fn instance_infos(
                     reason: no_candidate_reason(nodes, service.only_nodes.as_ref()),
                 });
             }
-            let near = near_targets(topology, inputs, instance, warnings);
+            let near = near_targets(topology, inputs, instance, warnings)?;
             let key = (service_index, near.iter().map(|t| t.nodes.clone()).collect());
             let next = classes.len();
             let class = *classes.entry(key).or_insert(next);
@@ -375,13 +375,14 @@ fn service_candidates(nodes: &[NodeInfo], service: &Service) -> (Vec<usize>, Nod
 }
 
 /// An instance's `near` entries resolved to node indexes; an entry that resolves to no
-/// device, or to devices of unknown node, is a warning and does not steer.
+/// device, or to devices of unknown node, is a warning and does not steer. A device on a node
+/// the topology lacks is a warning too, and an error under `--strict`.
 fn near_targets(
     topology: &Topology,
     inputs: &PlanInputs,
     instance: &Instance,
     warnings: &mut Vec<String>,
-) -> Vec<NearTarget> {
+) -> Result<Vec<NearTarget>, PlanError> {
     let name = &instance.name;
     let mut near = Vec::new();
     for spec in &instance.near {
@@ -405,9 +406,21 @@ fn near_targets(
         }
         let nodes_idx: Vec<usize> =
             target.iter().filter_map(|id| topology.node_index(id)).collect();
+        if nodes_idx.is_empty() && !target.is_empty() {
+            // The device says a node this topology does not list (offline, or an inconsistent
+            // source): never silently ignored, refused under --strict.
+            let message = format!(
+                "{name}: near `{spec}` is on node {target}, which this topology does not list: \
+                 placed without it"
+            );
+            if inputs.strict {
+                return Err(PlanError::Strict { violations: vec![message] });
+            }
+            warnings.push(message);
+        }
         near.push(NearTarget { spec: spec.clone(), devices, nodes: nodes_idx });
     }
-    near
+    Ok(near)
 }
 
 impl Problem {

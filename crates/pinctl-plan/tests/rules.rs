@@ -170,3 +170,23 @@ cpus = 10
          nodes owned by whole-node instances; the rest is shared (by web-0, web-1, web-2, web-3)"
     );
 }
+
+#[test]
+fn a_near_device_on_a_node_the_topology_lacks_warns_and_is_refused_under_strict() {
+    let mut t = topology("epyc-nps4.json");
+    let nvme = t.devices.iter_mut().find(|d| d.name == "nvme0n1").unwrap();
+    nvme.node = Some(9);
+    nvme.nodes = "9".parse().unwrap();
+    let text =
+        "[host]\nkeep-free = []\n[service.db]\ncommand = [\"/bin/db\"]\nnear = [\"nvme0n1\"]\n";
+    let plan = plan_text(&t, text, false).unwrap();
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.contains("near `nvme0n1` is on node 9, which this topology")),
+        "{:?}",
+        plan.warnings
+    );
+    let e = plan_text(&t, text, true).unwrap_err().to_string();
+    assert!(e.contains("--strict") && e.contains("node 9"), "{e}");
+}

@@ -44,7 +44,7 @@ pub fn specs(config: &Config, plan: &Plan) -> Vec<InstanceSpec> {
         out.push(InstanceSpec {
             name: instance.name.clone(),
             service: service.name.clone(),
-            command: instance.command.clone(),
+            command: instance.command.iter().map(|a| a.to_string()).collect(),
             env: instance.env.clone(),
             user: service.user.clone(),
             group: service.group.clone(),

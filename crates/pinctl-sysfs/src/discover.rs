@@ -2,7 +2,10 @@
 
 use std::path::Path;
 
-use pinctl_topology::{Cpu, CpuSet, HostFacts, IdKind, IdSet, Node, NodeId, NodeSet, Topology};
+use pinctl_topology::text::shown;
+use pinctl_topology::{
+    Cpu, CpuSet, HostFacts, IdKind, IdSet, MAX_CPU_ID, MAX_NODE_ID, Node, NodeId, NodeSet, Topology,
+};
 
 use crate::devices::read_devices;
 use crate::error::DiscoveryError;
@@ -23,7 +26,10 @@ pub fn read_topology(root: &Path) -> Result<Topology, DiscoveryError> {
 
 /// Reads the topology of any tree: a directory, or an archive in memory (pinctl-capture).
 pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
-    if !fs.is_dir("sys") && !fs.is_dir("proc") {
+    // A root must hold something discovery reads (nodes, CPUs, or devices for the NVMe-only
+    // dumps of libnvme): any folder with a `proc/` (or `/proc` itself) would otherwise read as
+    // a machine with no nodes and no CPUs.
+    if ![NODE_DIR, CPU_DIR, "sys/class"].iter().any(|d| fs.is_dir(d)) {
         return Err(DiscoveryError::NotARoot { root: fs.root().to_path_buf() });
     }
     let cpus_online = read_online_cpus(fs)?;
@@ -43,6 +49,34 @@ pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
     Ok(topology)
 }
 
+/// The ids of the `{prefix}N` entries of `dir` (`cpu0`, `node1`), unsorted; other names are
+/// skipped. An id beyond `max` is refused before anything is sized by it.
+pub(crate) fn numbered_folders(
+    fs: &mut FsRoot,
+    dir: &str,
+    prefix: &str,
+    max: u32,
+) -> Result<Vec<u32>, DiscoveryError> {
+    let names = fs.list(dir)?.unwrap_or_default();
+    let mut ids = Vec::new();
+    for name in &names {
+        let Some(digits) = name.strip_prefix(prefix) else { continue };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        match digits.parse::<u32>() {
+            Ok(id) if id <= max => ids.push(id),
+            _ => {
+                return Err(DiscoveryError::IdTooLarge {
+                    path: fs.full(&format!("{dir}/{}", shown(name))),
+                    max,
+                });
+            }
+        }
+    }
+    Ok(ids)
+}
+
 /// Present CPUs and the online ones among them.
 #[derive(Debug)]
 struct CpuPresence {
@@ -53,12 +87,7 @@ struct CpuPresence {
 
 fn read_online_cpus(fs: &mut FsRoot) -> Result<CpuPresence, DiscoveryError> {
     let online_file = fs.parsed(&format!("{CPU_DIR}/online"), parse::id_list)?;
-    let mut present: Vec<u32> = fs
-        .list(CPU_DIR)?
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|n| n.strip_prefix("cpu")?.parse().ok())
-        .collect();
+    let mut present: Vec<u32> = numbered_folders(fs, CPU_DIR, "cpu", MAX_CPU_ID)?;
     present.sort_unstable();
     let online = match online_file {
         Some(set) => set,
@@ -96,7 +125,7 @@ struct NodesRead {
 
 fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, DiscoveryError> {
     let list =
-        |fs: &mut FsRoot, name: &str| fs.parsed(&format!("{NODE_DIR}/{name}"), parse::id_list);
+        |fs: &mut FsRoot, name: &str| fs.parsed(&format!("{NODE_DIR}/{name}"), parse::node_list);
     let online_file = list(fs, "online")?;
     let possible = list(fs, "possible")?;
     let has_cpu = list(fs, "has_cpu")?;
@@ -104,12 +133,7 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     let online: NodeSet = match online_file {
         Some(set) => set,
         // Dumps without `online` (util-linux, old hwloc captures): every `nodeN` folder.
-        None => fs
-            .list(NODE_DIR)?
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|n| n.strip_prefix("node")?.parse::<u32>().ok())
-            .collect(),
+        None => numbered_folders(fs, NODE_DIR, "node", MAX_NODE_ID)?.into_iter().collect(),
     };
 
     if online.is_empty() {

@@ -25,10 +25,24 @@ pub enum DiscoveryError {
     /// A sysfs/procfs file is not text.
     #[error("`{path}` is not UTF-8 text")]
     NotText { path: PathBuf },
-    /// The root directory has neither `sys/` nor `proc/`.
+    /// A file discovery reads is a FIFO, a socket or a device rather than a regular file.
+    #[error("`{path}` is not a regular file (a FIFO, socket or device?)")]
+    NotRegular { path: PathBuf },
+    /// A file is larger than any the kernel writes there.
+    #[error("`{path}` is larger than {max} bytes, more than the kernel ever writes there")]
+    TooLarge { path: PathBuf, max: usize },
+    /// A symbolic link in a directory source leads out of its root (or loops).
+    #[error("`{path}` is a link that leads out of the topology root `{root}` (or loops): refused")]
+    LinkOutsideRoot { path: PathBuf, root: PathBuf },
+    /// A `cpuN` or `nodeN` folder names an id beyond pinctl's ceiling.
+    #[error("`{path}`: the id is above {max}, more than Linux supports (see docs/topology.md)")]
+    IdTooLarge { path: PathBuf, max: u32 },
+    /// The root directory has none of `sys/devices/system/node`, `sys/devices/system/cpu`,
+    /// `sys/class`.
     #[error(
-        "`{root}` is not a sysfs/procfs root: it has neither `sys/` nor `proc/` (for a capture, \
-         point at the folder that holds them)"
+        "`{root}` is not a sysfs/procfs root: it has none of `sys/devices/system/node`, \
+         `sys/devices/system/cpu`, `sys/class` (for a capture, point at the folder that holds \
+         `sys/`)"
     )]
     NotARoot { root: PathBuf },
     /// `--topology` names something that does not exist.

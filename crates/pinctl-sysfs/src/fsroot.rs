@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::DiscoveryError;
@@ -62,9 +63,27 @@ impl Recorder {
     }
 }
 
+/// Largest file read under `sys/`: a sysfs attribute is at most a page (64 KiB on kernels with
+/// 64 KiB pages); anything longer is not what the kernel writes there.
+pub const MAX_SYSFS_FILE_BYTES: usize = 64 << 10;
+
+/// Largest other file read (procfs: `mountinfo` of a host with thousands of mounts,
+/// `net/ipv6_route` of a router, `numa_maps` of a process with `vm.max_map_count` = 262144
+/// mappings): 64 MiB.
+pub const MAX_PROC_FILE_BYTES: usize = 64 << 20;
+
+/// The most discovery reads of the file at `rel` (see [`MAX_SYSFS_FILE_BYTES`]).
+pub fn max_file_bytes(rel: &str) -> usize {
+    if rel == "sys" || rel.starts_with("sys/") { MAX_SYSFS_FILE_BYTES } else { MAX_PROC_FILE_BYTES }
+}
+
 /// A sysfs/procfs tree rooted at a directory. Paths given to its methods are relative
 /// (`sys/devices/system/node/online`), normalized, and never pass through a symbolic link
-/// except where [`FsRoot::link`] resolved it.
+/// except where [`FsRoot::link`] resolved it. Under a root other than `/`, symbolic links are
+/// resolved inside the root as a chroot would (absolute targets start at the root) and a link
+/// that climbs out of it is refused, so nothing outside the tree is read or captured. Only
+/// regular files are read (a FIFO or a device is an error, never a wait), and at most
+/// [`max_file_bytes`] of each.
 #[derive(Debug)]
 pub struct FsRoot<'t> {
     /// The directory, or for an in-memory tree the archive's path (for messages).
@@ -133,13 +152,28 @@ impl<'t> FsRoot<'t> {
         self.bytes.clear();
         if let Some((tree, top)) = &self.tree {
             match tree.read(&join(top, rel)) {
+                Some(data) if data.len() > max_file_bytes(rel) => {
+                    let max = max_file_bytes(rel);
+                    return Err(DiscoveryError::TooLarge { path: self.path.clone(), max });
+                }
                 Some(data) => self.bytes.extend_from_slice(data),
                 None => return Ok(None),
             }
         } else {
-            let res = fs::File::open(&self.path).and_then(|f| read_all(f, &mut self.bytes));
+            if !self.resolve_inside(rel, true)? {
+                return Ok(None);
+            }
+            let max = max_file_bytes(rel);
+            let res = open_regular(&self.path, self.confined()).and_then(|f| match f {
+                Some(f) => read_all(f, &mut self.bytes, max).map(Some),
+                None => Ok(None),
+            });
             match res {
-                Ok(_) => {}
+                Ok(Some(true)) => {}
+                Ok(Some(false)) => {
+                    return Err(DiscoveryError::TooLarge { path: self.path.clone(), max });
+                }
+                Ok(None) => return Err(DiscoveryError::NotRegular { path: self.path.clone() }),
                 Err(e) if is_absent(&e) => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
                 Err(source) => return Err(DiscoveryError::Io { path: self.path.clone(), source }),
@@ -179,7 +213,9 @@ impl<'t> FsRoot<'t> {
         if let Some((tree, top)) = &self.tree {
             return Ok(tree.list(&join(top, rel)));
         }
-        self.set_path(rel);
+        if !self.resolve_inside(rel, true)? {
+            return Ok(None);
+        }
         let rd = match fs::read_dir(&self.path) {
             Ok(rd) => rd,
             Err(e) if is_absent(&e) => return Ok(None),
@@ -222,7 +258,9 @@ impl<'t> FsRoot<'t> {
                 Some(Some(t)) => Some(normalize(&format!("{}/{t}", parent(rel)))),
             });
         }
-        self.set_path(rel);
+        if !self.resolve_inside(rel, false)? {
+            return Ok(None);
+        }
         match fs::read_link(&self.path) {
             Ok(target) => {
                 let resolved = match target.to_str() {
@@ -249,19 +287,115 @@ impl<'t> FsRoot<'t> {
         if let Some((tree, top)) = &self.tree {
             return tree.is_dir(&join(top, rel));
         }
-        self.set_path(rel);
-        self.path.is_dir()
+        matches!(self.resolve_inside(rel, true), Ok(true)) && self.path.is_dir()
     }
+
+    /// Whether links are resolved inside the root (every root but the live machine's `/`).
+    fn confined(&self) -> bool {
+        self.root != Path::new("/")
+    }
+
+    /// Sets `self.path` to where `rel` leads under the root, following symbolic links in every
+    /// component (and in the last one when `follow_last`) inside the root, as a chroot would.
+    /// `Ok(false)` when a component does not exist; an error for a link that climbs out of
+    /// the root or loops. Under `/` the kernel resolves, so this only joins.
+    fn resolve_inside(&mut self, rel: &str, follow_last: bool) -> Result<bool, DiscoveryError> {
+        if !self.confined() {
+            self.set_path(rel);
+            return Ok(true);
+        }
+        let mut pending: Vec<String> =
+            rel.split('/').filter(|c| !c.is_empty()).rev().map(str::to_string).collect();
+        let mut current: Vec<String> = Vec::new();
+        let mut hops = 0;
+        let refuse = |at: &[String]| DiscoveryError::LinkOutsideRoot {
+            path: self.root.join(at.join("/")),
+            root: self.root.clone(),
+        };
+        while let Some(comp) = pending.pop() {
+            match comp.as_str() {
+                "." => continue,
+                ".." => {
+                    if current.pop().is_none() {
+                        return Err(refuse(&current));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            current.push(comp);
+            let last = pending.is_empty();
+            let here = self.root.join(current.join("/"));
+            let meta = match fs::symlink_metadata(&here) {
+                Ok(m) => m,
+                Err(e) if is_absent(&e) => return Ok(false),
+                Err(source) => return Err(DiscoveryError::Io { path: here, source }),
+            };
+            if !meta.file_type().is_symlink() || (last && !follow_last) {
+                continue;
+            }
+            hops += 1;
+            if hops > MAX_LINKS {
+                return Err(refuse(&current));
+            }
+            let target = fs::read_link(&here)
+                .map_err(|source| DiscoveryError::Io { path: here.clone(), source })?;
+            let Some(target) = target.to_str() else { return Ok(false) };
+            current.pop();
+            if target.starts_with('/') {
+                current.clear();
+            }
+            pending.extend(target.split('/').filter(|c| !c.is_empty()).rev().map(str::to_string));
+        }
+        self.path.clear();
+        self.path.push(&self.root);
+        self.path.push(current.join("/"));
+        Ok(true)
+    }
+}
+
+/// The bytes of the regular file at `path`, at most `max` of them: the one way pinctl reads a
+/// file named on its command line (`-c`, a snapshot, hwloc XML). A FIFO, socket or device
+/// (`/dev/zero`, also through a link) is an `InvalidInput` error at once instead of a wait or
+/// an endless read; a longer file is an `InvalidData` error.
+pub fn read_regular(path: &Path, max: usize) -> io::Result<Vec<u8>> {
+    let f = open_regular(path, false)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, socket or device?)",
+        )
+    })?;
+    let mut buf = Vec::new();
+    if !read_all(f, &mut buf, max)? {
+        let msg = format!("larger than {max} bytes");
+        return Err(io::Error::new(io::ErrorKind::InvalidData, msg));
+    }
+    Ok(buf)
+}
+
+/// How many symbolic links one lookup may follow (Linux's `MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// Opens `path` without blocking (a FIFO would wait for a writer) and without following a
+/// final link when `no_follow`; `None` when it is not a regular file (a FIFO, a socket,
+/// `/dev/zero`).
+fn open_regular(path: &Path, no_follow: bool) -> io::Result<Option<fs::File>> {
+    let flags = libc::O_NONBLOCK | if no_follow { libc::O_NOFOLLOW } else { 0 };
+    let f = fs::OpenOptions::new().read(true).custom_flags(flags).open(path)?;
+    Ok(f.metadata()?.is_file().then_some(f))
 }
 
 /// Reads a whole file into `buf` without `read_to_end`'s size probe (a `statx` per file:
 /// sysfs reports 4096 for every attribute, procfs 0, so the probe never helps here).
-fn read_all(mut f: fs::File, buf: &mut Vec<u8>) -> io::Result<usize> {
+/// `Ok(false)` when the file holds more than `max` bytes (then `buf` holds at most
+/// `max + 4096`).
+pub fn read_all(mut f: impl Read, buf: &mut Vec<u8>, max: usize) -> io::Result<bool> {
     let mut chunk = [0u8; 4096];
     let start = buf.len();
     loop {
         match f.read(&mut chunk) {
-            Ok(0) => return Ok(buf.len() - start),
+            Ok(0) => return Ok(true),
+            Ok(n) if buf.len() - start + n > max => return Ok(false),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

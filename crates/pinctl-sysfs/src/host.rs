@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pinctl_topology::{CpuSet, IdKind, IdSet, NodeId, NodeSet};
+use pinctl_topology::{CpuSet, IdKind, IdSet, MAX_NODE_ID, NodeId, NodeSet};
 
 use crate::devices::{nodes_of_cpus, walk_up};
 use crate::error::DiscoveryError;
@@ -148,12 +148,12 @@ impl Host {
 
     /// Nodes the kernel has online.
     pub fn online_nodes(&mut self) -> Result<NodeSet, HostError> {
-        self.required(&format!("{NODE_DIR}/online"), parse::id_list)
+        self.required(&format!("{NODE_DIR}/online"), parse::node_list)
     }
 
     /// Node ids the kernel could ever have (`numactl --all`).
     pub fn possible_nodes(&mut self) -> Result<NodeSet, HostError> {
-        self.required(&format!("{NODE_DIR}/possible"), parse::id_list)
+        self.required(&format!("{NODE_DIR}/possible"), parse::node_list)
     }
 
     /// CPU ids the kernel could ever have (`numactl --all`).
@@ -164,8 +164,8 @@ impl Host {
     /// Every `nodeN` folder, online or not (libnuma's `numa_nodes_ptr`, what
     /// `numactl --hardware` lists).
     pub fn node_folders(&mut self) -> Result<NodeSet, HostError> {
-        let names = self.fs.list(NODE_DIR)?.unwrap_or_default();
-        Ok(names.iter().filter_map(|n| n.strip_prefix("node")?.parse::<NodeId>().ok()).collect())
+        let ids = crate::discover::numbered_folders(&mut self.fs, NODE_DIR, "node", MAX_NODE_ID)?;
+        Ok(ids.into_iter().collect())
     }
 
     /// A node's `meminfo` (total and free bytes).

@@ -5,7 +5,8 @@ use std::fmt;
 
 #[cfg(test)]
 use pinctl_topology::CpuKind;
-use pinctl_topology::{CpuSet, IdKind, IdSet, NodeId, NodeSet, ParseIdSetError};
+use pinctl_topology::text::shown;
+use pinctl_topology::{CpuSet, IdKind, IdSet, MAX_NODE_ID, NodeId, NodeSet, ParseIdSetError};
 
 /// A line of a sysfs/procfs file that does not have the shape the kernel writes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,26 +24,36 @@ pub struct ParseError {
 
 impl ParseError {
     fn new(line: usize, value: &str, expected: &'static str) -> Self {
-        ParseError { line, value: value.to_string(), expected, source: None }
+        ParseError { line, value: shown(value), expected, source: None }
     }
 }
 
 /// A CPU or node list (`0-3,8-11`, the `cpulist`, `online`, `has_cpu` files).
 pub fn id_list<K: IdKind>(text: &str) -> Result<IdSet<K>, ParseError> {
-    IdSet::parse_list(text).map_err(|e| ParseError {
-        line: 1,
-        value: text.trim().to_string(),
-        expected: "a kernel id list such as `0-3,8-11`",
-        source: Some(e),
-    })
+    id_set(text, IdSet::parse_list, "a kernel id list such as `0-3,8-11`")
+}
+
+/// A node list (`online`, `possible`, `has_cpu` of `sys/devices/system/node`): ids up to
+/// [`MAX_NODE_ID`].
+pub fn node_list(text: &str) -> Result<NodeSet, ParseError> {
+    id_set(text, NodeSet::parse_node_list, "a kernel node list such as `0-3`")
 }
 
 /// A CPU mask (`cpumap`, `local_cpus`): comma-separated 32-bit hexadecimal words.
 pub fn id_mask<K: IdKind>(text: &str) -> Result<IdSet<K>, ParseError> {
-    IdSet::parse_mask(text).map_err(|e| ParseError {
+    id_set(text, IdSet::parse_mask, "a kernel mask such as `00000000,0000ffff`")
+}
+
+/// A one-line set file through `parse`; an error shows the (shortened) text.
+fn id_set<K: IdKind>(
+    text: &str,
+    parse: fn(&str) -> Result<IdSet<K>, ParseIdSetError>,
+    expected: &'static str,
+) -> Result<IdSet<K>, ParseError> {
+    parse(text).map_err(|e| ParseError {
         line: 1,
-        value: text.trim().to_string(),
-        expected: "a kernel mask such as `00000000,0000ffff`",
+        value: shown(text.trim()),
+        expected,
         source: Some(e),
     })
 }
@@ -64,7 +75,7 @@ pub fn numa_node(text: &str) -> Result<Option<NodeId>, ParseError> {
     let v = int(text)?;
     match v {
         -1 => Ok(None),
-        0..=0xffff_ffff => Ok(Some(v as NodeId)),
+        0.. if v <= i64::from(MAX_NODE_ID) => Ok(Some(v as NodeId)),
         _ => Err(ParseError::new(1, text.trim(), "a node id or -1")),
     }
 }
@@ -618,6 +629,10 @@ mod tests {
         assert_eq!(numa_node("1\n").unwrap(), Some(1));
         assert_eq!(numa_node("-1\n").unwrap(), None);
         assert!(numa_node("-2").is_err());
+        assert!(numa_node("4096").is_err(), "beyond MAX_NODE_ID");
+        assert!(node_list("0-1048576").is_err());
+        let e = id_list::<CpuKind>(&"x".repeat(1 << 20)).unwrap_err();
+        assert!(e.to_string().len() < 300, "a long value gives a short error");
         assert!(numa_node("one").is_err());
     }
 

@@ -43,6 +43,10 @@ impl TopologySource {
         if meta.is_dir() {
             return Ok(TopologySource::Root(p));
         }
+        if !meta.is_file() {
+            // A FIFO would block the sniffing read below forever; a device never ends.
+            return Err(DiscoveryError::NotRegular { path: p });
+        }
         let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
         if TAR_SUFFIXES.iter().any(|s| name.ends_with(s)) {
             return Ok(TopologySource::Tarball(p));

@@ -16,9 +16,19 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Largest id accepted from text. Far above any real machine (Linux's NR_CPUS tops out at 8192
-/// today) but low enough that a typo such as `0-4294967295` cannot allocate gigabytes.
-pub const MAX_ID: u32 = 1 << 20;
+/// Highest CPU id pinctl accepts from any input. Linux's `NR_CPUS` is at most 8192 (x86
+/// `MAXSMP`; arm64 and powerpc stop at 4096 and 8192), so 65535 leaves 8x headroom for kernels
+/// to come while a set of every possible CPU stays an 8 KiB bitmap.
+pub const MAX_CPU_ID: u32 = 65_535;
+
+/// Highest NUMA node id pinctl accepts from any input. Linux's `NODES_SHIFT` is at most 10
+/// (1024 nodes, x86 `MAXSMP` and arm64), so 4095 leaves 4x headroom while the planner's
+/// node-by-node tables stay bounded (4096 x 4096).
+pub const MAX_NODE_ID: u32 = 4_095;
+
+/// Largest id accepted from text (a list may hold CPUs or nodes, so the larger ceiling):
+/// a typo such as `0-4294967295` is refused before anything is allocated.
+pub const MAX_ID: u32 = MAX_CPU_ID;
 
 /// Why a CPU or node list could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,6 +42,9 @@ pub enum ParseIdSetError {
     /// An id is beyond [`MAX_ID`].
     #[error("id `{0}` is too large (at most {MAX_ID})")]
     TooLarge(String),
+    /// A node id is beyond [`MAX_NODE_ID`].
+    #[error("node id `{0}` is too large (at most {MAX_NODE_ID}: Linux has at most 1024 nodes)")]
+    NodeTooLarge(u32),
     /// A hexadecimal mask word is malformed.
     #[error("invalid mask word `{0}`: expected up to 8 hexadecimal digits")]
     BadMaskWord(String),
@@ -102,6 +115,24 @@ impl<K: IdKind> IdSet<K> {
         let was = self.words[w] & (1 << b) != 0;
         self.words[w] |= 1 << b;
         !was
+    }
+
+    /// Adds every id of `lo..=hi`, a word at a time (a list repeating `0-65535` a million
+    /// times costs a million word loops, not 65 billion inserts).
+    pub fn insert_range(&mut self, lo: u32, hi: u32) {
+        if lo > hi {
+            return;
+        }
+        let (first, last) = ((lo / 64) as usize, (hi / 64) as usize);
+        if self.words.len() <= last {
+            self.words.resize(last + 1, 0);
+        }
+        for w in first..=last {
+            let from = if w == first { lo % 64 } else { 0 };
+            let to = if w == last { hi % 64 } else { 63 };
+            let mask = (u64::MAX >> (63 - to)) & (u64::MAX << from);
+            self.words[w] |= mask;
+        }
     }
 
     /// Removes `id`; returns whether it was present.
@@ -222,22 +253,26 @@ impl<K: IdKind> IdSet<K> {
                 }
             };
             if lo > hi {
-                return Err(ParseIdSetError::Backwards(elem.to_string()));
+                return Err(ParseIdSetError::Backwards(crate::text::shown(elem)));
             }
             let (used, group) = match stride {
                 None => (1, 1),
                 Some(st) => {
                     let (u, g) = st
                         .split_once('/')
-                        .ok_or_else(|| ParseIdSetError::BadElement(elem.to_string()))?;
+                        .ok_or_else(|| ParseIdSetError::BadElement(crate::text::shown(elem)))?;
                     let u = parse_id(u, elem)?;
                     let g = parse_id(g, elem)?;
                     if u == 0 || g == 0 || u > g {
-                        return Err(ParseIdSetError::BadElement(elem.to_string()));
+                        return Err(ParseIdSetError::BadElement(crate::text::shown(elem)));
                     }
                     (u, g)
                 }
             };
+            if used == group {
+                set.insert_range(lo, hi);
+                continue;
+            }
             let mut id = lo;
             while id <= hi {
                 if (id - lo) % group < used {
@@ -260,7 +295,7 @@ impl<K: IdKind> IdSet<K> {
         let words: Vec<&str> = s.split(',').collect();
         for (i, word) in words.iter().rev().enumerate() {
             let word = word.trim();
-            let bad = || ParseIdSetError::BadMaskWord(word.to_string());
+            let bad = || ParseIdSetError::BadMaskWord(crate::text::shown(word));
             if word.is_empty() || word.len() > 8 {
                 return Err(bad());
             }
@@ -304,14 +339,31 @@ impl<K: IdKind> IdSet<K> {
     }
 }
 
+impl IdSet<NodeKind> {
+    /// Parses a node list: [`IdSet::parse_list`] with ids up to [`MAX_NODE_ID`].
+    pub fn parse_node_list(s: &str) -> Result<NodeSet, ParseIdSetError> {
+        let set = NodeSet::parse_list(s)?;
+        set.check_node_ids()?;
+        Ok(set)
+    }
+
+    /// Refuses a set holding an id beyond [`MAX_NODE_ID`] (for node sets read from input).
+    pub fn check_node_ids(&self) -> Result<(), ParseIdSetError> {
+        match self.last() {
+            Some(id) if id > MAX_NODE_ID => Err(ParseIdSetError::NodeTooLarge(id)),
+            _ => Ok(()),
+        }
+    }
+}
+
 fn parse_id(s: &str, elem: &str) -> Result<u32, ParseIdSetError> {
     let s = s.trim();
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ParseIdSetError::BadElement(elem.to_string()));
+        return Err(ParseIdSetError::BadElement(crate::text::shown(elem)));
     }
     match s.parse::<u32>() {
         Ok(v) if v <= MAX_ID => Ok(v),
-        _ => Err(ParseIdSetError::TooLarge(s.to_string())),
+        _ => Err(ParseIdSetError::TooLarge(crate::text::shown(s))),
     }
 }
 
@@ -385,6 +437,9 @@ mod tests {
         assert_eq!(CpuSet::parse_list("5,3,4").unwrap().to_string(), "3-5");
         assert_eq!(CpuSet::parse_list("0-15:2/4").unwrap().to_string(), "0-1,4-5,8-9,12-13");
         assert_eq!(CpuSet::parse_list("1023").unwrap().last(), Some(1023));
+        assert_eq!(CpuSet::parse_list("3-130,60-64").unwrap().to_string(), "3-130");
+        assert_eq!(CpuSet::parse_list("63-64").unwrap().to_string(), "63-64");
+        assert_eq!(CpuSet::parse_list("0-63").unwrap().as_words(), &[u64::MAX]);
     }
 
     #[test]
@@ -394,6 +449,13 @@ mod tests {
         assert!(matches!(CpuSet::parse_list("1,,2"), Err(ParseIdSetError::BadElement(_))));
         assert!(matches!(CpuSet::parse_list("-1"), Err(ParseIdSetError::BadElement(_))));
         assert!(matches!(CpuSet::parse_list("0-99999999"), Err(ParseIdSetError::TooLarge(_))));
+        assert!(matches!(CpuSet::parse_list("65536"), Err(ParseIdSetError::TooLarge(_))));
+        assert_eq!(CpuSet::parse_list("65535").unwrap().last(), Some(MAX_CPU_ID));
+        assert!(matches!(
+            NodeSet::parse_node_list("0-4096"),
+            Err(ParseIdSetError::NodeTooLarge(4096))
+        ));
+        assert_eq!(NodeSet::parse_node_list("4095").unwrap().last(), Some(MAX_NODE_ID));
         assert!(matches!(CpuSet::parse_list("0-7:3/2"), Err(ParseIdSetError::BadElement(_))));
     }
 

@@ -9,9 +9,13 @@
 
 mod idset;
 mod policy;
+pub mod text;
 mod warnings;
 
-pub use idset::{CpuKind, CpuSet, IdKind, IdSet, MAX_ID, NodeKind, NodeSet, ParseIdSetError};
+pub use idset::{
+    CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
+    ParseIdSetError,
+};
 pub use policy::{MemoryPolicy, ParseMemoryPolicyError};
 pub use warnings::host_warnings;
 

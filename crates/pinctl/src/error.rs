@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use pinctl_launch::{ExitStatus, LaunchError};
+use pinctl_topology::text::escaped_but_newlines;
 
 /// Why a command failed.
 #[derive(Debug)]
@@ -44,13 +45,17 @@ impl Error {
     /// already shown.
     pub(crate) fn message(&self) -> Option<String> {
         match self {
-            Error::Usage(m) => Some(format!("error: {m}")),
+            // Control characters (escape sequences) from input never reach the terminal; the
+            // values quoted inside messages are shortened and escaped where they are quoted.
+            Error::Usage(m) => Some(format!("error: {}", escaped_but_newlines(m))),
             // Located diagnostics carry their own `error:` lines.
             Error::Launch(e @ (LaunchError::Config(_) | LaunchError::Rejected { .. })) => {
                 Some(e.to_string())
             }
-            Error::Launch(e) => Some(format!("error: {}", chain(e))),
-            Error::Failure(e) => Some(format!("error: {e:#}")),
+            Error::Launch(e) => Some(format!("error: {}", escaped_but_newlines(&chain(e)))),
+            Error::Failure(e) => {
+                Some(format!("error: {}", escaped_but_newlines(&format!("{e:#}"))))
+            }
             Error::Reported(_) => None,
         }
     }
@@ -112,7 +117,7 @@ pub(crate) fn report(result: CmdResult) -> ExitCode {
 pub(crate) fn warn_all(warnings: &[pinctl_launch::Warning]) {
     let mut err = io::stderr().lock();
     for w in warnings {
-        let _ = writeln!(err, "warning: {w}");
+        let _ = writeln!(err, "warning: {}", escaped_but_newlines(&w.to_string()));
     }
 }
 

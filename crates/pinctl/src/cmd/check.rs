@@ -1,6 +1,7 @@
 //! `pinctl check`: validates a service file against a topology (the live machine by default):
 //! the file itself, each value against the machine, `near` entries, then whether a plan exists.
-//! Prints every error and warning, the host's warnings, and exits 0 (usable) or 1.
+//! Prints every warning and the host's warnings on stdout with the verdict, errors on stderr
+//! (as every command does), and exits 0 (usable) or 1.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use anyhow::Context;
 use crate::cmd::plan::prepare;
 use crate::error::CmdResult;
 use pinctl_launch::ExitStatus;
+use pinctl_topology::text::{escaped, escaped_but_newlines};
 
 /// Arguments of `pinctl check`.
 #[derive(Debug, clap::Args)]
@@ -31,8 +33,7 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
     let prepared = match prepare(&args.config, args.topology.as_deref(), false)? {
         Ok(prepared) => prepared,
         Err(report) => {
-            out.write_all(report.as_bytes()).context("writing to stdout")?;
-            out.flush().context("writing to stdout")?;
+            io::stderr().lock().write_all(report.as_bytes()).context("writing to stderr")?;
             return Ok(failed);
         }
     };
@@ -75,8 +76,13 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            writeln!(out, "error: cannot place the services of `{}`: {e}", args.config.display())
-                .context("writing to stdout")?;
+            let config = escaped(&args.config.display().to_string());
+            let message = escaped_but_newlines(&e.to_string());
+            writeln!(
+                io::stderr().lock(),
+                "error: cannot place the services of `{config}`: {message}"
+            )
+            .context("writing to stderr")?;
             failed
         }
     };

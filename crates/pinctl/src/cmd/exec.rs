@@ -102,8 +102,10 @@ pub(crate) struct ExecArgs {
     #[command(flatten)]
     numactl: Box<NumactlArgs>,
 
-    /// The command and its arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    /// The command and its arguments. An option before the command is pinctl's (an unknown
+    /// one is a usage error with a suggestion); after `--` or the command's name everything
+    /// is the command's.
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 

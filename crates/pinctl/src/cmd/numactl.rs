@@ -186,7 +186,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
             last_spec = Some(text.clone());
             text
         };
-        NodeSpec::parse(&text)
+        NodeSpec::parse_numactl(&text)
             .map_err(|e| UsageError { message: e.to_string(), invalid: Some(text) })
     };
     fn set_policy(
@@ -250,7 +250,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
             }
             Opt::Value('C', v) => {
                 did_spec = true;
-                let s = CpuSpec::parse(&v)
+                let s = CpuSpec::parse_numactl(&v)
                     .map_err(|e| UsageError { message: e.to_string(), invalid: Some(v.clone()) })?;
                 req.cpus = Some(CpuTarget::Cpus(s));
             }
@@ -293,18 +293,11 @@ pub(crate) fn run(args: &[OsString]) -> CmdResult {
             if command.is_empty() {
                 return Err(print_usage(usage_error("")));
             }
-            let (mut resolved, allowed) = resolve(&mut host, &req)?;
+            let (resolved, allowed) = resolve(&mut host, &req)?;
             if resolved.memory_policy == Some(MemoryPolicy::Preferred)
                 && resolved.memory_nodes.as_ref().is_some_and(|n| n.len() != 1)
             {
                 return Err(print_usage(usage_error("--preferred takes exactly one node")));
-            }
-            // libnuma's numa_set_interleave_mask: an empty mask means the default policy.
-            if resolved.memory_policy == Some(MemoryPolicy::Interleave)
-                && resolved.memory_nodes.as_ref().is_some_and(NodeSet::is_empty)
-            {
-                resolved.memory_policy = Some(MemoryPolicy::Default);
-                resolved.memory_nodes = None;
             }
             // numactl falls back to plain bind when the kernel lacks NUMA balancing for bind,
             // and accepts whatever the cpuset narrows a request to.
@@ -320,7 +313,17 @@ pub(crate) fn run(args: &[OsString]) -> CmdResult {
 fn resolve(host: &mut Host, req: &Request) -> Result<(Resolved, Allowed), Error> {
     let allowed = host.allowed().map_err(LaunchError::Allowed)?;
     match req.resolve(host, &allowed) {
-        Ok(r) => Ok((r, allowed)),
+        Ok(mut r) => {
+            // libnuma's numa_set_interleave_mask: an empty mask means the default policy
+            // (`-i ''`), for `--show` as for a command.
+            if r.memory_policy == Some(MemoryPolicy::Interleave)
+                && r.memory_nodes.as_ref().is_some_and(NodeSet::is_empty)
+            {
+                r.memory_policy = Some(MemoryPolicy::Default);
+                r.memory_nodes = None;
+            }
+            Ok((r, allowed))
+        }
         Err(e) => Err(print_usage(usage_error(e.to_string()))),
     }
 }

@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pinctl_capture::load_topology;
+use pinctl_capture::{StagedFile, load_topology};
 use pinctl_config::Config;
 use pinctl_launch::{LaunchError, Prepared};
 use pinctl_plan::{Placement, Plan};
 use pinctl_sysfs::TopologySource;
 use pinctl_topology::MemoryPolicy;
+use pinctl_topology::text::{escaped, shown};
 
 use crate::error::{CmdResult, Error};
 
@@ -53,6 +54,9 @@ enum Emit {
 fn parse_emit(values: &[String]) -> Result<Emit, Error> {
     let usage = Error::Usage;
     match values {
+        [format, dir] if format == "systemd" && dir.is_empty() => {
+            Err(usage("`--emit systemd` needs a directory, not an empty path".into()))
+        }
         [format, dir] if format == "systemd" => Ok(Emit::Systemd(PathBuf::from(dir))),
         [format] if format == "systemd" => {
             Err(usage("`--emit systemd` needs a directory: `--emit systemd DIR`".into()))
@@ -135,27 +139,33 @@ fn render(
     config: &Path,
     source: &TopologySource,
 ) -> io::Result<()> {
-    writeln!(out, "plan for `{}` on {source}", config.display())?;
+    writeln!(
+        out,
+        "plan for `{}` on {}",
+        escaped(&config.display().to_string()),
+        escaped(&source.to_string())
+    )?;
     writeln!(out)?;
     let rows: Vec<[String; 4]> = plan
         .placements
         .iter()
-        .map(|p| [p.instance.clone(), p.nodes.to_string(), p.cpus.to_string(), memory(p)])
+        .map(|p| [escaped(&p.instance), p.nodes.to_string(), p.cpus.to_string(), memory(p)])
         .collect();
     let header = ["INSTANCE", "NODES", "CPUS", "MEMORY"];
     let mut width = header.map(str::len);
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
+            *w = (*w).max(cell.chars().count());
         }
     }
+    // Padding by hand: `{:<w$}` panics on a width above 65,535 (a long name or CPU list).
     let line = |cells: [&str; 4]| {
         let mut s = String::new();
         for (k, cell) in cells.iter().enumerate() {
-            if k + 1 == cells.len() {
-                s.push_str(cell);
-            } else {
-                let _ = write!(s, "{cell:<w$}  ", w = width[k]);
+            s.push_str(cell);
+            if k + 1 < cells.len() {
+                let pad = width[k] - cell.chars().count() + 2;
+                s.extend(std::iter::repeat_n(' ', pad));
             }
         }
         s
@@ -164,7 +174,7 @@ fn render(
     for (row, placement) in rows.iter().zip(&plan.placements) {
         writeln!(out, "{}", line([&row[0], &row[1], &row[2], &row[3]]))?;
         for reason in &placement.reasons {
-            writeln!(out, "    - {reason}")?;
+            writeln!(out, "    - {}", escaped(reason))?;
         }
     }
     writeln!(out)?;
@@ -178,11 +188,11 @@ fn render(
             None => n.to_string(),
         })
         .collect();
-    writeln!(out, "kept free:  {}", none(kept.join(", ")))?;
+    writeln!(out, "kept free:  {}", escaped(&none(kept.join(", "))))?;
     if !plan.warnings.is_empty() {
         writeln!(out)?;
         for w in &plan.warnings {
-            writeln!(out, "warning: {w}")?;
+            writeln!(out, "warning: {}", escaped(w))?;
         }
     }
     Ok(())
@@ -198,7 +208,12 @@ fn memory(p: &Placement) -> String {
 }
 
 /// A drop-in per instance: `DIR/<unit>.d/50-pinctl.conf` with `CPUAffinity=`, `NUMAPolicy=`,
-/// `NUMAMask=`. Units default to `<instance>.service`.
+/// `NUMAMask=`. Units default to `<instance>.service`. All drop-ins or none: each is staged
+/// beside its destination and synced, and only when every one is staged are they renamed into
+/// place (a symbolic link at a drop-in's path is replaced, never followed). Text from input
+/// (the `-c` path, instance and service names) has its control characters escaped, so it
+/// cannot end the comment line it is written in; a unit name systemd would not accept is
+/// refused.
 fn emit_systemd(
     out: &mut impl Write,
     config: &Config,
@@ -212,34 +227,50 @@ fn emit_systemd(
         {
             return Err(Error::failure(anyhow::anyhow!(
                 "{}: systemd's NUMAPolicy= has no `{}`; use `--emit numactl` or `pinctl exec`",
-                p.instance,
+                shown(&p.instance),
                 p.memory_policy
             )));
         }
     }
+    let mut drop_ins = Vec::with_capacity(plan.placements.len());
     for p in &plan.placements {
         let unit = config
             .instance(&p.instance)
             .and_then(|(_, i)| i.unit.clone())
             .unwrap_or_else(|| format!("{}.service", p.instance));
-        let unit_dir = dir.join(format!("{unit}.d"));
-        fs::create_dir_all(&unit_dir)
-            .with_context(|| format!("cannot create `{}`", unit_dir.display()))?;
-        let file = unit_dir.join("50-pinctl.conf");
+        if !pinctl_config::is_service_unit_name(&unit) {
+            return Err(Error::failure(anyhow::anyhow!(
+                "`{}` is not a systemd service unit name: set `unit` for instance `{}`",
+                shown(&unit),
+                shown(&p.instance)
+            )));
+        }
         let mut text = format!(
-            "# Written by `pinctl plan -c {} --emit systemd`: instance {} of service {}.\n\
+            "# Written by `pinctl plan -c {} --emit systemd`: instance `{}` of service `{}`.\n\
              [Service]\nCPUAffinity={}\nNUMAPolicy={}\n",
-            config_path.display(),
-            p.instance,
-            p.service,
+            escaped(&config_path.display().to_string()),
+            escaped(&p.instance),
+            escaped(&p.service),
             p.cpus,
             p.memory_policy
         );
         if !p.memory_nodes.is_empty() {
             let _ = writeln!(text, "NUMAMask={}", p.memory_nodes);
         }
-        fs::write(&file, text).with_context(|| format!("cannot write `{}`", file.display()))?;
-        writeln!(out, "{}", file.display()).context("writing to stdout")?;
+        drop_ins.push((dir.join(format!("{unit}.d")).join("50-pinctl.conf"), text));
+    }
+    let mut staged = Vec::with_capacity(drop_ins.len());
+    for (file, text) in &drop_ins {
+        let unit_dir = file.parent().unwrap_or(dir);
+        fs::create_dir_all(unit_dir)
+            .with_context(|| format!("cannot create `{}`", unit_dir.display()))?;
+        let file_staged = StagedFile::with_contents(file, text.as_bytes())
+            .with_context(|| format!("cannot write `{}`", file.display()))?;
+        staged.push(file_staged);
+    }
+    for ((file, _), file_staged) in drop_ins.iter().zip(staged) {
+        file_staged.commit().with_context(|| format!("cannot write `{}`", file.display()))?;
+        writeln!(out, "{}", escaped(&file.display().to_string())).context("writing to stdout")?;
     }
     Ok(())
 }

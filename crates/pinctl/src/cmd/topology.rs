@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use pinctl_capture::{capture_topology, load_topology};
 use pinctl_sysfs::TopologySource;
+use pinctl_topology::text::escaped;
 use pinctl_topology::{Device, Locality, Topology};
 
 use crate::error::{CmdResult, Error};
@@ -72,13 +73,15 @@ pub(crate) fn render(
     t: &Topology,
     source: &TopologySource,
 ) -> io::Result<()> {
-    writeln!(out, "topology of {source}")?;
+    // Names, paths and warnings come from the source: their control characters are escaped so
+    // a device named `\e[31m\nnode 9 cpus: ...` cannot colour the terminal or forge a line.
+    writeln!(out, "topology of {}", escaped(&source.to_string()))?;
     let h = &t.host;
     let opt = |v: Option<u32>| v.map_or_else(|| "unknown".to_string(), |v| v.to_string());
     writeln!(
         out,
         "kernel: {}, numa_balancing: {}, zone_reclaim_mode: {}",
-        h.kernel.as_deref().unwrap_or("unknown"),
+        escaped(h.kernel.as_deref().unwrap_or("unknown")),
         opt(h.numa_balancing),
         opt(h.zone_reclaim_mode)
     )?;
@@ -160,7 +163,7 @@ pub(crate) fn render(
     if !t.warnings.is_empty() {
         writeln!(out, "warnings:")?;
         for w in &t.warnings {
-            writeln!(out, "  - {w}")?;
+            writeln!(out, "  - {}", escaped(w))?;
         }
     }
     Ok(())
@@ -192,5 +195,5 @@ fn describe(d: &Device) -> String {
     if d.locality == Locality::Unknown && !d.members.is_empty() {
         parts.push(format!("members {}", d.members.join(" ")));
     }
-    format!("{} ({})", d.name, parts.join(", "))
+    escaped(&format!("{} ({})", d.name, parts.join(", ")))
 }

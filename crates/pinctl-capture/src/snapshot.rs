@@ -1,0 +1,274 @@
+//! `pinctl topology --json` snapshots read back: parsed, then checked as strictly as a service
+//! file (every error names the JSON path of the offending value), then put in the model's
+//! order so the order of the file does not matter.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use pinctl_topology::text::{has_control, shown};
+use pinctl_topology::{MAX_CPU_ID, MAX_NODE_ID, NodeSet, Topology};
+
+use crate::error::SourceError;
+
+/// Parses and checks a snapshot; `path` only names it in errors. A UTF-8 byte-order mark is
+/// accepted, as in service files.
+pub(crate) fn parse_snapshot(bytes: &[u8], path: &Path) -> Result<Topology, SourceError> {
+    let bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
+    let mut topo: Topology = serde_json::from_slice(bytes)
+        .map_err(|source| SourceError::Snapshot { path: path.to_path_buf(), source })?;
+    check(&topo).map_err(|(at, what)| SourceError::SnapshotInvalid {
+        path: path.to_path_buf(),
+        at,
+        what,
+    })?;
+    put_in_order(&mut topo);
+    Ok(topo)
+}
+
+type Invalid = (String, String);
+
+fn bad<T>(at: String, what: String) -> Result<T, Invalid> {
+    Err((at, what))
+}
+
+fn check_nodes(set: &NodeSet, at: impl FnOnce() -> String) -> Result<(), Invalid> {
+    set.check_node_ids().or_else(|e| bad(at(), e.to_string()))
+}
+
+fn check_name(name: &str, at: impl FnOnce() -> String) -> Result<(), Invalid> {
+    if name.is_empty() || has_control(name) || name.contains('/') {
+        return bad(at(), format!("`{}` is not a device name", shown(name)));
+    }
+    Ok(())
+}
+
+/// Every rule a snapshot must keep; `Err((json path, what is wrong))` at the first broken one.
+fn check(t: &Topology) -> Result<(), Invalid> {
+    let mut node_at: HashMap<u32, usize> = HashMap::new();
+    let mut cpu_owner: HashMap<u32, usize> = HashMap::new();
+    for (i, n) in t.nodes.iter().enumerate() {
+        if n.id > MAX_NODE_ID {
+            return bad(
+                format!("nodes[{i}].id"),
+                format!("node id `{}` is above {MAX_NODE_ID}", n.id),
+            );
+        }
+        if let Some(j) = node_at.insert(n.id, i) {
+            return bad(format!("nodes[{i}].id"), format!("node `{}` is also `nodes[{j}]`", n.id));
+        }
+        for c in n.cpus.iter() {
+            if let Some(j) = cpu_owner.insert(c, i) {
+                let other = t.nodes[j].id;
+                return bad(
+                    format!("nodes[{i}].cpus"),
+                    format!("CPU `{c}` is also in node `{other}` (`nodes[{j}].cpus`)"),
+                );
+            }
+        }
+        if let (Some(total), Some(free)) = (n.memory_bytes, n.memory_free_bytes) {
+            if free > total {
+                return bad(
+                    format!("nodes[{i}].memory_free_bytes"),
+                    format!("free memory `{free}` is above the total `{total}`"),
+                );
+            }
+        }
+    }
+    let n = t.nodes.len();
+    if !t.distances.is_empty() {
+        if t.distances.len() != n {
+            return bad(
+                "distances".into(),
+                format!(
+                    "{} rows for {n} nodes (expected {n}, or `[]` when unknown)",
+                    t.distances.len()
+                ),
+            );
+        }
+        for (i, row) in t.distances.iter().enumerate() {
+            if row.len() != n {
+                return bad(
+                    format!("distances[{i}]"),
+                    format!("{} columns for {n} nodes", row.len()),
+                );
+            }
+            if let Some(j) = row.iter().position(|&d| d == 0) {
+                return bad(
+                    format!("distances[{i}][{j}]"),
+                    "distance `0` is not a SLIT distance (a node's own is 10, others more)".into(),
+                );
+            }
+        }
+    }
+    let mut cpu_at: HashMap<u32, usize> = HashMap::new();
+    for (i, c) in t.cpus.iter().enumerate() {
+        if c.id > MAX_CPU_ID {
+            return bad(
+                format!("cpus[{i}].id"),
+                format!("CPU id `{}` is above {MAX_CPU_ID}", c.id),
+            );
+        }
+        if let Some(j) = cpu_at.insert(c.id, i) {
+            return bad(format!("cpus[{i}].id"), format!("CPU `{}` is also `cpus[{j}]`", c.id));
+        }
+        if let Some(node) = c.node {
+            let Some(&j) = node_at.get(&node) else {
+                return bad(format!("cpus[{i}].node"), format!("node `{node}` is not in `nodes`"));
+            };
+            if let Some(&owner) = cpu_owner.get(&c.id) {
+                if owner != j {
+                    return bad(
+                        format!("cpus[{i}].node"),
+                        format!(
+                            "CPU `{}` is on node `{node}` here but in `nodes[{owner}].cpus`",
+                            c.id
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    let mut device_at: HashMap<&str, usize> = HashMap::new();
+    for (i, d) in t.devices.iter().enumerate() {
+        check_name(&d.name, || format!("devices[{i}].name"))?;
+        if let Some(j) = device_at.insert(&d.name, i) {
+            return bad(
+                format!("devices[{i}].name"),
+                format!("device `{}` is also `devices[{j}]`", d.name),
+            );
+        }
+        check_nodes(&d.nodes, || format!("devices[{i}].nodes"))?;
+        if let Some(node) = d.node {
+            if d.nodes.len() != 1 || !d.nodes.contains(node) {
+                return bad(
+                    format!("devices[{i}].node"),
+                    format!("node `{node}` disagrees with `nodes` `{}`", d.nodes),
+                );
+            }
+        }
+        for (k, m) in d.members.iter().enumerate() {
+            check_name(m, || format!("devices[{i}].members[{k}]"))?;
+        }
+        if let Some(pci) = &d.pci {
+            if has_control(pci) {
+                return bad(
+                    format!("devices[{i}].pci"),
+                    format!("`{}` is not a PCI address", shown(pci)),
+                );
+            }
+        }
+    }
+    let h = &t.host;
+    if let Some(set) = &h.allowed_nodes {
+        check_nodes(set, || "host.allowed_nodes".into())?;
+    }
+    check_nodes(&h.offline_nodes, || "host.offline_nodes".into())?;
+    if let Some(k) = &h.kernel {
+        if has_control(k) {
+            return bad("host.kernel".into(), format!("`{}` holds control characters", shown(k)));
+        }
+    }
+    if let Some((i, _)) = t.warnings.iter().enumerate().find(|(_, w)| has_control(w)) {
+        return bad(format!("warnings[{i}]"), "holds control characters".into());
+    }
+    Ok(())
+}
+
+/// Nodes and CPUs ascending by id (distance rows and columns follow the nodes), devices by
+/// name: the order the model promises, whatever the file's.
+fn put_in_order(t: &mut Topology) {
+    let mut order: Vec<usize> = (0..t.nodes.len()).collect();
+    order.sort_by_key(|&i| t.nodes[i].id);
+    if order.iter().enumerate().any(|(k, &i)| k != i) {
+        let nodes = order.iter().map(|&i| t.nodes[i].clone()).collect();
+        if !t.distances.is_empty() {
+            t.distances =
+                order.iter().map(|&i| order.iter().map(|&j| t.distances[i][j]).collect()).collect();
+        }
+        t.nodes = nodes;
+    }
+    t.cpus.sort_by_key(|c| c.id);
+    t.devices.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"nodes":[
+        {"id":1,"cpus":"2-3","memory_bytes":100,"memory_free_bytes":50,"has_cpu":true,"has_memory":true},
+        {"id":0,"cpus":"0-1","memory_bytes":100,"memory_free_bytes":50,"has_cpu":true,"has_memory":true}],
+      "distances":[[10,21],[21,10]],
+      "cpus":[{"id":2,"online":true,"package":1,"core":0,"node":1},
+              {"id":0,"online":true,"package":0,"core":0,"node":0}],
+      "devices":[{"name":"nvme0n1","kind":"nvme","pci":null,"node":1,"nodes":"1","locality":"numa-node"}],
+      "host":{"kernel":null,"numa_balancing":null,"zone_reclaim_mode":null,"allowed_cpus":null,
+              "allowed_nodes":null,"offline_nodes":""},
+      "warnings":[]}"#;
+
+    fn parse(text: &str) -> Result<Topology, String> {
+        parse_snapshot(text.as_bytes(), Path::new("s.json")).map_err(|e| match e {
+            SourceError::SnapshotInvalid { at, what, .. } => format!("{at}: {what}"),
+            e => e.to_string(),
+        })
+    }
+
+    #[test]
+    fn order_does_not_matter_and_bom_is_accepted() {
+        let t = parse(&format!("\u{feff}{GOOD}")).unwrap();
+        assert_eq!(t.nodes.iter().map(|n| n.id).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(t.node(0).unwrap().cpus.to_string(), "0-1");
+        assert_eq!(t.cpus.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(t.distances, [[10, 21], [21, 10]]);
+    }
+
+    #[test]
+    fn inconsistent_snapshots_name_the_json_path() {
+        let cases = [
+            (
+                r#""cpus":"0-1","memory_bytes":100"#,
+                r#""cpus":"0-2","memory_bytes":100"#,
+                "nodes[1].cpus: CPU `2` is also in node `1`",
+            ),
+            (r#"{"id":0,"cpus""#, r#"{"id":1,"cpus""#, "nodes[1].id: node `1` is also `nodes[0]`"),
+            ("[[10,21],[21,10]]", "[[10,21]]", "distances: 1 rows for 2 nodes"),
+            ("[[10,21],[21,10]]", "[[10,21],[21]]", "distances[1]: 1 columns"),
+            ("[[10,21],[21,10]]", "[[0,0],[0,0]]", "distances[0][0]: distance `0`"),
+            (
+                r#""node":1,"nodes":"1""#,
+                r#""node":0,"nodes":"1""#,
+                "devices[0].node: node `0` disagrees",
+            ),
+            (
+                r#""core":0,"node":1}"#,
+                r#""core":0,"node":7}"#,
+                "cpus[0].node: node `7` is not in `nodes`",
+            ),
+            (
+                r#""memory_free_bytes":50,"has_cpu":true,"has_memory":true}]"#,
+                r#""memory_free_bytes":500,"has_cpu":true,"has_memory":true}]"#,
+                "nodes[1].memory_free_bytes",
+            ),
+            (
+                r#""locality":"numa-node"}"#,
+                r#""locality":"numa-node"},{"name":"nvme0n1","kind":"nvme","pci":null,"node":1,"nodes":"1","locality":"numa-node"}"#,
+                "devices[1].name: device `nvme0n1` is also `devices[0]`",
+            ),
+            (
+                r#""name":"nvme0n1""#,
+                r#""name":"\u001b[31m\nnode 9 cpus: FAKE""#,
+                "devices[0].name: `\\u{1b}[31m\\nnode 9",
+            ),
+            (
+                r#"{"id":1,"cpus""#,
+                r#"{"id":4294967295,"cpus""#,
+                "nodes[0].id: node id `4294967295` is above 4095",
+            ),
+        ];
+        for (from, to, want) in cases {
+            assert!(GOOD.contains(from), "{from}");
+            let e = parse(&GOOD.replacen(from, to, 1)).unwrap_err();
+            assert!(e.starts_with(want), "{to}: got {e}, want {want}");
+        }
+    }
+}
