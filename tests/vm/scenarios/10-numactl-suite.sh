@@ -57,6 +57,8 @@ expect_known() {
 
 run_script() { # TOOL SCRIPT: status in SCRIPT-TOOL.rc, output in SCRIPT-TOOL.log, numactl calls in SCRIPT-TOOL.trace
     _dir=/tmp/ns-$1
+    # A progress line: the host's watchdog takes a silent console for a hung guest.
+    note "$2 with $1"
     # regress writes scratch files (numastat A/B) into its working directory.
     mkdir -p "run-$2-$1"
     _trace=$PWD/$2-$1.trace
@@ -68,7 +70,6 @@ run_script() { # TOOL SCRIPT: status in SCRIPT-TOOL.rc, output in SCRIPT-TOOL.lo
 }
 
 for s in $SCRIPTS; do
-    note "running $s with numactl and with pinctl"
     run_script numactl "$s"
     run_script pinctl "$s"
     nrc=$(cat "$s-numactl.rc") prc=$(cat "$s-pinctl.rc")
