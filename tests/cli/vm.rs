@@ -130,6 +130,47 @@ fn numactl_lines_are_well_formed_and_enough() {
     assert_eq!(unique.len(), lines.len(), "a numactl line is listed twice");
 }
 
+/// Entries of a list file: non-comment lines as whitespace-separated columns.
+fn list_entries(name: &str) -> Vec<Vec<String>> {
+    read(&vm_dir().join(name))
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+#[test]
+fn known_failure_lists_are_well_formed() {
+    let layouts: BTreeSet<String> = layouts().into_iter().map(|(n, _)| n).collect();
+    for cols in list_entries("known-failures.txt") {
+        assert!(
+            cols.len() >= 3,
+            "known-failures.txt: `{}`: expected KERNELS CHECK REASON",
+            cols.join(" ")
+        );
+        let layout = cols[1].split('/').next().unwrap();
+        assert!(layouts.contains(layout), "known-failures.txt: `{}`: unknown layout", cols[1]);
+    }
+    let scripts = ["checktopology", "checkaffinity", "bind_range", "regress2", "regress"];
+    for cols in list_entries("numactl-known-differences.txt") {
+        assert!(
+            cols.len() >= 2,
+            "numactl-known-differences.txt: `{}`: expected NAME REASON",
+            cols.join(" ")
+        );
+        let (script, rest) = cols[0].split_once('/').unwrap_or((&cols[0], ""));
+        assert!(
+            scripts.contains(&script),
+            "numactl-known-differences.txt: unknown script `{script}`"
+        );
+        assert!(
+            ["", "exit-statuses"].contains(&rest),
+            "numactl-known-differences.txt: `{}`",
+            cols[0]
+        );
+    }
+}
+
 #[test]
 #[ignore = "boots QEMU guests for minutes: run `cargo test --test cli vm:: -- --ignored` or tests/vm/run"]
 fn full_suite_in_qemu_guests() {

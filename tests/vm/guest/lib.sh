@@ -258,6 +258,16 @@ outside_numa_maps_line() {
 # A /proc/PID/status field of the held probe, read from outside.
 outside_status() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$(cat "$1.pid")/status" 2>/dev/null; }
 
+# The policy of a numa_maps line as the kernel prints it (two words for "weighted interleave:N"
+# and "prefer (many):N", the only policies with a space).
+numa_maps_line_policy() {
+    set -- $1
+    case "$2 ${3:-}" in
+        "weighted interleave"* | "prefer (many)"*) echo "$2 $3" ;;
+        *) echo "${2:-}" ;;
+    esac
+}
+
 # Per-node pages of a numa_maps line as `node:pages,...`.
 numa_maps_nodes() {
     echo "$1" | tr ' ' '\n' | sed -n 's/^N\([0-9]*\)=\([0-9]*\)$/\1:\2/p' | tr '\n' ',' | sed 's/,$//'
@@ -265,3 +275,52 @@ numa_maps_nodes() {
 
 # pinctl is missing when the host could not build it: say so in every pinctl check.
 pinctl_present() { [ -x "$PINCTL" ]; }
+
+# ---------------------------------------------------------------- kernel features
+# The suite boots several kernels (tests/vm/run --kernel). Memory-policy features newer than
+# the oldest of them are checked where the kernel has them; where it does not, the check is that
+# pinctl refuses them, named (expect_refused): a REFUSED line, counted as refused as expected.
+kernel_version() {
+    _r=$(uname -r)
+    _maj=${_r%%.*} _min=${_r#*.}
+    _min=${_min%%[!0-9]*}
+    echo $((_maj * 1000 + _min))
+}
+
+# kernel_has FEATURE: preferred-many (Linux 5.15), balancing (MPOL_F_NUMA_BALANCING, 5.12),
+# weighted-interleave (6.9).
+kernel_has() {
+    case $1 in
+        preferred-many) _need=5015 ;;
+        balancing) _need=5012 ;;
+        weighted-interleave) _need=6009 ;;
+        *) echo "kernel_has: unknown feature $1" >&2; return 1 ;;
+    esac
+    [ "$(kernel_version)" -ge "$_need" ]
+}
+
+# The first feature a command line asks for that this kernel lacks (nothing when none).
+missing_feature() {
+    for _f in preferred-many weighted-interleave balancing; do
+        case " $* " in *"$_f"*) kernel_has "$_f" || { echo "$_f"; return 0; } ;; esac
+    done
+    return 0
+}
+
+refused_as_expected() {
+    _record refused
+    echo "PINCTL-VM: REFUSED $SCENARIO/$1"
+}
+
+# expect_refused NAME PREFIX WORD: the command exited 242, its stderr names WORD (the policy)
+# and this kernel's release, and what it was to run never ran (no probe report).
+expect_refused() {
+    _why=""
+    [ "$(rc_of "$2")" = 242 ] || _why="exited $(rc_of "$2"), not 242;"
+    grep -q -- "$3" "$2.err" 2>/dev/null || _why="$_why stderr does not name \`$3\`;"
+    grep -qF -- "$(uname -r)" "$2.err" 2>/dev/null || _why="$_why stderr does not name the kernel $(uname -r);"
+    grep -qx ready "$2.out" 2>/dev/null && _why="$_why the command ran anyway;"
+    if [ -z "$_why" ]; then refused_as_expected "$1"; else
+        fail "$1" "Linux $(uname -r) lacks $3, so \`$(cat "$2.cmd" 2>/dev/null)\` must be refused:$_why $(head -c 300 "$2.err" 2>/dev/null | tr '\n' ' ')"
+    fi
+}

@@ -2,9 +2,10 @@
 # Scenario 9: what pinctl exec refuses on a real kernel, and that a refused command never runs.
 # Inside a cgroup v2 cpuset of CPUs 2-7 and nodes 1-3, a node or CPU outside it is refused with
 # systemd's statuses (242 memory policy, 215 CPU affinity) naming what is allowed. A policy the
-# kernel lacks (weighted interleave before Linux 6.9) is refused with 242 unless
-# `--if-unsupported=ignore`, which runs the command without it. `--balancing` (Linux 5.12+)
-# reaches the kernel as MPOL_F_NUMA_BALANCING. A plan does not shrink to the affinity pinctl
+# kernel lacks (weighted interleave before Linux 6.9, preferred-many before 5.15, `--balancing`
+# before 5.12) is refused with 242 naming it and the kernel, unless `--if-unsupported=ignore`,
+# which runs the command without it; where the kernel has it, it reaches the kernel
+# (numa_maps, MPOL_F_NUMA_BALANCING in get_mempolicy). A plan does not shrink to the affinity pinctl
 # inherits (a unit's CPUAffinity=, taskset): under `taskset -c 2` in that cpuset, topology
 # reports the cpuset's CPUs and `exec -c --service` runs the instance on its planned CPUs.
 mkdir -p /sys/fs/cgroup
@@ -47,23 +48,42 @@ check_ran affinity-exec/ran affinity-exec
 check_list affinity-exec/runs-on-planned-cpus "$planned" "$(kv affinity-exec cpus_allowed_list)" \
     affinity-exec.out
 
-release=$(uname -r)
-major=${release%%.*} minor=${release#*.}
-minor=${minor%%[!0-9]*}
 ALL=$(list_compress "$(node_ids)")
-run_to weighted "$PINCTL" exec --nodes "$ALL" --mem weighted-interleave -- "$PROBE" --mib 4
-run_to weighted-ignored "$PINCTL" exec --nodes "$ALL" --mem weighted-interleave --if-unsupported=ignore -- "$PROBE" --mib 4
-if [ "$major" -lt 6 ] || { [ "$major" = 6 ] && [ "$minor" -lt 9 ]; }; then
-    refused weighted-unsupported weighted 242 "weighted"
+if kernel_has weighted-interleave; then
+    # The probe's `policy` key stops at the first space ("weighted"): read the whole numa_maps
+    # line from outside while the probe holds.
+    for x in weighted weighted-ignored; do
+        flag=""
+        [ $x = weighted-ignored ] && flag=--if-unsupported=ignore
+        start_held $x "$PINCTL" exec --nodes "$ALL" --mem weighted-interleave $flag -- "$PROBE" --mib 4 --hold
+        check_ran $x/ran $x
+        check_eq $x/policy "weighted interleave:$ALL" "$(numa_maps_line_policy "$(outside_numa_maps_line $x)")" $x.out
+        stop_held $x
+    done
+else
+    run_to weighted "$PINCTL" exec --nodes "$ALL" --mem weighted-interleave -- "$PROBE" --mib 4
+    run_to weighted-ignored "$PINCTL" exec --nodes "$ALL" --mem weighted-interleave --if-unsupported=ignore -- "$PROBE" --mib 4
+    expect_refused weighted-unsupported weighted "weighted-interleave"
     check_ran weighted-ignored/ran weighted-ignored
     check_eq weighted-ignored/policy-left-default "default" "$(kv weighted-ignored policy)"
     check_list weighted-ignored/cpus-still-applied "$(all_cpus)" "$(kv weighted-ignored cpus_allowed_list)"
+fi
+
+# preferred-many (5.15) the same way: applied where the kernel has it, refused where it does not.
+run_to preferred-many "$PINCTL" exec --nodes 1-2 --mem preferred-many -- "$PROBE" --mib 4
+if kernel_has preferred-many; then
+    check_ran preferred-many/ran preferred-many
+    check_eq preferred-many/policy "prefer (many):1-2" "$(kv preferred-many policy)" preferred-many.out
+    check_pages_on preferred-many/pages-on-1-2 preferred-many 1-2
 else
-    check_ran weighted/ran weighted
-    check_eq weighted/policy "weighted interleave:$ALL" "$(kv weighted policy)"
+    expect_refused preferred-many-unsupported preferred-many "preferred-many"
 fi
 
 run_to balancing "$PINCTL" exec --balancing --nodes 2 -- "$PROBE" --mib 4
-check_ran balancing/ran balancing
-check_eq balancing/get-mempolicy "bind:2=balancing" "$(kv balancing get_mempolicy)" balancing.out
-check_pages_on balancing/pages-on-node-2 balancing 2
+if kernel_has balancing; then
+    check_ran balancing/ran balancing
+    check_eq balancing/get-mempolicy "bind:2=balancing" "$(kv balancing get_mempolicy)" balancing.out
+    check_pages_on balancing/pages-on-node-2 balancing 2
+else
+    expect_refused balancing-unsupported balancing "NUMA_BALANCING"
+fi
