@@ -193,6 +193,9 @@ pub struct RecordingKernel {
     pub allowed_nodes: NodeSet,
     pub max_mode: PolicyMode,
     pub balancing_supported: bool,
+    /// Linux before 5.14: MPOL_LOCAL is stored as MPOL_PREFERRED with no nodes and read back
+    /// so by `get_mempolicy`.
+    pub local_reads_as_preferred: bool,
     state: RefCell<FakeState>,
 }
 
@@ -220,6 +223,7 @@ impl RecordingKernel {
             allowed_nodes: NodeSet::first_n(nodes),
             max_mode: PolicyMode::WeightedInterleave,
             balancing_supported: true,
+            local_reads_as_preferred: false,
             state: RefCell::new(FakeState {
                 calls: Vec::new(),
                 affinity: CpuSet::first_n(cpus),
@@ -403,6 +407,9 @@ impl Kernel for RecordingKernel {
         self.record(Call::GetMempolicy { maxnode: nodes.maxnode() }, "get_mempolicy")?;
         let (mode, flags, set) = self.policy();
         self.fill(nodes, &set, self.nr_node_ids)?;
+        if mode == PolicyMode::Local && self.local_reads_as_preferred {
+            return Ok(ReportedPolicy::new(PolicyMode::Preferred, flags));
+        }
         Ok(ReportedPolicy::new(mode, flags))
     }
 
