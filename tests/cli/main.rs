@@ -8,12 +8,21 @@
 //! - `exec`: `pinctl exec` applying placements on this machine.
 //! - `numactl`: pinctl's numactl mode against the real numactl (which must be installed).
 //! - `vm`: static checks of the QEMU test bed, and the whole VM suite as an ignored test.
+//! - `run`: `pinctl run` supervising real processes (restarts, adoption, reload, sd_notify).
+//! - `watch`: `pinctl watch` sampling, alerting and re-pinning real processes.
+//! - `hostile`: hostile inputs built in each test (issue 12).
+//!
+//! `tests/fuzz_parsers.rs` stays a binary of its own: it installs a counting global allocator,
+//! which would count every other test's allocations too.
 
 mod check;
 mod exec;
+mod hostile;
 mod numactl;
 mod plan;
 mod plan_docs;
+mod run;
 mod support;
 mod topology;
 mod vm;
+mod watch;

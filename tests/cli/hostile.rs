@@ -10,9 +10,11 @@ use std::time::Duration;
 use assert_cmd::prelude::*;
 use predicates::prelude::*;
 
+/// pinctl as a `std` command (these tests pass it stdin and raw arguments), run from the
+/// repository root like `support::pinctl`.
 fn pinctl() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pinctl"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = Command::new(crate::support::PINCTL);
+    cmd.current_dir(crate::support::root());
     cmd
 }
 

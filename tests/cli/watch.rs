@@ -21,14 +21,10 @@ impl Drop for Guard {
     }
 }
 
-fn pinctl() -> &'static str {
-    env!("CARGO_BIN_EXE_pinctl")
-}
-
 /// The allocation probe, built next to pinctl (a workspace binary); built here when a
 /// narrower `cargo test` did not build it.
 fn probe() -> PathBuf {
-    let path = Path::new(pinctl()).with_file_name("pinctl-alloc-probe");
+    let path = Path::new(crate::support::PINCTL).with_file_name("pinctl-alloc-probe");
     if !path.exists() {
         let status = Command::new(env!("CARGO"))
             .args(["build", "-p", "pinctl-alloc-probe"])
@@ -92,7 +88,7 @@ fn setup(extra: &str) -> Setup {
         pid_file.display()
     );
     std::fs::write(&config, text).unwrap();
-    let mut child = Command::new(pinctl())
+    let mut child = Command::new(crate::support::PINCTL)
         .arg("exec")
         .arg("-c")
         .arg(&config)
@@ -127,7 +123,7 @@ fn every_cpu() -> String {
 }
 
 fn watch(s: &Setup) -> (Guard, Receiver<String>) {
-    let mut child = Command::new(pinctl())
+    let mut child = Command::new(crate::support::PINCTL)
         .arg("watch")
         .arg("-c")
         .arg(&s.config)
@@ -147,7 +143,7 @@ fn needs_two_cpus() {
 #[test]
 fn once_samples_the_probe_and_says_where_its_memory_comes_from() {
     let s = setup("");
-    let out = Command::new(pinctl())
+    let out = Command::new(crate::support::PINCTL)
         .arg("watch")
         .arg("-c")
         .arg(&s.config)
@@ -181,7 +177,7 @@ fn once_samples_the_probe_and_says_where_its_memory_comes_from() {
             "{notes:?}"
         );
     }
-    let text = Command::new(pinctl())
+    let text = Command::new(crate::support::PINCTL)
         .arg("watch")
         .arg("-c")
         .arg(&s.config)

@@ -20,7 +20,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_pinctl");
+use crate::support::PINCTL as BIN;
+/// The bundled EPYC snapshot by absolute path: supervisors run from temporary folders.
 const EPYC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/topologies/epyc-nps4.json");
 const WAIT: Duration = Duration::from_secs(20);
 
