@@ -412,8 +412,9 @@ cpus = 1
     for line in [
         "keep-0: keep",
         "keep-1: keep",
-        // Without sticky planning its placement may change too (gone's node is free now).
-        "changed: restart (env",
+        // Only its env: gone's node 2 is free now, and a plan from scratch would move changed
+        // there from node 3 (lowest ids); the sticky re-plan keeps it and gives node 2 to added.
+        "changed: restart (env changed)\n",
         "added: start",
         "gone: stop",
     ] {
@@ -430,6 +431,13 @@ cpus = 1
     assert_eq!(after["keep-1"]["pid"], before["keep-1"]["pid"], "untouched");
     assert_ne!(after["changed"]["pid"], before["changed"]["pid"], "restarted");
     assert_eq!(after["changed"]["state"], "active");
+    for name in ["keep-0", "keep-1", "changed"] {
+        for what in ["nodes", "cpus"] {
+            assert_eq!(after[name][what], before[name][what], "{name} stays: {what}");
+        }
+    }
+    assert_eq!(after["changed"]["nodes"], "3");
+    assert_eq!(after["added"]["nodes"], "2", "the node gone left");
     assert_eq!(after["added"]["state"], "active");
     let gone = before["gone"]["pid"].as_i64().unwrap() as i32;
     assert!(!run.seen.iter().any(|&(p, s)| p == gone && alive(p, s)), "removed instance stopped");

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid as NixPid;
+use pinctl_plan::CurrentPlacement;
 use rand::{Rng as _, SeedableRng as _};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::signal::unix::{SignalKind, signal};
@@ -41,9 +42,11 @@ pub struct Options {
     pub unpinned: bool,
 }
 
-/// Re-reads and re-plans the service file on reload: the new specs, or why the file cannot
-/// be used (rendered diagnostics).
-pub type Planner = Box<dyn FnMut() -> Result<Vec<InstanceSpec>, String>>;
+/// Re-reads and re-plans the service file on reload, given where the running instances are
+/// (so the plan keeps them there when it can): the new specs, or why the file cannot be used
+/// (rendered diagnostics).
+pub type Planner =
+    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Vec<InstanceSpec>, String>>;
 
 /// How the supervisor ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -766,7 +769,16 @@ impl Supervisor {
         if !dry_run {
             self.notifier.reloading();
         }
-        let planned = (self.planner)();
+        // Running (or starting) instances keep their nodes and CPUs where the new plan can
+        // keep them; one that is stopped, failed or waiting to restart loses nothing by moving.
+        let running: BTreeMap<String, CurrentPlacement> = self
+            .insts
+            .iter()
+            .filter(|(_, i)| !i.removing)
+            .filter(|(_, i)| matches!(i.unit.state, State::Active { .. } | State::Activating))
+            .map(|(name, i)| (name.clone(), i.spec.current_placement()))
+            .collect();
+        let planned = (self.planner)(&running);
         let response = match planned {
             Err(report) => Response::error(format!(
                 "the service file was not applied, nothing changed:\n{report}"
