@@ -625,7 +625,13 @@ impl Supervisor {
             .filter_map(|n| Some((n.clone(), self.insts.get(n)?.unit.state.pid()?)))
             .collect();
         pids.sort();
-        if pids != self.recorded && !self.shutting_down {
+        // Written when a process starts (or is adopted), so a supervisor killed right after
+        // can adopt it. An exit alone is not written: it would put an fsync (several ms on a
+        // busy disk) between a child's exit and its replacement's start, and the entry it
+        // leaves is harmless (adoption checks PID and start time, so a gone or reused PID is
+        // never adopted nor signalled); the next start's write drops it.
+        let started = pids.iter().any(|p| !self.recorded.contains(p));
+        if started && !self.shutting_down {
             self.write_state();
             self.recorded = pids;
         }
