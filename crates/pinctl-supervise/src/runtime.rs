@@ -747,6 +747,7 @@ impl Supervisor {
                 let inst = self.insts.get(n)?;
                 let p = &inst.spec.placement;
                 let pid = inst.unit.state.pid();
+                let usage = pid.and_then(launch::usage);
                 Some(InstanceStatus {
                     name: n.clone(),
                     service: inst.spec.service.clone(),
@@ -764,6 +765,8 @@ impl Supervisor {
                     cpus: p.cpus.to_string(),
                     memory_policy: p.memory_policy.to_string(),
                     memory_nodes: p.memory_nodes.to_string(),
+                    cpu_s: usage.map(|(cpu, _)| cpu),
+                    rss_bytes: usage.and_then(|(_, rss)| rss),
                 })
             })
             .collect();
