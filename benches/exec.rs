@@ -9,9 +9,11 @@
 //! `PINCTL_BENCH_ALT_EXTRA` appends builds to compare, e.g. the static build of an earlier
 //! commit) to the same interleaved run.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::which;
 
 const ROUNDS: usize = 400;
 
@@ -46,14 +48,6 @@ fn time_once(argv: &[String]) -> Duration {
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file())
 }
 
 fn main() {

@@ -55,7 +55,7 @@ fn inputs(topology: &Topology, config: &Config) -> PlanInputs {
             near.insert(spec.clone(), found);
         }
     }
-    PlanInputs { near, default_keep_free: Vec::new(), strict: false }
+    PlanInputs { near, strict: false, ..PlanInputs::default() }
 }
 
 fn bench(label: &str, topology: &Topology, config: &Config, runs: usize, target: Duration) {

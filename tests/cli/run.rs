@@ -413,8 +413,9 @@ cpus = 1
     for line in [
         "keep-0: keep",
         "keep-1: keep",
-        // Without sticky planning its placement may change too (gone's node is free now).
-        "changed: restart (env",
+        // Only its env: gone's node 2 is free now, and a plan from scratch would move changed
+        // there from node 3 (lowest ids); the sticky re-plan keeps it and gives node 2 to added.
+        "changed: restart (env changed)\n",
         "added: start",
         "gone: stop",
     ] {
@@ -431,6 +432,13 @@ cpus = 1
     assert_eq!(after["keep-1"]["pid"], before["keep-1"]["pid"], "untouched");
     assert_ne!(after["changed"]["pid"], before["changed"]["pid"], "restarted");
     assert_eq!(after["changed"]["state"], "active");
+    for name in ["keep-0", "keep-1", "changed"] {
+        for what in ["nodes", "cpus"] {
+            assert_eq!(after[name][what], before[name][what], "{name} stays: {what}");
+        }
+    }
+    assert_eq!(after["changed"]["nodes"], "3");
+    assert_eq!(after["added"]["nodes"], "2", "the node gone left");
     assert_eq!(after["added"]["state"], "active");
     let gone = before["gone"]["pid"].as_i64().unwrap() as i32;
     assert!(!run.seen.iter().any(|&(p, s)| p == gone && alive(p, s)), "removed instance stopped");
@@ -496,6 +504,60 @@ cpus = 1
     assert!(String::from_utf8_lossy(&out.stderr).contains("failed to start: nouser"));
     let out = run.ctl(&["stop", "no-such-instance"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no instance `no-such-instance`"));
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
+#[test]
+fn status_shows_each_instance_cpu_time_and_rss() {
+    let mut run = Run::new(
+        r#"
+[host]
+keep-free = []
+
+[service.busy]
+command = ["sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; exec sleep 100008"]
+cpus = 1
+
+[service.never]
+command = ["/nonexistent/server"]
+cpus = 1
+"#,
+    );
+    run.start(&unpinned());
+    let pid = run.status()["busy"]["pid"].as_i64().unwrap() as i32;
+    // Once it runs `sleep`, its CPU time and RSS stand still and can be compared exactly.
+    wait_for("busy to finish its loop", || {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        (comm == "sleep\n").then_some(())
+    });
+    let s = run.status();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<u64> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    // utime + stime + cutime + cstime, in the kernel's USER_HZ (100 on Linux).
+    let cpu = fields.iter().sum::<u64>() as f64 / 100.0;
+    assert!(cpu > 0.0, "the loop used CPU: {stat}");
+    assert!((s["busy"]["cpu_s"].as_f64().unwrap() - cpu).abs() < 1e-9, "{}", s["busy"]);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+        .unwrap();
+    assert_eq!(s["busy"]["rss_bytes"].as_u64(), Some(rss_kib * 1024));
+    assert_eq!(s["never"]["cpu_s"], Value::Null, "nothing runs");
+    assert_eq!(s["never"]["rss_bytes"], Value::Null);
+    let out = run.ctl(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("CPU TIME") && text.contains("RSS"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("busy ")).unwrap();
+    assert!(row.contains(&format!("{cpu:.2}s")), "{row}");
+    assert!(row.contains("KiB") || row.contains("MiB"), "{row}");
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }

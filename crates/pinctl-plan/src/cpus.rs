@@ -35,6 +35,23 @@ impl NodeCpus {
         NodeCpus { free: cores.to_vec(), whole: vec![true; cores.len()] }
     }
 
+    /// Takes exactly `cpus` when every one of them is still free here (an instance keeping the
+    /// CPUs it runs on), leaving the cores it touches split; takes nothing otherwise.
+    pub(crate) fn claim(&mut self, cpus: &CpuSet) -> bool {
+        let free = self.free.iter().flatten().filter(|c| cpus.contains(**c)).count();
+        if free != cpus.len() {
+            return false;
+        }
+        for (core, whole) in self.free.iter_mut().zip(&mut self.whole) {
+            let before = core.len();
+            core.retain(|c| !cpus.contains(*c));
+            if core.len() != before {
+                *whole = false;
+            }
+        }
+        true
+    }
+
     /// Takes `count` CPUs: untouched cores that fit entirely first (lowest first), then CPUs
     /// of cores already split, then the rest of the lowest untouched core. Returns fewer than
     /// `count` only when the node has fewer free CPUs.
@@ -83,6 +100,17 @@ mod tests {
         assert_eq!(node.take(4).to_string(), "0-1,32-33");
         assert_eq!(node.take(3).to_string(), "2-3,34", "a whole core, then half of the next");
         assert_eq!(node.take(2).to_string(), "35", "only one CPU left");
+    }
+
+    #[test]
+    fn claimed_cpus_leave_their_cores_split() {
+        let mut node = smt_node();
+        assert!(node.claim(&"1,33".parse().unwrap()), "a whole core");
+        assert!(node.claim(&"2".parse().unwrap()), "half a core");
+        assert!(!node.claim(&"2-3".parse().unwrap()), "2 is taken: nothing is claimed");
+        assert!(!node.claim(&"7".parse().unwrap()), "not a CPU of this node");
+        // Core 0 and 3 are untouched and go first; then 34, the rest of the split core 2.
+        assert_eq!(node.take(5).to_string(), "0,3,32,34-35");
     }
 
     #[test]

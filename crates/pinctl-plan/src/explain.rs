@@ -57,6 +57,9 @@ struct Builder<'a> {
     /// The instances on each node.
     occupants: Vec<Vec<usize>>,
     node_cpus: Vec<NodeCpus>,
+    /// The CPUs each instance keeps from where it runs today (claimed before anyone takes
+    /// CPUs, so a neighbour's change does not shift them).
+    kept: Vec<Option<CpuSet>>,
     warnings: Vec<String>,
     /// Soft rules broken: warnings, or the error under `--strict`.
     violations: Vec<String>,
@@ -70,11 +73,17 @@ impl<'a> Builder<'a> {
                 occupants[j].push(i);
             }
         }
+        let mut node_cpus: Vec<NodeCpus> =
+            p.nodes.iter().map(|node| NodeCpus::new(&node.cores)).collect();
+        let kept = (0..p.instances.len())
+            .map(|i| keep_cpus(p, i, &assignment[i], &mut node_cpus))
+            .collect();
         Builder {
             p,
             assignment,
             occupants,
-            node_cpus: p.nodes.iter().map(|node| NodeCpus::new(&node.cores)).collect(),
+            node_cpus,
+            kept,
             warnings: p.warnings.clone(),
             violations: Vec::new(),
         }
@@ -92,6 +101,7 @@ impl<'a> Builder<'a> {
         let on_nodes = format!("node{} {nodes}", plural(nodes.len()));
         let mut reasons = Vec::new();
         let cpus = self.take_cpus(i, &nodes, &mut reasons);
+        explain_current(inst, &nodes, &cpus, &mut reasons);
         self.explain_near(i, &on_nodes, &mut reasons);
         self.explain_kept_free(i, &mut reasons);
         let memory_nodes = memory_nodes(inst, &nodes, &mut reasons);
@@ -135,6 +145,9 @@ impl<'a> Builder<'a> {
                     plural(set.len()),
                     closeness(p, set)
                 ));
+                if let Some(kept) = self.kept[i].clone() {
+                    return kept;
+                }
                 let mut left = c;
                 let mut cpus = CpuSet::new();
                 for &j in set {
@@ -168,7 +181,10 @@ impl<'a> Builder<'a> {
                     p.nodes[j].id,
                     p.nodes[j].cpu_count()
                 ));
-                self.node_cpus[j].take(c)
+                match self.kept[i].clone() {
+                    Some(kept) => kept,
+                    None => self.node_cpus[j].take(c),
+                }
             }
         }
     }
@@ -381,4 +397,67 @@ fn kept_free_violation(
             inst.name
         ),
     }
+}
+
+/// The CPUs instance `i` keeps, claimed from `node_cpus`: those it runs on today, when it
+/// stays on the same nodes with a size of `cpus = N`, all N are still usable there and no
+/// instance earlier in the file kept them first. (`nodes = N` takes every usable CPU of its
+/// nodes anyway.)
+fn keep_cpus(p: &Problem, i: usize, set: &[usize], node_cpus: &mut [NodeCpus]) -> Option<CpuSet> {
+    let inst = &p.instances[i];
+    let running = inst.current.as_ref().filter(|r| r.set == set)?;
+    let (Shape::Shared(count) | Shape::Spanning(count)) = inst.shape else {
+        return None;
+    };
+    let cpus = &running.at.cpus;
+    if cpus.len() != count as usize {
+        return None;
+    }
+    // Claimed on copies first, so a CPU that is gone leaves every node untouched.
+    let mut claimed: Vec<(usize, NodeCpus)> = Vec::new();
+    let mut found = 0;
+    for &j in set {
+        let here: CpuSet =
+            p.nodes[j].cores.iter().flatten().copied().filter(|&c| cpus.contains(c)).collect();
+        found += here.len();
+        let mut node = node_cpus[j].clone();
+        if !node.claim(&here) {
+            return None;
+        }
+        claimed.push((j, node));
+    }
+    if found != cpus.len() {
+        return None;
+    }
+    for (j, node) in claimed {
+        node_cpus[j] = node;
+    }
+    Some(cpus.clone())
+}
+
+/// Whether an instance running today stays where it is, and if not what changes.
+fn explain_current(inst: &InstanceInfo, nodes: &NodeSet, cpus: &CpuSet, reasons: &mut Vec<String>) {
+    let Some(running) = &inst.current else {
+        return;
+    };
+    let now = &running.at;
+    let on = |n: &NodeSet| format!("node{} {n}", plural(n.len()));
+    let reason = if now.nodes == *nodes && now.cpus == *cpus {
+        "stays where it runs now".to_string()
+    } else if now.nodes == *nodes {
+        format!(
+            "stays on {}; its CPUs change from {} (no longer all usable, or taken first by an \
+             instance earlier in the file)",
+            on(nodes),
+            now.cpus
+        )
+    } else {
+        format!(
+            "moves from {} (CPUs {}), where it runs now: staying would break a rule ranked \
+             above moving",
+            on(&now.nodes),
+            now.cpus
+        )
+    };
+    reasons.push(reason);
 }

@@ -32,6 +32,18 @@ pub struct PlanInputs {
     /// Turn every soft-rule violation (memory over capacity, near missed, kept-free node used)
     /// into an error.
     pub strict: bool,
+    /// Where running instances are today, by instance name: a re-plan (the supervisor's
+    /// reload) keeps each one there when no rule ranked above moving says otherwise
+    /// (docs/planning.md, field `moved`). Empty for a fresh plan.
+    pub current: BTreeMap<String, CurrentPlacement>,
+}
+
+/// Where a running instance is today.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CurrentPlacement {
+    /// The nodes whose CPUs it runs on.
+    pub nodes: NodeSet,
+    pub cpus: CpuSet,
 }
 
 /// Where every instance runs.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use pinctl_config::{Config, Instance, InstanceSize, KeepFree, Service};
 use pinctl_topology::{CpuId, MemoryPolicy, NodeId, NodeSet, Topology};
 
-use crate::{PlanError, PlanInputs, format_bytes, plural};
+use crate::{CurrentPlacement, PlanError, PlanInputs, format_bytes, plural};
 
 /// Distance assumed between two different nodes when the topology has no SLIT table.
 const UNKNOWN_REMOTE_DISTANCE: u32 = 20;
@@ -84,6 +84,16 @@ pub(crate) struct InstanceInfo {
     pub(crate) class: usize,
     /// Memory-only nodes the service named in `only-nodes`: added to its memory nodes.
     pub(crate) memory_only_nodes: NodeSet,
+    /// Where it runs today, in a re-plan.
+    pub(crate) current: Option<Running>,
+}
+
+/// Where an instance runs today: its nodes as indexes (ascending) and as given.
+#[derive(Debug, Clone)]
+pub(crate) struct Running {
+    /// Empty when a node is not in the topology: no option equals it, so the instance moves.
+    pub(crate) set: Vec<usize>,
+    pub(crate) at: CurrentPlacement,
 }
 
 impl InstanceInfo {
@@ -127,9 +137,11 @@ pub struct Cost {
     pub cross_package_pairs: u64,
     /// Rule 4: SLIT distances between an instance's nodes (each pair once), summed.
     pub node_distance: u64,
-    /// Rule 5: node loads (CPUs used / usable; owned nodes full), highest first.
+    /// Rule 5 (sticky): instances running today (`PlanInputs::current`) whose nodes change.
+    pub moved: u64,
+    /// Rule 6: node loads (CPUs used / usable; owned nodes full), highest first.
     pub spread: Vec<Load>,
-    /// Rule 6: each instance's node ids, ascending, in config order.
+    /// Rule 7: each instance's node ids, ascending, in config order.
     pub tie_break: Vec<Vec<NodeId>>,
 }
 
@@ -176,7 +188,8 @@ pub(crate) mod term {
     pub(crate) const NODE_COUNT: usize = 5;
     pub(crate) const CROSS_PACKAGE_PAIRS: usize = 6;
     pub(crate) const NODE_DISTANCE: usize = 7;
-    pub(crate) const COUNT: usize = 8;
+    pub(crate) const MOVED: usize = 8;
+    pub(crate) const COUNT: usize = 9;
 }
 
 impl Cost {
@@ -190,6 +203,7 @@ impl Cost {
         t[term::NODE_COUNT] = self.node_count;
         t[term::CROSS_PACKAGE_PAIRS] = self.cross_package_pairs;
         t[term::NODE_DISTANCE] = self.node_distance;
+        t[term::MOVED] = self.moved;
         t
     }
 }
@@ -312,7 +326,10 @@ fn instance_infos(
     warnings: &mut Vec<String>,
 ) -> Result<Vec<InstanceInfo>, PlanError> {
     let mut instances = Vec::new();
-    let mut classes: BTreeMap<(usize, Vec<Vec<usize>>), usize> = BTreeMap::new();
+    // Instances of one service with the same `near` nodes are interchangeable, unless they run
+    // somewhere today: moving one is not the same as moving another.
+    type ClassKey = (usize, Vec<Vec<usize>>, Option<Vec<usize>>);
+    let mut classes: BTreeMap<ClassKey, usize> = BTreeMap::new();
     for (service_index, service) in config.services.iter().enumerate() {
         let (candidates, memory_only_nodes) = service_candidates(nodes, service);
         let max_node_cpus = candidates.iter().map(|&i| nodes[i].cpu_count()).max().unwrap_or(0);
@@ -333,7 +350,16 @@ fn instance_infos(
                 });
             }
             let near = near_targets(topology, inputs, instance, warnings)?;
-            let key = (service_index, near.iter().map(|t| t.nodes.clone()).collect());
+            let current = inputs.current.get(&instance.name).map(|at| {
+                let set: Option<Vec<usize>> =
+                    at.nodes.iter().map(|id| topology.node_index(id)).collect();
+                Running { set: set.unwrap_or_default(), at: at.clone() }
+            });
+            let key = (
+                service_index,
+                near.iter().map(|t| t.nodes.clone()).collect(),
+                current.as_ref().map(|r| r.set.clone()),
+            );
             let next = classes.len();
             let class = *classes.entry(key).or_insert(next);
             let info = InstanceInfo {
@@ -347,6 +373,7 @@ fn instance_infos(
                 near,
                 class,
                 memory_only_nodes: memory_only_nodes.clone(),
+                current,
             };
             check_bind_capacity(nodes, &info)?;
             instances.push(info);
@@ -475,6 +502,7 @@ impl Problem {
             node_count: 0,
             cross_package_pairs: 0,
             node_distance: 0,
+            moved: 0,
             spread: Vec::new(),
             tie_break: Vec::new(),
         };
@@ -529,6 +557,7 @@ impl Problem {
             cost.node_count += terms[term::NODE_COUNT];
             cost.cross_package_pairs += terms[term::CROSS_PACKAGE_PAIRS];
             cost.node_distance += terms[term::NODE_DISTANCE];
+            cost.moved += terms[term::MOVED];
             cost.tie_break.push(set.iter().map(|&j| self.nodes[j].id).collect());
         }
         for j in 0..n {
@@ -584,8 +613,8 @@ impl Problem {
         set.iter().map(|&j| self.nodes[j].memory).sum()
     }
 
-    /// The terms one placement adds on its own (near, node count, closeness); memory and
-    /// kept-free terms depend on the other placements and are left at 0.
+    /// The terms one placement adds on its own (near, node count, closeness, moved); memory
+    /// and kept-free terms depend on the other placements and are left at 0.
     pub(crate) fn placement_terms(&self, inst: &InstanceInfo, set: &[usize]) -> Terms {
         let mut t = [0u64; term::COUNT];
         for target in inst.near.iter().filter(|t| !t.nodes.is_empty()) {
@@ -595,6 +624,7 @@ impl Problem {
             }
         }
         t[term::NODE_COUNT] = set.len() as u64;
+        t[term::MOVED] = u64::from(inst.current.as_ref().is_some_and(|r| r.set != set));
         for (a, &x) in set.iter().enumerate() {
             for &y in &set[a + 1..] {
                 let (px, py) = (self.nodes[x].package, self.nodes[y].package);

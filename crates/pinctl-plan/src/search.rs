@@ -61,7 +61,7 @@ enum Goal {
     /// The lowest (terms, spread), options tried cheapest first.
     Optimise,
     /// The first plan in config order and ascending node ids whose (terms, spread) is this
-    /// optimum: the lowest ids among all optimal plans (rule 6).
+    /// optimum: the lowest ids among all optimal plans (rule 7).
     LowestIds { terms: Terms, spread: Vec<Load> },
 }
 
@@ -217,6 +217,10 @@ fn lower_bound(p: &Problem, inst: &InstanceInfo) -> Terms {
             }
         }
     }
+    // An instance running where it can no longer be (its shape or candidates changed) moves
+    // whatever option it takes; any other may stay.
+    let cannot_stay = inst.current.as_ref().is_some_and(|r| !p.valid_shape(inst, &r.set));
+    t[term::MOVED] = u64::from(cannot_stay);
     t
 }
 

@@ -2,13 +2,14 @@
 //! up to 6 instances, random distances, packages, memory, devices, keep-free and reserved CPUs)
 //! the plan has exactly the cost of the best of all feasible assignments, and the planner
 //! fails exactly when no assignment is feasible; and every plan's cost, recomputed from its
-//! placements as docs/planning.md defines it, is the cost the planner reports.
+//! placements as docs/planning.md defines it, is the cost the planner reports. Some cases are
+//! re-plans: random instances run somewhere today, so the cost of moving is in the comparison.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pinctl_config::{Config, HostConfig, Instance, InstanceSize, KeepFree, Limits, Service};
-use pinctl_plan::{Cost, Load, PlanError, PlanInputs, Problem};
+use pinctl_plan::{Cost, CurrentPlacement, Load, PlanError, PlanInputs, Problem};
 use pinctl_testkit::{GIB, SyntheticTopology};
 use pinctl_topology::{CpuSet, DeviceKind, MemoryPolicy, NodeSet, Topology};
 use proptest::prelude::*;
@@ -87,18 +88,25 @@ fn case_sized(
         prop_oneof![Just(None), Just(Some(0usize)), Just(Some(3usize))],
         0u32..2,
         prop::option::weighted(0.2, (any::<u32>(), any::<u8>())),
+        prop::collection::vec(
+            prop::option::weighted(0.4, (0..max_nodes, prop::option::of(0..max_nodes))),
+            max_total,
+        ),
     )
-        .prop_map(move |(nodes, distances, devices, services, keep, nic, reserve, cpuset)| {
-            let mut case =
-                build_case(nodes, distances, devices, services, keep, nic, reserve, max_total);
-            // The process's cpuset: random CPUs (of the first 32) and memory nodes.
-            if let Some((cpus, mems)) = cpuset {
-                let host = &mut case.topology.host;
-                host.allowed_cpus = Some((0..32).filter(|c| cpus & (1 << c) != 0).collect());
-                host.allowed_nodes = Some((0..8).filter(|n| mems & (1 << n) != 0).collect());
-            }
-            case
-        })
+        .prop_map(
+            move |(nodes, distances, devices, services, keep, nic, reserve, cpuset, now)| {
+                let mut case =
+                    build_case(nodes, distances, devices, services, keep, nic, reserve, max_total);
+                running_today(&mut case, &now);
+                // The process's cpuset: random CPUs (of the first 32) and memory nodes.
+                if let Some((cpus, mems)) = cpuset {
+                    let host = &mut case.topology.host;
+                    host.allowed_cpus = Some((0..32).filter(|c| cpus & (1 << c) != 0).collect());
+                    host.allowed_nodes = Some((0..8).filter(|n| mems & (1 << n) != 0).collect());
+                }
+                case
+            },
+        )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -213,8 +221,27 @@ fn build_case(
         near: near_map,
         default_keep_free: nic.map(|d| names[d].to_string()).into_iter().collect(),
         strict: false,
+        current: BTreeMap::new(),
     };
     Case { topology, config, inputs }
+}
+
+/// Where some instances run today (a re-plan): `now[k]` puts the k-th instance on one or two
+/// random nodes (some outside the topology, some not of its size: it must move) and the
+/// lowest CPUs of those nodes that its size asks for.
+fn running_today(case: &mut Case, now: &[Option<(usize, Option<usize>)>]) {
+    let instances: Vec<(InstanceSize, String)> =
+        case.config.instances().map(|(s, i)| (s.size, i.name.clone())).collect();
+    for ((size, name), at) in instances.iter().zip(now) {
+        let Some((a, b)) = at else { continue };
+        let nodes: NodeSet = [*a as u32].into_iter().chain(b.map(|b| b as u32)).collect();
+        let mut cpus: Vec<u32> = case.topology.cpus_of(&nodes).iter().collect();
+        if let InstanceSize::Cpus(c) = size {
+            cpus.truncate(*c as usize);
+        }
+        let cpus = cpus.into_iter().collect();
+        case.inputs.current.insert(name.clone(), CurrentPlacement { nodes, cpus });
+    }
 }
 
 /// The best cost over every assignment of node subsets to instances, by exhaustive search:
@@ -397,6 +424,7 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
         node_count: 0,
         cross_package_pairs: 0,
         node_distance: 0,
+        moved: 0,
         spread: Vec::new(),
         tie_break: Vec::new(),
     };
@@ -419,6 +447,8 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
                     .unwrap_or(0);
             }
         }
+        let now = case.inputs.current.get(&p.instance);
+        want.moved += u64::from(now.is_some_and(|now| now.nodes != p.nodes));
         want.node_count += ids.len() as u64;
         for (k, &a) in ids.iter().enumerate() {
             for &b in &ids[k + 1..] {

@@ -5,7 +5,8 @@
 mod common;
 
 use common::*;
-use pinctl_topology::Node;
+use pinctl_plan::{CurrentPlacement, Plan};
+use pinctl_topology::{Node, Topology};
 
 #[test]
 fn a_missed_near_names_who_took_the_node_and_warns() {
@@ -189,4 +190,129 @@ fn a_near_device_on_a_node_the_topology_lacks_warns_and_is_refused_under_strict(
     );
     let e = plan_text(&t, text, true).unwrap_err().to_string();
     assert!(e.contains("--strict") && e.contains("node 9"), "{e}");
+}
+
+/// Plans `before`, then `after` with the first plan's placements as where the instances run
+/// today (a reload); returns both re-plans of `after`: sticky, and fresh (no placements).
+fn replan(t: &Topology, before: &str, after: &str) -> (Plan, Plan, Plan) {
+    let old = plan_text(t, before, false).unwrap();
+    let config = config("after.toml", after);
+    let mut sticky = inputs(t, &config, false);
+    sticky.current = old
+        .placements
+        .iter()
+        .map(|p| {
+            (p.instance.clone(), CurrentPlacement { nodes: p.nodes.clone(), cpus: p.cpus.clone() })
+        })
+        .collect();
+    let fresh = pinctl_plan::plan(t, &config, &inputs(t, &config, false)).unwrap();
+    let new = pinctl_plan::plan(t, &config, &sticky).unwrap();
+    assert!(new.optimal);
+    assert_eq!(new, pinctl_plan::plan(t, &config, &sticky).unwrap(), "deterministic");
+    (old, new, fresh)
+}
+
+/// `instance nodes cpus` for every placement, to compare plans.
+fn where_each(plan: &Plan) -> Vec<String> {
+    plan.placements.iter().map(|p| format!("{} {} {}", p.instance, p.nodes, p.cpus)).collect()
+}
+
+const FOUR_WEB: &str = r#"
+[service.web]
+command = ["/bin/web", "{instance}"]
+instances = 4
+cpus = 4
+"#;
+
+#[test]
+fn removing_a_service_leaves_the_others_on_their_nodes_and_cpus() {
+    let before = format!(
+        "[host]\nkeep-free = []\n[service.first]\ncommand = [\"/bin/first\"]\ncpus = 4\n{FOUR_WEB}"
+    );
+    let after = format!("[host]\nkeep-free = []\n{FOUR_WEB}");
+    let (old, new, fresh) = replan(&topology("xeon-e5-2682v4.json"), &before, &after);
+    let kept: Vec<String> = where_each(&old).into_iter().skip(1).collect();
+    assert_eq!(where_each(&new), kept);
+    assert_eq!(new.cost.moved, 0);
+    // From scratch, the web servers would move (to even out the load, or to the lowest CPUs):
+    // the stickiness is what keeps them.
+    assert_ne!(where_each(&fresh), kept, "the fresh plan already keeps them: a weak test");
+    for p in &new.placements {
+        assert!(p.reasons.iter().any(|r| r == "stays where it runs now"), "{:?}", p.reasons);
+    }
+}
+
+#[test]
+fn adding_a_service_that_fits_elsewhere_moves_nobody() {
+    let three = FOUR_WEB.replace("instances = 4", "instances = 3");
+    let before = format!("[host]\nkeep-free = []\n{three}");
+    let after = format!("{before}[service.db]\ncommand = [\"/bin/db\"]\ncpus = 16\n");
+    let (old, new, fresh) = replan(&topology("xeon-e5-2682v4.json"), &before, &after);
+    assert_eq!(where_each(&new)[..3], where_each(&old)[..]);
+    assert_eq!(new.cost.moved, 0);
+    // Spread alone would gather the web servers on one node and give the other to the
+    // database: moving a running instance is worth more than an even load.
+    assert_eq!(new.placement("db").unwrap().nodes.to_string(), "1");
+    assert_ne!(where_each(&fresh)[..3], where_each(&old)[..], "a weak test");
+}
+
+#[test]
+fn a_change_that_forces_a_move_moves_the_fewest_instances() {
+    // Before: the 16-CPU instance alone on node 0, the three 4-CPU ones on node 1. Then a
+    // whole-node database arrives: everything else must share one node. Giving it node 0 moves
+    // one instance; node 1 (what the lowest ids would pick from scratch) would move three.
+    let before = r#"
+[host]
+keep-free = []
+[service.big]
+command = ["/bin/big"]
+cpus = 16
+[service.small]
+command = ["/bin/small", "{instance}"]
+instances = 3
+cpus = 4
+"#;
+    let after = format!("{before}[service.db]\ncommand = [\"/bin/db\"]\nnodes = 1\n");
+    let (old, new, fresh) = replan(&topology("xeon-e5-2682v4.json"), before, &after);
+    assert_eq!(
+        where_each(&old),
+        [
+            "big 0 0-7,32-39",
+            "small-0 1 16-17,48-49",
+            "small-1 1 18-19,50-51",
+            "small-2 1 20-21,52-53"
+        ]
+    );
+    assert_eq!(new.cost.moved, 1);
+    assert_eq!(where_each(&new)[1..4], where_each(&old)[1..]);
+    assert_eq!(where_each(&new)[0], "big 1 22-29,54-61");
+    assert_eq!(new.placement("db").unwrap().nodes.to_string(), "0");
+    let big = &new.placement("big").unwrap().reasons;
+    assert!(
+        big.contains(&"moves from node 0 (CPUs 0-7,32-39), where it runs now: staying would break a rule ranked above moving".to_string()),
+        "{big:?}"
+    );
+    assert_eq!(fresh.placement("db").unwrap().nodes.to_string(), "1", "from scratch: 3 move");
+}
+
+#[test]
+fn a_placement_rule_outranks_staying() {
+    // tikv runs on node 0 because its drive's node 2 was taken; once the file no longer names
+    // what took it, it moves next to its drive (rule 2 ranks above moving).
+    let before = r#"
+[host]
+keep-free = []
+[service.other]
+command = ["/bin/other"]
+only-nodes = [2]
+[service.tikv]
+command = ["/bin/tikv"]
+near = ["nvme0n1"]
+"#;
+    let after =
+        "[host]\nkeep-free = []\n[service.tikv]\ncommand = [\"/bin/tikv\"]\nnear = [\"nvme0n1\"]\n";
+    let (old, new, _) = replan(&topology("epyc-nps4.json"), before, after);
+    assert_eq!(old.placement("tikv").unwrap().nodes.to_string(), "0");
+    assert_eq!(new.placement("tikv").unwrap().nodes.to_string(), "2");
+    assert_eq!(new.cost.moved, 1);
 }

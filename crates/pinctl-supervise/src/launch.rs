@@ -381,10 +381,23 @@ pub fn process_group(pid: Pid) -> Option<i32> {
 pub fn process_age(start_time: u64) -> Option<std::time::Duration> {
     let uptime = fs::read_to_string("/proc/uptime").ok()?;
     let uptime: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let started = start_time as f64 / clock_ticks();
+    Some(std::time::Duration::from_secs_f64((uptime - started).max(0.0)))
+}
+
+/// Clock ticks per second, the unit of `/proc/PID/stat`'s times.
+fn clock_ticks() -> f64 {
     let ticks =
         nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100);
-    let started = start_time as f64 / ticks.max(1) as f64;
-    Some(std::time::Duration::from_secs_f64((uptime - started).max(0.0)))
+    ticks.max(1) as f64
+}
+
+/// CPU seconds and resident bytes of a running process, for `status`; `None` once it is
+/// gone (a status racing its exit shows no figures rather than failing).
+pub fn usage(pid: Pid) -> Option<(f64, Option<u64>)> {
+    let id = u32::try_from(pid).ok()?;
+    let u = pinctl_sysfs::read_usage(Path::new("/"), pinctl_sysfs::Pid::Id(id)).ok()?;
+    Some((u.cpu_ticks as f64 / clock_ticks(), u.rss_bytes))
 }
 
 /// The v2 cgroup of this process (`/system.slice/pinctl.service`).

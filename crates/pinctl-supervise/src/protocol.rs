@@ -51,6 +51,13 @@ pub struct InstanceStatus {
     pub cpus: String,
     pub memory_policy: String,
     pub memory_nodes: String,
+    /// CPU time (user + system) of the running process so far, in seconds: every thread, and
+    /// the children it has waited for. `None` when nothing runs or `/proc` cannot tell.
+    #[serde(default)]
+    pub cpu_s: Option<f64>,
+    /// Resident memory of the running process (`VmRSS`), in bytes.
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
 }
 
 /// One line of a reload's difference.

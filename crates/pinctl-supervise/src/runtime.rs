@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid as NixPid;
+use pinctl_plan::CurrentPlacement;
 use rand::{Rng as _, SeedableRng as _};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::signal::unix::{SignalKind, signal};
@@ -41,9 +42,11 @@ pub struct Options {
     pub unpinned: bool,
 }
 
-/// Re-reads and re-plans the service file on reload: the new specs, or why the file cannot
-/// be used (rendered diagnostics).
-pub type Planner = Box<dyn FnMut() -> Result<Vec<InstanceSpec>, String>>;
+/// Re-reads and re-plans the service file on reload, given where the running instances are
+/// (so the plan keeps them there when it can): the new specs, or why the file cannot be used
+/// (rendered diagnostics).
+pub type Planner =
+    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Vec<InstanceSpec>, String>>;
 
 /// How the supervisor ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -622,7 +625,13 @@ impl Supervisor {
             .filter_map(|n| Some((n.clone(), self.insts.get(n)?.unit.state.pid()?)))
             .collect();
         pids.sort();
-        if pids != self.recorded && !self.shutting_down {
+        // Written when a process starts (or is adopted), so a supervisor killed right after
+        // can adopt it. An exit alone is not written: it would put an fsync (several ms on a
+        // busy disk) between a child's exit and its replacement's start, and the entry it
+        // leaves is harmless (adoption checks PID and start time, so a gone or reused PID is
+        // never adopted nor signalled); the next start's write drops it.
+        let started = pids.iter().any(|p| !self.recorded.contains(p));
+        if started && !self.shutting_down {
             self.write_state();
             self.recorded = pids;
         }
@@ -738,6 +747,7 @@ impl Supervisor {
                 let inst = self.insts.get(n)?;
                 let p = &inst.spec.placement;
                 let pid = inst.unit.state.pid();
+                let usage = pid.and_then(launch::usage);
                 Some(InstanceStatus {
                     name: n.clone(),
                     service: inst.spec.service.clone(),
@@ -755,6 +765,8 @@ impl Supervisor {
                     cpus: p.cpus.to_string(),
                     memory_policy: p.memory_policy.to_string(),
                     memory_nodes: p.memory_nodes.to_string(),
+                    cpu_s: usage.map(|(cpu, _)| cpu),
+                    rss_bytes: usage.and_then(|(_, rss)| rss),
                 })
             })
             .collect();
@@ -766,7 +778,16 @@ impl Supervisor {
         if !dry_run {
             self.notifier.reloading();
         }
-        let planned = (self.planner)();
+        // Running (or starting) instances keep their nodes and CPUs where the new plan can
+        // keep them; one that is stopped, failed or waiting to restart loses nothing by moving.
+        let running: BTreeMap<String, CurrentPlacement> = self
+            .insts
+            .iter()
+            .filter(|(_, i)| !i.removing)
+            .filter(|(_, i)| matches!(i.unit.state, State::Active { .. } | State::Activating))
+            .map(|(name, i)| (name.clone(), i.spec.current_placement()))
+            .collect();
+        let planned = (self.planner)(&running);
         let response = match planned {
             Err(report) => Response::error(format!(
                 "the service file was not applied, nothing changed:\n{report}"

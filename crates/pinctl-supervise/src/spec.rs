@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+use pinctl_plan::CurrentPlacement;
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +86,11 @@ impl Field {
 }
 
 impl InstanceSpec {
+    /// Where it runs, as the planner takes it for a sticky re-plan.
+    pub fn current_placement(&self) -> CurrentPlacement {
+        CurrentPlacement { nodes: self.placement.nodes.clone(), cpus: self.placement.cpus.clone() }
+    }
+
     /// The fields that differ between `self` and `new` and need a restart to apply.
     pub fn changed(&self, new: &InstanceSpec) -> Vec<Field> {
         let mut out = Vec::new();

@@ -27,5 +27,7 @@ pub use error::{DiscoveryError, NearError};
 pub use fsroot::{FsRoot, Tree};
 pub use host::{Allowed, DeviceRef, Host, HostError};
 pub use near::{default_route_interfaces, resolve_near};
-pub use process::{Pid, read_allowed, read_cgroup_numa_stat, read_node_numastat, read_numa_maps};
+pub use process::{
+    Pid, read_allowed, read_cgroup_numa_stat, read_node_numastat, read_numa_maps, read_usage,
+};
 pub use source::{LoadedTopology, TopologySource, is_compressed};

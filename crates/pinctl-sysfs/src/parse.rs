@@ -293,6 +293,46 @@ pub fn status_allowed(text: &str) -> Result<AllowedSets, ParseError> {
     Ok(out)
 }
 
+/// What a process has used so far: its CPU time and resident memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// User plus system time in clock ticks (`sysconf(_SC_CLK_TCK)`): of every thread of the
+    /// process (fields 14-15 of `/proc/PID/stat`) and of the children it has waited for
+    /// (16-17), so a server that forks workers counts them once they are reaped.
+    pub cpu_ticks: u64,
+    /// `VmRSS` of `/proc/PID/status` in bytes; `None` where the kernel shows none (a zombie).
+    pub rss_bytes: Option<u64>,
+}
+
+/// The CPU ticks of `/proc/PID/stat`: fields 14 to 17 (utime, stime, cutime, cstime),
+/// counted after the command name, which may hold spaces and parentheses.
+pub fn stat_cpu_ticks(text: &str) -> Result<u64, ParseError> {
+    let bad =
+        || ParseError::new(1, text.trim(), "`/proc/PID/stat`: PID (comm) state and 49 more fields");
+    let after = &text[text.rfind(')').ok_or_else(bad)? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // `after` starts at field 3 (state): fields 14-17 are at 11..15.
+    let ticks = fields.get(11..15).ok_or_else(bad)?;
+    ticks.iter().try_fold(0u64, |sum, f| {
+        let t: i64 = f.parse().map_err(|_| bad())?;
+        Ok(sum + t.max(0) as u64)
+    })
+}
+
+/// The `VmRSS` line of `/proc/PID/status` in bytes (`None` when the process has none).
+pub fn status_rss(text: &str) -> Result<Option<u64>, ParseError> {
+    for (i, line) in text.lines().enumerate() {
+        if let Some(v) = line.strip_prefix("VmRSS:") {
+            let kib = v.trim().strip_suffix("kB").map(str::trim);
+            let kib: u64 = kib
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(|| ParseError::new(i + 1, line, "`VmRSS:` and a size in kB"))?;
+            return Ok(Some(kib * 1024));
+        }
+    }
+    Ok(None)
+}
+
 /// One mapping of `/proc/PID/numa_maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NumaMapsEntry {
@@ -718,6 +758,20 @@ mod tests {
         assert_eq!(status_allowed("Name:\tx\n").unwrap(), AllowedSets::default());
         let e = status_allowed("Name:\tx\nCpus_allowed_list:\t7-3\n").unwrap_err();
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn cpu_ticks_and_rss() {
+        // utime 7, stime 3, cutime 20, cstime 1 (fields 14-17); the name has `) (` in it.
+        let stat = "4242 (my) (db) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 3 20 1 20 0 4 0 \
+                    987654 1000 200 18446744073709551615";
+        assert_eq!(stat_cpu_ticks(stat), Ok(31));
+        assert!(stat_cpu_ticks("4242 (db) S 1 2").is_err(), "too few fields");
+        assert!(stat_cpu_ticks("4242 (db) S 1 4242 4242 0 -1 1 2 3 4 5 x 3 0 0 20").is_err());
+        let status = "Name:\tdb\nVmHWM:\t  9000 kB\nVmRSS:\t  8192 kB\nThreads:\t4\n";
+        assert_eq!(status_rss(status), Ok(Some(8192 * 1024)));
+        assert_eq!(status_rss("Name:\tzombie\nState:\tZ (zombie)\n"), Ok(None));
+        assert_eq!(status_rss("Name:\tx\nVmRSS:\tlots\n").unwrap_err().line, 2);
     }
 
     #[test]

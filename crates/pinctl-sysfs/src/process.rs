@@ -1,6 +1,7 @@
 //! Readers of per-process and per-cgroup NUMA state under a root: where a running service's
 //! memory is (`/proc/PID/numa_maps`, cgroup v2 `memory.numa_stat`), what it may use
-//! (`/proc/PID/status`), and node counters (`nodeN/numastat`).
+//! (`/proc/PID/status`), what it has used (CPU time, resident memory), and node counters
+//! (`nodeN/numastat`).
 
 use std::path::Path;
 
@@ -8,7 +9,7 @@ use pinctl_topology::NodeId;
 
 use crate::error::DiscoveryError;
 use crate::fsroot::FsRoot;
-use crate::parse::{self, AllowedSets, NumaMapsEntry, NumaStat, NumaStatLine};
+use crate::parse::{self, AllowedSets, NumaMapsEntry, NumaStat, NumaStatLine, Usage};
 
 /// Which process a reader looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,18 @@ pub fn read_allowed(root: &Path, pid: Pid) -> Result<AllowedSets, DiscoveryError
     let rel = format!("{}/status", pid.dir());
     let v = fs.parsed(&rel, parse::status_allowed)?;
     required(&fs, &rel, v)
+}
+
+/// CPU time and resident memory of a process (`/proc/PID/stat` and `/proc/PID/status`
+/// under `root`).
+pub fn read_usage(root: &Path, pid: Pid) -> Result<Usage, DiscoveryError> {
+    let mut fs = FsRoot::new(root);
+    let stat = format!("{}/stat", pid.dir());
+    let ticks = fs.parsed(&stat, parse::stat_cpu_ticks)?;
+    let cpu_ticks = required(&fs, &stat, ticks)?;
+    let status = format!("{}/status", pid.dir());
+    let rss = fs.parsed(&status, parse::status_rss)?;
+    Ok(Usage { cpu_ticks, rss_bytes: required(&fs, &status, rss)? })
 }
 
 /// `memory.numa_stat` of a cgroup v2 folder (relative to `root`, e.g.

@@ -107,7 +107,7 @@ pub fn inputs(topology: &Topology, config: &Config, strict: bool) -> PlanInputs 
             near.insert(spec.clone(), devices);
         }
     }
-    PlanInputs { near, default_keep_free: Vec::new(), strict }
+    PlanInputs { near, default_keep_free: Vec::new(), strict, current: BTreeMap::new() }
 }
 
 /// Parses service-file text (named `name` in messages), panicking with the rendered errors.

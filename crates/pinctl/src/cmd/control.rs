@@ -162,10 +162,30 @@ fn uptime(s: f64) -> String {
     }
 }
 
+/// Resident memory the way `ps` and `top` readers scan it: `5.7MiB`, `812KiB`, `1.2GiB`.
+fn rss(bytes: u64) -> String {
+    match bytes {
+        0..1_048_576 => format!("{}KiB", bytes / 1024),
+        1_048_576..1_073_741_824 => format!("{:.1}MiB", bytes as f64 / 1_048_576.0),
+        _ => format!("{:.1}GiB", bytes as f64 / 1_073_741_824.0),
+    }
+}
+
 fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> {
-    let header =
-        ["INSTANCE", "STATE", "PID", "UPTIME", "RESTARTS", "NODES", "CPUS", "MEMORY", "LAST EXIT"];
-    let rows: Vec<[String; 9]> = instances
+    let header = [
+        "INSTANCE",
+        "STATE",
+        "PID",
+        "UPTIME",
+        "RESTARTS",
+        "CPU TIME",
+        "RSS",
+        "NODES",
+        "CPUS",
+        "MEMORY",
+        "LAST EXIT",
+    ];
+    let rows: Vec<[String; 11]> = instances
         .iter()
         .map(|i| {
             let memory = if i.memory_nodes.is_empty() {
@@ -179,6 +199,8 @@ fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> 
                 i.pid.map_or("-".into(), |p| p.to_string()),
                 i.uptime_s.map_or("-".into(), uptime),
                 i.restarts.to_string(),
+                i.cpu_s.map_or("-".into(), |s| format!("{s:.2}s")),
+                i.rss_bytes.map_or("-".into(), rss),
                 i.nodes.clone(),
                 i.cpus.clone(),
                 memory,

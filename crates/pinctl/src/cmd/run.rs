@@ -2,10 +2,12 @@
 //! supervisor (crates/pinctl-supervise). The async runtime is built inside the supervisor's
 //! `run`, so no other command loads it.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use pinctl_plan::CurrentPlacement;
 use pinctl_supervise::spec::InstanceSpec;
 use pinctl_supervise::{Options, Outcome};
 
@@ -36,14 +38,16 @@ pub(crate) struct RunArgs {
     unpinned: bool,
 }
 
-/// Loads, checks and plans the file: the instance specs, or the rendered report of what is
-/// wrong (the same diagnostics `pinctl plan` prints).
+/// Loads, checks and plans the file (keeping the instances in `running` where they are when
+/// it can: a reload): the instance specs, or the rendered report of what is wrong (the same
+/// diagnostics `pinctl plan` prints).
 fn plan_specs(
     config_path: &Path,
     topology: Option<&Path>,
     strict: bool,
+    running: &BTreeMap<String, CurrentPlacement>,
 ) -> Result<(Vec<InstanceSpec>, pinctl_config::Config, String), String> {
-    let prepared = match super::plan::prepare(config_path, topology, strict) {
+    let mut prepared = match super::plan::prepare(config_path, topology, strict) {
         Ok(Ok(p)) => p,
         Ok(Err(report)) => return Err(report),
         Err(failed) => return Err(failed.message().map(|m| m + "\n").unwrap_or_default()),
@@ -53,6 +57,7 @@ fn plan_specs(
     } else {
         pinctl_config::render_all(&prepared.diagnostics, Some(config_path), false)
     };
+    prepared.inputs.current = running.clone();
     let plan = pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs)
         .map_err(|e| {
             format!("error: cannot place the services of `{}`: {e}\n", config_path.display())
@@ -63,7 +68,7 @@ fn plan_specs(
 
 pub(crate) fn run(args: RunArgs) -> CmdResult {
     let (specs, config, warnings) =
-        match plan_specs(&args.config, args.topology.as_deref(), args.strict) {
+        match plan_specs(&args.config, args.topology.as_deref(), args.strict, &BTreeMap::new()) {
             Ok(ok) => ok,
             Err(report) => {
                 let _ = std::io::stderr().lock().write_all(report.as_bytes());
@@ -85,8 +90,9 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
         unpinned: args.unpinned,
     };
     let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
-    let planner =
-        Box::new(move || plan_specs(&path, topology.as_deref(), strict).map(|(specs, _, _)| specs));
+    let planner = Box::new(move |running: &BTreeMap<String, CurrentPlacement>| {
+        plan_specs(&path, topology.as_deref(), strict, running).map(|(specs, _, _)| specs)
+    });
     match pinctl_supervise::run(options, specs, planner) {
         Ok(Outcome::Stopped { clean: true } | Outcome::Detached) => Ok(ExitCode::SUCCESS),
         Ok(Outcome::Stopped { clean: false }) => Err(Error::failure(anyhow::anyhow!(
