@@ -4,8 +4,9 @@
 # pinctl, is asked where each instance landed: every instance's Cpus_allowed_list, the policy
 # of its allocation in /proc/PID/numa_maps and the node of every resident page equal the plan
 # (`pinctl plan --emit numactl` of the same file). Then pinctl itself is SIGKILLed and started
-# again: it adopts the running instances (same PIDs, no second copies), and SIGTERM stops them
-# all, leaving no probe behind.
+# again: it adopts the running instances (same PIDs, no second copies); a reload that moves one
+# instance restarts that one alone, on its new node; and SIGTERM stops them all, leaving no
+# probe behind.
 D=/tmp/run
 mkdir -p "$D"
 CONFIG=$D/pinctl.toml
@@ -53,7 +54,14 @@ wait_ready() {
     return 1
 }
 
-probe_pids() { pgrep -f "pinctl-alloc-probe --mib" | sort -n | tr '\n' ' '; }
+# PIDs of every running probe, read from /proc (busybox's pgrep matches only process names).
+probe_pids() {
+    for _d in /proc/[0-9]*; do
+        case $(tr '\0' ' ' <"$_d/cmdline" 2>/dev/null) in
+            "$PROBE --mib"*) echo "${_d#/proc/}" ;;
+        esac
+    done | sort -n | tr '\n' ' '
+}
 
 "$PINCTL" run -c "$CONFIG" --socket "$D/sock" --state-file "$D/state.json" >"$D/run1.out" 2>"$D/run1.err" &
 RUN=$!
@@ -76,6 +84,7 @@ done
 
 # Adoption: pinctl dies without stopping anything; the next one takes the instances over.
 BEFORE=$(probe_pids)
+check_eq adopt/three-probes-before 3 "$(echo $BEFORE | wc -w)"
 kill -9 $RUN
 wait $RUN 2>/dev/null
 check_eq adopt/instances-survive-sigkill "$BEFORE" "$(probe_pids)"
@@ -90,6 +99,29 @@ usleep 500000
 check_eq adopt/same-pids-no-copies "$BEFORE" "$(probe_pids)"
 active=$(awk 'NR > 1 && $2 == "active"' "$D/status.out" | wc -l)
 check_eq adopt/status-lists-every-instance 3 "$active"
+
+# Reload: web is moved to a node nobody uses; the two db instances keep running untouched.
+used=",$(planned db-0 nodes),$(planned db-1 nodes),$(planned web nodes),"
+target=
+for n in $(node_ids | tr ',' ' '); do case $used in *",$n,"*) ;; *) target=$n ;; esac; done
+DB_PIDS="$(kv "$D/db-0" pid) $(kv "$D/db-1" pid)"
+OLD_WEB=$(kv "$D/web" pid)
+sed -i "/^\[service.web\]/a only-nodes = [$target]" "$CONFIG"
+rm -f "$D/web.out"
+run_to "$D/reload" "$PINCTL" reload --socket "$D/sock"
+check_eq reload/ran 0 "$(rc_of "$D/reload")"
+if wait_ready; then pass reload/web-ready; else fail reload/web-ready "web did not report after the reload"; fi
+echo "$(kv "$D/web" pid)" >"$D/web.pid"
+web_cpus=$(outside_status "$D/web" Cpus_allowed_list)
+case ",$(list_expand "$(node_cpus "$target")")," in
+    *",$web_cpus,"*) pass "reload/web-on-node-$target" ;;
+    *) fail "reload/web-on-node-$target" "web runs on CPUs \`$web_cpus\`, node $target has $(node_cpus "$target")" ;;
+esac
+if [ "$(kv "$D/web" pid)" != "$OLD_WEB" ]; then pass reload/web-restarted; else
+    fail reload/web-restarted "web still runs as PID $OLD_WEB"; fi
+alive=
+for p in $DB_PIDS; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+check_eq reload/db-untouched " $DB_PIDS" "$alive"
 
 # SIGTERM stops every instance and pinctl exits 0.
 kill -TERM $RUN
