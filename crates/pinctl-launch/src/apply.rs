@@ -289,12 +289,7 @@ mod tests {
     }
 
     fn resolved() -> Resolved {
-        Resolved {
-            cpus: Some("8-15".parse().unwrap()),
-            memory_policy: Some(MemoryPolicy::Bind),
-            memory_nodes: Some("3".parse().unwrap()),
-            numa_balancing: false,
-        }
+        crate::request::sample_resolved()
     }
 
     fn message(stage: Stage, errno: i32) -> (u8, String) {

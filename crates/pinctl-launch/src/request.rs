@@ -228,17 +228,23 @@ impl Resolved {
     }
 }
 
+/// CPUs 8-15 bound to node 3: the placement the unit tests of this crate start from.
+#[cfg(test)]
+pub(crate) fn sample_resolved() -> Resolved {
+    Resolved {
+        cpus: Some("8-15".parse().unwrap()),
+        memory_policy: Some(MemoryPolicy::Bind),
+        memory_nodes: Some("3".parse().unwrap()),
+        numa_balancing: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn resolved() -> Resolved {
-        Resolved {
-            cpus: Some("8-15".parse().unwrap()),
-            memory_policy: Some(MemoryPolicy::Bind),
-            memory_nodes: Some("3".parse().unwrap()),
-            numa_balancing: false,
-        }
+        sample_resolved()
     }
 
     #[test]
