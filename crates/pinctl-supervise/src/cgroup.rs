@@ -95,9 +95,14 @@ impl Subtree {
         Ok(())
     }
 
-    /// Moves `pid` into the instance's cgroup.
-    pub(crate) fn enter(&self, name: &str, pid: i32) -> Result<(), String> {
-        write(&self.dir_of(name).join("cgroup.procs"), &pid.to_string()).map_err(|e| e.to_string())
+    /// The instance's `cgroup.procs`, open for writing: its child joins the cgroup between
+    /// fork and exec (pinctl_sys::CommandCgroup), before its placement is applied.
+    pub(crate) fn procs(&self, name: &str) -> Result<std::fs::File, String> {
+        let path = self.dir_of(name).join("cgroup.procs");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open `{}`: {e}", path.display()))
     }
 
     /// Kills everything in the instance's cgroup (`cgroup.kill`).

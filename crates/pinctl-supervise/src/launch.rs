@@ -17,8 +17,8 @@ use pinctl_config::{Config, Enforce, RestartPolicy, Service};
 use pinctl_launch::{ExitStatus, Launch, LaunchError, Resolved};
 use pinctl_plan::Plan;
 use pinctl_sys::{
-    ChildCredentials, ChildSetup, CommandCredentials, CommandPlacement, LinuxKernel, Rlimit,
-    SetupError,
+    ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandPlacement, LinuxKernel,
+    Rlimit, SetupError,
 };
 use pinctl_sysfs::Host;
 use pinctl_topology::MemoryPolicy;
@@ -116,7 +116,11 @@ pub enum Output {
 /// then its placement (affinity, memory policy, read back and compared) between fork and exec.
 /// Checks what it can in the parent first so the failure names its cause. `pin = false`
 /// leaves the placement out (testing only).
-pub fn spawn(spec: &InstanceSpec, pin: bool) -> Result<tokio::process::Child, SpawnFailure> {
+pub fn spawn(
+    spec: &InstanceSpec,
+    pin: bool,
+    cgroup_procs: Option<fs::File>,
+) -> Result<tokio::process::Child, SpawnFailure> {
     let program = &spec.command[0];
     let path_var = spec.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok());
     let resolved = resolve_program(program, path_var.as_deref())?;
@@ -196,6 +200,11 @@ pub fn spawn(spec: &InstanceSpec, pin: bool) -> Result<tokio::process::Child, Sp
     }
     // Its own process group, so a stop reaches the helpers it forks.
     cmd.process_group(0);
+    // Into its cgroup first: before privileges are dropped, and before the placement, which
+    // joining a cpuset cgroup would otherwise reset.
+    if let Some(procs) = cgroup_procs {
+        cmd.join_cgroup(procs);
+    }
     cmd.credentials(credentials);
     if pin {
         cmd.placement(child_setup(&spec.placement)?);

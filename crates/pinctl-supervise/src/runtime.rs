@@ -532,8 +532,8 @@ impl Supervisor {
         let mut cgroup = None;
         if let Some(cgroups) = &self.cgroups {
             let enforce = inst.spec.enforce_cgroup.then_some(&inst.spec.placement);
-            match cgroups.prepare(name, enforce) {
-                Ok(()) => cgroup = Some(cgroups),
+            match cgroups.prepare(name, enforce).and_then(|()| cgroups.procs(name)) {
+                Ok(procs) => cgroup = Some((cgroups.path_of(name), procs)),
                 Err(reason) if enforce.is_some() => {
                     let e = Event::StartFailed { pid: None, reason, code: 215, jitter };
                     return self.dispatch(name, e);
@@ -541,7 +541,8 @@ impl Supervisor {
                 Err(reason) => log(name, &format!("no cgroup of its own: {reason}")),
             }
         }
-        let mut child = match launch::spawn(&inst.spec, !self.options.unpinned) {
+        let (cgroup_path, procs) = cgroup.unzip();
+        let mut child = match launch::spawn(&inst.spec, !self.options.unpinned, procs) {
             Ok(child) => child,
             Err(f) => {
                 let e = Event::StartFailed { pid: None, reason: f.reason, code: f.code, jitter };
@@ -549,12 +550,8 @@ impl Supervisor {
             }
         };
         let Some(pid) = child.id().map(|p| p as Pid) else { return };
-        if let Some(cgroups) = cgroup {
-            match cgroups.enter(name, pid) {
-                Ok(()) => inst.cgroup = Some(cgroups.path_of(name)),
-                Err(e) => log(name, &format!("cannot move it into its cgroup: {e}")),
-            }
-        }
+        // It joined its cgroup itself, before exec (a failure there failed the spawn).
+        inst.cgroup = cgroup_path;
         let observed = launch::observe(pid);
         inst.start_time = observed.as_ref().map(|o| o.start_time);
         inst.cmdline = observed.map(|o| o.cmdline).unwrap_or_default();
