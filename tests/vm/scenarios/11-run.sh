@@ -66,7 +66,8 @@ probe_pids() {
 "$PINCTL" run -c "$CONFIG" --socket "$D/sock" --state-file "$D/state.json" >"$D/run1.out" 2>"$D/run1.err" &
 RUN=$!
 if wait_ready; then pass run/all-ready; else
-    fail run/all-ready "not every instance reported: $(head -c 400 "$D/run1.err" | tr '\n' ' ')"
+    fail run/all-ready "not every instance reported"
+    detail "$D/run1.err"
 fi
 
 for n in $INSTANCES; do

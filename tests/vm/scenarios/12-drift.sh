@@ -1,0 +1,78 @@
+# layouts: 4node
+# timeout: 180
+# Scenario 12: `pinctl watch` against the guest kernel. An instance planned on one node (bind)
+# has its pages pushed to another node with numactl's own `migratepages`; the watcher sees the
+# locality drift only after its hold time and, with `on-drift = "rebalance"`, moves the pages
+# back with move_pages: the kernel's numa_maps of the instance then shows every resident page of
+# its allocation on the planned node again. The kernel decides, not pinctl.
+D=/tmp/drift
+mkdir -p "$D"
+CONFIG=$D/pinctl.toml
+cat >"$CONFIG" <<EOT
+[host]
+keep-free = []
+watch-interval = "500ms"
+
+[service.db]
+command = ["$PROBE", "--mib", "48", "--hold"]
+nodes = 1
+memory-policy = "bind"
+pid-file = "$D/db.pid"
+on-drift = "rebalance"
+drift-hold = "1s"
+min-memory = "1MiB"
+rebalance-cooldown = "0s"
+rebalance-rate = "1GiB"
+EOT
+
+run_to "$D/plan" "$PINCTL" plan -c "$CONFIG" --emit numactl
+N=$(sed -n 's/.* --membind=\([0-9]*\) .*/\1/p' "$D/plan.out")
+check_eq plan/one-node 1 "$(echo "$N" | wc -w)"
+OTHER=
+for n in $(node_ids | tr ',' ' '); do [ "$n" != "$N" ] && [ -z "$OTHER" ] && OTHER=$n; done
+
+start_held db "$PINCTL" exec -c "$CONFIG" --service db -- "$PROBE" --mib 48 --hold
+cp db.pid "$D/db.pid" 2>/dev/null || cp "$WORKDIR/db.pid" "$D/db.pid"
+check_ran db/ran db
+PID=$(cat "$D/db.pid")
+
+pages_now() { numa_maps_nodes "$(outside_numa_maps_line db)"; }
+before=$(pages_now)
+check_eq db/pages-on-node-$N-first "$(pages_on "$before" "$N")" "$(echo "$before" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s + 0 }')"
+
+# Push every page of the instance to another node, as a careless operator or a tool would.
+run_to "$D/migrate" migratepages "$PID" "$N" "$OTHER"
+moved=$(pages_now)
+if [ "$(pages_on "$moved" "$OTHER")" -gt 0 ] && [ "$(pages_on "$moved" "$N")" = 0 ]; then
+    pass "migratepages/pages-now-on-node-$OTHER"
+else
+    fail "migratepages/pages-now-on-node-$OTHER" "numa_maps after migratepages: $moved"
+fi
+
+"$PINCTL" watch -c "$CONFIG" >"$D/watch.out" 2>"$D/watch.err" &
+WATCH=$!
+# Bounded: the drift must start (after its hold time) and the pages come back within 60 s.
+_i=0
+while [ $_i -lt 600 ]; do
+    now=$(pages_now)
+    [ "$(pages_on "$now" "$OTHER")" = 0 ] && [ "$(pages_on "$now" "$N")" -gt 0 ] && break
+    usleep 100000
+    _i=$((_i + 1))
+done
+kill $WATCH 2>/dev/null
+wait $WATCH 2>/dev/null
+back=$(pages_now)
+if [ "$(pages_on "$back" "$OTHER")" = 0 ] && [ "$(pages_on "$back" "$N")" -gt 0 ]; then
+    pass "rebalance/pages-back-on-node-$N"
+else
+    fail "rebalance/pages-back-on-node-$N" "numa_maps after watching: $back; watch said: $(tail -c 600 "$D/watch.out" "$D/watch.err" | tr '\n' ' ')"
+fi
+if cat "$D/watch.out" "$D/watch.err" | grep -q "drift.*edge=start.*kind=locality"; then pass watch/locality-drift-logged; else
+    fail watch/locality-drift-logged "no locality drift start in: $(head -c 600 "$D/watch.out" | tr '\n' ' ')"
+fi
+moved_line=$(cat "$D/watch.out" "$D/watch.err" | grep "^rebalance.*instance=db" | head -1)
+pages=$(echo "$moved_line" | sed -n 's/.*pages_moved=\([0-9]*\).*/\1/p')
+if [ "${pages:-0}" -gt 0 ]; then pass watch/rebalance-reported-pages; else
+    fail watch/rebalance-reported-pages "no rebalance line with moved pages: \`$moved_line\`"
+fi
+stop_held db
