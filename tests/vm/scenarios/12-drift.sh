@@ -1,5 +1,5 @@
 # layouts: 4node
-# timeout: 180
+# timeout: 300
 # Scenario 12: `pinctl watch` against the guest kernel. An instance planned on one node (bind)
 # has its pages pushed to another node with numactl's own `migratepages`; the watcher sees the
 # locality drift only after its hold time and, with `on-drift = "rebalance"`, moves the pages
@@ -7,14 +7,17 @@
 # its allocation on the planned node again. The kernel decides, not pinctl.
 D=/tmp/drift
 mkdir -p "$D"
+# Only pinctl may move the pages back: the kernel's automatic NUMA balancing would move a bound
+# instance's pages home by itself (and does, on newer kernels), proving nothing about pinctl.
+[ -w /proc/sys/kernel/numa_balancing ] && echo 0 >/proc/sys/kernel/numa_balancing
 CONFIG=$D/pinctl.toml
 cat >"$CONFIG" <<EOT
 [host]
 keep-free = []
-watch-interval = "500ms"
+watch-interval = "1s"
 
 [service.db]
-command = ["$PROBE", "--mib", "48", "--hold"]
+command = ["$PROBE", "--mib", "16", "--hold"]
 nodes = 1
 memory-policy = "bind"
 pid-file = "$D/db.pid"
@@ -31,7 +34,7 @@ check_eq plan/one-node 1 "$(echo "$N" | wc -w)"
 OTHER=
 for n in $(node_ids | tr ',' ' '); do [ "$n" != "$N" ] && [ -z "$OTHER" ] && OTHER=$n; done
 
-start_held db "$PINCTL" exec -c "$CONFIG" --service db -- "$PROBE" --mib 48 --hold
+start_held db "$PINCTL" exec -c "$CONFIG" --service db -- "$PROBE" --mib 16 --hold
 cp db.pid "$D/db.pid" 2>/dev/null || cp "$WORKDIR/db.pid" "$D/db.pid"
 check_ran db/ran db
 PID=$(cat "$D/db.pid")
@@ -51,13 +54,13 @@ fi
 
 "$PINCTL" watch -c "$CONFIG" >"$D/watch.out" 2>"$D/watch.err" &
 WATCH=$!
-# Bounded: the drift must start (after its hold time) and the pages come back within 60 s.
-_i=0
-while [ $_i -lt 600 ]; do
+# Bounded: the drift must start (after its hold time) and the pages come back within 150 s
+# (under TCG with other guests running, numa_maps walks are slow and the watcher spaces them).
+_start=$(cut -d. -f1 /proc/uptime)
+while [ $(($(cut -d. -f1 /proc/uptime) - _start)) -lt 150 ]; do
     now=$(pages_now)
     [ "$(pages_on "$now" "$OTHER")" = 0 ] && [ "$(pages_on "$now" "$N")" -gt 0 ] && break
-    usleep 100000
-    _i=$((_i + 1))
+    sleep 1
 done
 kill $WATCH 2>/dev/null
 wait $WATCH 2>/dev/null
