@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
+use pinctl_launch::ExitStatus;
 use serde::{Deserialize, Serialize};
 
 /// A point in time: how long after an arbitrary origin (the runtime's start). Monotonic.
@@ -18,14 +19,18 @@ pub type Time = Duration;
 /// A process id.
 pub type Pid = i32;
 
-/// Exit statuses that never restart: a restart would fail the same way. 215 and 242 are the
-/// placement failures (systemd's `EXIT_CPU_AFFINITY` and `EXIT_NUMA_POLICY`, which
-/// `pinctl exec` uses too), 126 and 127 the shell's "not executable" and "not found".
-pub const NO_RESTART_CODES: [i32; 4] = [215, 242, 126, 127];
+/// Whether an exit status never restarts: a restart would fail the same way. The statuses
+/// are pinctl-launch's one table ([`ExitStatus::is_permanent`]): 215 and 242 the placement
+/// failures (systemd's `EXIT_CPU_AFFINITY` and `EXIT_NUMA_POLICY`, which `pinctl exec` uses
+/// too), 126 and 127 the shell's "not executable" and "not found".
+fn never_restarts(code: i32) -> bool {
+    ExitStatus::is_permanent(code)
+}
 
 /// Start failures that a retry would repeat, systemd's numbers: the working directory
 /// (`EXIT_CHDIR` 200), exec (`EXIT_EXEC` 203), the group (`EXIT_GROUP` 216), the user
-/// (`EXIT_USER` 217). With [`NO_RESTART_CODES`] they make a failed start `failed` at once.
+/// (`EXIT_USER` 217). With the statuses that never restart they make a failed start `failed`
+/// at once.
 pub const NO_RETRY_START_CODES: [i32; 4] = [200, 203, 216, 217];
 
 /// The restart-delay when the file gives none.
@@ -256,7 +261,7 @@ pub fn jittered(delay: Duration, jitter: f64) -> Duration {
 /// Whether a process that ended with `exit` is started again under `restart`.
 pub fn should_restart(restart: Restart, exit: Exit) -> bool {
     if let Exit::Code(c) = exit {
-        if NO_RESTART_CODES.contains(&c) {
+        if never_restarts(c) {
             return false;
         }
     }
@@ -292,7 +297,7 @@ pub fn step(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
         }
         (State::Activating, Event::StartFailed { pid: None, reason, code, jitter }) => {
             unit.last_exit = Some(Exit::Code(code));
-            if NO_RESTART_CODES.contains(&code)
+            if never_restarts(code)
                 || NO_RETRY_START_CODES.contains(&code)
                 || unit.policy.restart == Restart::Never
             {
@@ -554,7 +559,7 @@ mod tests {
             step(&mut u, e, ms(0));
             assert_eq!(u.state.name(), "failed", "{code}");
         }
-        for code in NO_RESTART_CODES {
+        for code in [215, 242, 126, 127] {
             let mut u = Unit::new(policy());
             run(&mut u, 7, ms(0));
             let a =
