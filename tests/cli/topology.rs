@@ -193,19 +193,11 @@ fn bad_sources_fail_with_a_reason() {
     assert!(e.contains("only the live machine or a sysfs/procfs directory can be captured"), "{e}");
 }
 
-#[cfg(not(feature = "hwloc"))]
+/// Every build reads hwloc XML (pinctl's own reader, no libhwloc): both XML-only fixtures load
+/// through `--topology` and agree with their oracle on nodes, CPUs, memory and the node of
+/// every device both list.
 #[test]
-fn hwloc_xml_needs_the_feature() {
-    let xml = format!("{SHARED}/G09-mpibind-epyc7401-corona-8n-nvme-ib/raw/epyc-corona.xml");
-    let e = fails(&["topology", "--topology", &xml]);
-    assert!(e.contains("cargo install --features hwloc"), "{e}");
-}
-
-/// With the `hwloc` feature, both hwloc XML fixtures load through the same `--topology` and
-/// agree with their oracle on nodes, CPUs, memory and the node of every device both list.
-#[cfg(feature = "hwloc")]
-#[test]
-fn hwloc_xml_loads_with_the_feature() {
+fn hwloc_xml_loads_in_every_build() {
     for (id, file) in [
         ("G09-mpibind-epyc7401-corona-8n-nvme-ib", "epyc-corona.xml"),
         ("G10-flux-xeon8480-snc4-2s-8n-nics", "ipa20.xml"),

@@ -1,5 +1,5 @@
 //! Topology sources that are not a live tree: tarballs of a sysfs/procfs tree (read in memory
-//! or unpacked), `pinctl topology --json` snapshots, hwloc XML (feature `hwloc`), and writing
+//! or unpacked), `pinctl topology --json` snapshots, hwloc XML (pinctl-hwloc-xml), and writing
 //! captures (`pinctl topology --capture`). [`load_topology`] loads any `--topology` source.
 //!
 //! The heavy half of discovery: it holds the archive and compression code so pinctl-sysfs,
