@@ -368,11 +368,7 @@ fn hostile_hwloc_xml_is_refused_by_name() {
             "nest deeper than 256",
         ),
         ("far.xml", machine(&format!("0x1{}", ",0x0".repeat(2048))), "id `65536`, above 65535"),
-        (
-            "long.xml",
-            machine(&format!("0x1{}", ",0x0".repeat(32_768))),
-            "longer than 32768 bytes",
-        ),
+        ("long.xml", machine(&format!("0x1{}", ",0x0".repeat(32_768))), "longer than 32768 bytes"),
         ("laughs.xml", laughs, "not well-formed XML"),
     ];
     for (name, xml, expected) in cases {
