@@ -8,17 +8,16 @@
 //! as the machine it came from. It must not decide placements or call NUMA syscalls.
 #![forbid(unsafe_code)]
 
-mod atomic;
 mod capture;
 mod error;
 mod memtree;
 mod snapshot;
 mod tarball;
 
-pub use atomic::{StagedFile, write_atomically};
 pub use capture::{CaptureSummary, capture_topology};
 pub use error::SourceError;
 pub use memtree::{MAX_ENTRY_BYTES, MAX_PATH_BYTES};
+pub use pinctl_sysfs::atomic::{StagedFile, write_atomically};
 pub use tarball::{
     MAX_CAPTURE_BYTES, MAX_SNAPSHOT_BYTES, UnpackedTree, load_topology, read_tarball,
     unpack_tarball,
