@@ -7,11 +7,13 @@
 //! `pinctl-plan`. Its serde form is the `pinctl topology --json` contract (docs/topology.md).
 #![forbid(unsafe_code)]
 
+mod discovery;
 mod idset;
 mod policy;
 pub mod text;
 mod warnings;
 
+pub use discovery::DiscoveryWarning;
 pub use idset::{
     CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
     ParseIdSetError,
@@ -41,8 +43,13 @@ pub struct Topology {
     pub devices: Vec<Device>,
     /// Kernel and cgroup facts about the host.
     pub host: HostFacts,
-    /// Things about the host that defeat or weaken pinning, in a stable order.
+    /// Things about the host that defeat or weaken pinning, in a stable order: the discovery
+    /// warnings first, then the host warnings.
     pub warnings: Vec<String>,
+    /// Files of the source discovery could not use and what it assumed instead. Absent from
+    /// the JSON when there are none (a healthy source).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discovery_warnings: Vec<DiscoveryWarning>,
 }
 
 /// One NUMA node.
@@ -199,9 +206,13 @@ impl Topology {
         self.devices.iter().find(|d| d.name == name)
     }
 
-    /// Recomputes `warnings` from the rest of the model (see [`host_warnings`]).
+    /// Recomputes `warnings` from the rest of the model: the discovery warnings, which only
+    /// discovery can know, then [`host_warnings`].
     pub fn refresh_warnings(&mut self) {
-        self.warnings = host_warnings(self);
+        let mut warnings: Vec<String> =
+            self.discovery_warnings.iter().map(ToString::to_string).collect();
+        warnings.extend(host_warnings(self));
+        self.warnings = warnings;
     }
 }
 
@@ -262,6 +273,7 @@ mod tests {
                 ..Default::default()
             },
             warnings: vec![],
+            discovery_warnings: vec![],
         };
         t.refresh_warnings();
         t
