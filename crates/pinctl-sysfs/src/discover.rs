@@ -214,7 +214,7 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
         let dir = format!("{NODE_DIR}/node{id}");
         let no_cpus = || format!("node {id} has no CPUs");
         let listed = match fs.fact(&format!("{dir}/cpulist"), parse::id_list, || {
-            format!("node {id}'s CPUs are those of its `cpumap`, or none")
+            format!("node {id}'s CPUs are those its `cpumap` lists (none without one)")
         })? {
             Fact::Value(set) => set,
             _ => match fs.fact(&format!("{dir}/cpumap"), parse::id_mask, no_cpus)? {

@@ -131,7 +131,10 @@ fn file_problem(e: &DiscoveryError, text: Option<&str>) -> Option<String> {
         DiscoveryError::Parse { .. } if text.is_some_and(|t| t.trim().is_empty()) => {
             "is empty".to_string()
         }
-        DiscoveryError::Parse { source, .. } => format!("does not parse ({source})"),
+        DiscoveryError::Parse { source, .. } => match &source.source {
+            Some(why) => format!("does not parse ({source}: {why})"),
+            None => format!("does not parse ({source})"),
+        },
         DiscoveryError::NotText { .. } => "is not UTF-8 text".to_string(),
         DiscoveryError::NotRegular { .. } => {
             "is not a regular file (a FIFO, socket or device?) and was not read".to_string()
