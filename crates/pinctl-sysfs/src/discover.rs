@@ -202,11 +202,8 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     let some_have = |fs: &mut FsRoot, file: &str| {
         online.iter().any(|id| fs.exists(&format!("{NODE_DIR}/node{id}/{file}")))
     };
-    let (lists_cpus, has_meminfo, has_distance) = (
-        some_have(fs, "cpulist") || some_have(fs, "cpumap"),
-        some_have(fs, "meminfo"),
-        some_have(fs, "distance"),
-    );
+    let cpus_file = ["cpulist", "cpumap"].into_iter().find(|f| some_have(fs, f));
+    let (has_meminfo, has_distance) = (some_have(fs, "meminfo"), some_have(fs, "distance"));
     let mut nodes = Vec::with_capacity(online.len());
     let mut listed_cpus = Vec::with_capacity(online.len());
     let mut rows: Vec<Option<Vec<u32>>> = Vec::with_capacity(online.len());
@@ -219,8 +216,10 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
             Fact::Value(set) => set,
             _ => match fs.fact(&format!("{dir}/cpumap"), parse::id_mask, no_cpus)? {
                 Fact::Value(set) => set,
-                Fact::Absent if lists_cpus => {
-                    fs.warn(&format!("{dir}/cpulist"), "is missing".into(), no_cpus);
+                Fact::Absent => {
+                    if let Some(file) = cpus_file {
+                        fs.warn(&format!("{dir}/{file}"), "is missing".into(), no_cpus);
+                    }
                     CpuSet::new()
                 }
                 _ => CpuSet::new(),

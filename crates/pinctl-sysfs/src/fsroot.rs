@@ -9,7 +9,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use pinctl_topology::DiscoveryWarning;
-use pinctl_topology::text::shown;
+use pinctl_topology::text::escaped;
 
 use crate::error::DiscoveryError;
 use crate::parse::ParseError;
@@ -205,7 +205,8 @@ impl<'t> FsRoot<'t> {
 
     /// Records that `rel` could not be used and what was assumed, once per file.
     pub fn warn(&mut self, rel: &str, problem: String, assumed: impl FnOnce() -> String) {
-        let file = shown(rel);
+        // Whole (a path is at most PATH_MAX): a shortened one would not name the file.
+        let file = escaped(rel);
         if !self.warnings.iter().any(|w| w.file == file) {
             self.warnings.push(DiscoveryWarning { file, problem, assumed: assumed() });
         }
