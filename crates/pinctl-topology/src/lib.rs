@@ -291,6 +291,28 @@ mod tests {
     }
 
     #[test]
+    fn refreshing_keeps_discovery_warnings_first() {
+        let mut t = two_node();
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(!json.contains("discovery_warnings"), "absent when there are none: {json}");
+        t.discovery_warnings.push(DiscoveryWarning {
+            file: "sys/devices/system/node/node2/meminfo".into(),
+            problem: "is empty".into(),
+            assumed: "node 2's memory is unknown".into(),
+        });
+        t.refresh_warnings();
+        t.refresh_warnings();
+        assert_eq!(t.warnings.len(), 2, "{:?}", t.warnings);
+        assert_eq!(
+            t.warnings[0],
+            "`sys/devices/system/node/node2/meminfo` is empty; assumed node 2's memory is unknown"
+        );
+        assert!(t.warnings[1].contains("numa_balancing"));
+        let back: Topology = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
     fn json_round_trips_exactly() {
         let t = two_node();
         let json = serde_json::to_string_pretty(&t).unwrap();
