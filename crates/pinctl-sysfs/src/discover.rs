@@ -197,13 +197,10 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     } else {
         None
     };
-    // A file every other node has is broken where it is missing; a dump that has none of
-    // them (cpumap-only dumps) is a format, described in docs/topology.md, not a fault.
-    let some_have = |fs: &mut FsRoot, file: &str| {
-        online.iter().any(|id| fs.exists(&format!("{NODE_DIR}/node{id}/{file}")))
-    };
-    let cpus_file = ["cpulist", "cpumap"].into_iter().find(|f| some_have(fs, f));
-    let (has_meminfo, has_distance) = (some_have(fs, "meminfo"), some_have(fs, "distance"));
+    // A file other nodes have is broken where it is missing; a dump that has none of them
+    // (cpumap-only dumps) is a format, described in docs/topology.md, not a fault. Asked only
+    // once a file is missing, so a healthy machine pays nothing for it.
+    let mut others = OthersHave::new(&online);
     let mut nodes = Vec::with_capacity(online.len());
     let mut listed_cpus = Vec::with_capacity(online.len());
     let mut rows: Vec<Option<Vec<u32>>> = Vec::with_capacity(online.len());
@@ -217,7 +214,7 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
             _ => match fs.fact(&format!("{dir}/cpumap"), parse::id_mask, no_cpus)? {
                 Fact::Value(set) => set,
                 Fact::Absent => {
-                    if let Some(file) = cpus_file {
+                    if let Some(file) = others.cpus_file(fs) {
                         fs.warn(&format!("{dir}/{file}"), "is missing".into(), no_cpus);
                     }
                     CpuSet::new()
@@ -230,7 +227,7 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
         let unknown_memory = || format!("node {id}'s memory is unknown");
         let mem = match fs.fact(&meminfo_rel, parse::meminfo, unknown_memory)? {
             Fact::Value(mem) => mem,
-            Fact::Absent if has_meminfo => {
+            Fact::Absent if others.have(fs, 1, "meminfo") => {
                 fs.warn(&meminfo_rel, "is missing".into(), unknown_memory);
                 parse::NodeMeminfo::default()
             }
@@ -241,7 +238,7 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
             || format!("the distances are unknown (no row for node {id}, so no matrix)");
         rows.push(match fs.fact(&distance_rel, parse::distance_row, unknown_distances)? {
             Fact::Value(row) => Some(row),
-            Fact::Absent if has_distance => {
+            Fact::Absent if others.have(fs, 2, "distance") => {
                 fs.warn(&distance_rel, "is missing".into(), unknown_distances);
                 None
             }
@@ -270,6 +267,39 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     }
     let distances = distance_matrix(&online, possible.as_ref(), &rows);
     Ok(NodesRead { nodes, distances, listed_cpus, possible, online })
+}
+
+/// Whether any online node has a per-node file, each asked at most once.
+struct OthersHave<'a> {
+    online: &'a NodeSet,
+    /// `cpulist` or `cpumap`, `meminfo`, `distance`.
+    answers: [Option<Option<&'static str>>; 3],
+}
+
+impl<'a> OthersHave<'a> {
+    fn new(online: &'a NodeSet) -> Self {
+        OthersHave { online, answers: [None; 3] }
+    }
+
+    fn any_has(&self, fs: &mut FsRoot, file: &str) -> bool {
+        self.online.iter().any(|id| fs.exists(&format!("{NODE_DIR}/node{id}/{file}")))
+    }
+
+    /// The file other nodes list their CPUs in, if any does.
+    fn cpus_file(&mut self, fs: &mut FsRoot) -> Option<&'static str> {
+        if self.answers[0].is_none() {
+            let found = ["cpulist", "cpumap"].into_iter().find(|f| self.any_has(fs, f));
+            self.answers[0] = Some(found);
+        }
+        self.answers[0].flatten()
+    }
+
+    fn have(&mut self, fs: &mut FsRoot, slot: usize, file: &'static str) -> bool {
+        if self.answers[slot].is_none() {
+            self.answers[slot] = Some(self.any_has(fs, file).then_some(file));
+        }
+        self.answers[slot].flatten().is_some()
+    }
 }
 
 /// A kernel without NUMA (no `sys/devices/system/node`): one node 0 with every online CPU and
