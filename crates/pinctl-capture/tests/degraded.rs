@@ -567,3 +567,23 @@ fn sampled_files_of_the_captured_machines_degrade() {
         .unwrap();
     eprintln!("{cases} sampled cases in {:?}", start.elapsed());
 }
+
+#[test]
+fn a_file_missing_beside_others_that_have_it_is_a_warning() {
+    let fixtures = bundled();
+    let fx = fixtures.iter().find(|f| f.name == "stacked-2n").unwrap();
+    for (rel, assumed) in [
+        ("sys/devices/system/cpu/cpu3/topology/core_id", "CPU 3's core is unknown"),
+        ("sys/devices/system/node/node1/meminfo", "node 1's memory is unknown"),
+        ("sys/devices/system/node/node1/distance", "the distances are unknown"),
+        ("sys/devices/system/node/node1/cpulist", "node 1 has no CPUs"),
+    ] {
+        let target = fx.tree.resolve(rel, true).unwrap();
+        let tree = Mutated { base: &fx.tree, target, mutation: Mutation::Removed };
+        let t = read_tree(&mut view(&tree, "", &fx.name)).unwrap();
+        assert_eq!(t.discovery_warnings.len(), 1, "{rel}: {:?}", t.discovery_warnings);
+        let w = &t.discovery_warnings[0];
+        assert_eq!((w.file.as_str(), w.problem.as_str()), (rel, "is missing"));
+        assert!(w.assumed.starts_with(assumed), "{w}");
+    }
+}

@@ -366,6 +366,9 @@ fn distance_matrix(
 /// big machines, so one read of a CPU's `thread_siblings_list` (`package_cpus_list`, or the
 /// older `core_siblings_list`) answers for all its siblings, which share its core (package) by
 /// definition: two reads per core and per package instead of per CPU (online CPUs only).
+/// What `physical_package_id` and `core_id` tell, for warnings.
+const CPU_FACTS: [&str; 2] = ["package", "core"];
+
 fn read_cpus(
     fs: &mut FsRoot,
     cpus: &CpuPresence,
@@ -376,23 +379,37 @@ fn read_cpus(
     let mut package: Vec<Option<Option<u32>>> = vec![None; n];
     let mut core: Vec<Option<Option<u32>>> = vec![None; n];
     let id_of = |v: i64| u32::try_from(v).ok();
+    // Online CPUs without the file, and whether any CPU has it: missing beside CPUs that have
+    // it, the file is broken (offline CPUs have no `topology/` at all).
+    let mut missing: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    let mut some_have = [false; 2];
     for (i, &id) in cpus.present.iter().enumerate() {
         let dir = format!("{CPU_DIR}/cpu{id}/topology");
-        for (slot, value_file, sibling_files) in [
-            (&mut package, "physical_package_id", &["package_cpus_list", "core_siblings_list"][..]),
-            (&mut core, "core_id", &["thread_siblings_list"][..]),
+        for (k, slot, value_file, sibling_files) in [
+            (
+                0,
+                &mut package,
+                "physical_package_id",
+                &["package_cpus_list", "core_siblings_list"][..],
+            ),
+            (1, &mut core, "core_id", &["thread_siblings_list"][..]),
         ] {
             if slot[i].is_some() {
                 continue;
             }
-            let what = if value_file == "core_id" { "core" } else { "package" };
+            let what = CPU_FACTS[k];
             let value = match fs.fact(&format!("{dir}/{value_file}"), parse::int, || {
                 format!("CPU {id}'s {what} is unknown")
             })? {
-                Fact::Value(v) => id_of(v),
-                Fact::Absent => None,
+                Fact::Value(v) => {
+                    some_have[k] = true;
+                    id_of(v)
+                }
                 // Its siblings read their own rather than share an unknown.
-                Fact::Broken => {
+                Fact::Absent | Fact::Broken => {
+                    if cpus.online.contains(id) {
+                        missing[k].push(id);
+                    }
                     slot[i] = Some(None);
                     continue;
                 }
@@ -410,6 +427,14 @@ fn read_cpus(
                     break;
                 }
             }
+        }
+    }
+    for (k, value_file) in ["physical_package_id", "core_id"].into_iter().enumerate() {
+        for &id in missing[k].iter().filter(|_| some_have[k]) {
+            let what = CPU_FACTS[k];
+            let rel = format!("{CPU_DIR}/cpu{id}/topology/{value_file}");
+            // A broken file was warned about already; `warn` keeps the first word per file.
+            fs.warn(&rel, "is missing".into(), || format!("CPU {id}'s {what} is unknown"));
         }
     }
     let out = cpus
