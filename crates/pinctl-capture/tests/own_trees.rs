@@ -161,16 +161,28 @@ fn captures_of_a_tree_read_back_identically() {
 }
 
 #[test]
-fn errors_name_the_file_and_value() {
+fn warnings_and_errors_name_the_file_and_value() {
     let dir = tempfile::tempdir().unwrap();
     let node = dir.path().join("sys/devices/system/node");
     std::fs::create_dir_all(node.join("node0")).unwrap();
     std::fs::write(node.join("online"), "0\n").unwrap();
     std::fs::write(node.join("node0/cpulist"), "0-3,x\n").unwrap();
-    let e = read_topology(dir.path()).unwrap_err();
-    let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
-    assert!(chain.contains("node0/cpulist"), "{chain}");
-    assert!(chain.contains("`0-3,x`"), "{chain}");
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.discovery_warnings.len(), 1, "{:?}", t.discovery_warnings);
+    let w = &t.discovery_warnings[0];
+    assert_eq!(w.file, "sys/devices/system/node/node0/cpulist");
+    assert!(w.problem.contains("`0-3,x`"), "{w}");
+    assert!(w.assumed.contains("node 0"), "{w}");
+    assert_eq!(t.warnings[0], w.to_string(), "shown first among the warnings");
+    // Nothing usable left: an error that says why.
+    std::fs::write(node.join("online"), "x\n").unwrap();
+    std::fs::remove_dir_all(node.join("node0")).unwrap();
+    std::fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
+    std::fs::write(dir.path().join("sys/devices/system/cpu/online"), "\n").unwrap();
+    let e = read_topology(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("no usable NUMA node"), "{e}");
+    assert!(e.contains("`sys/devices/system/node/online` does not parse"), "{e}");
+    assert!(e.contains("`sys/devices/system/cpu/online` is empty"), "{e}");
     let e = read_topology(&dir.path().join("nowhere")).unwrap_err();
     assert!(e.to_string().contains("not a sysfs/procfs root"), "{e}");
 }
