@@ -400,7 +400,15 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         offline_nodes: NodeSet::new(),
     };
 
-    let mut topology = Topology { nodes, distances, cpus, devices, host, warnings: Vec::new() };
+    let mut topology = Topology {
+        nodes,
+        distances,
+        cpus,
+        devices,
+        host,
+        warnings: Vec::new(),
+        discovery_warnings: Vec::new(),
+    };
     topology.refresh_warnings();
     Ok(topology)
 }
