@@ -11,7 +11,8 @@
 #![forbid(unsafe_code)]
 
 use pinctl_topology::{
-    Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeId, NodeSet, Topology,
+    Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeId, NodeSet,
+    SchemaVersion, Topology,
 };
 
 /// One GiB, for node memory sizes.
@@ -185,7 +186,15 @@ impl SyntheticTopology {
             })
             .collect();
         devices.sort_by(|a, b| a.name.cmp(&b.name));
-        Topology { nodes, distances, cpus, devices, host, warnings: Vec::new() }
+        Topology {
+            schema_version: SchemaVersion,
+            nodes,
+            distances,
+            cpus,
+            devices,
+            host,
+            warnings: Vec::new(),
+        }
     }
 }
 

@@ -26,6 +26,7 @@ fn seed(t: SyntheticTopology) -> Topology {
         allowed_cpus: None,
         allowed_nodes: None,
         offline_nodes: NodeSet::new(),
+        memory_bytes: None,
     };
     let mut t = t.host(host).build();
     t.refresh_warnings();
