@@ -235,7 +235,12 @@ fn hwloc_xml_loads_with_the_feature() {
                 .iter()
                 .map(|x| x.as_u64().unwrap())
                 .collect();
-            let got: pinctl_topology::NodeSet = ours["nodes"].as_str().unwrap().parse().unwrap();
+            let got: pinctl_topology::NodeSet = ours["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_u64().unwrap() as u32)
+                .collect();
             if got.is_empty() && want.len() == nodes.len() {
                 // hwloc attaches a device it cannot place to the whole machine; pinctl says
                 // "unknown" (and warns) rather than "local to every node".

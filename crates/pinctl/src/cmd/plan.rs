@@ -16,7 +16,7 @@ use pinctl_capture::{StagedFile, load_topology};
 use pinctl_config::Config;
 use pinctl_launch::{LaunchError, Prepared};
 use pinctl_plan::{Placement, Plan};
-use pinctl_sysfs::TopologySource;
+use pinctl_sysfs::{LoadedTopology, TopologySource};
 use pinctl_topology::MemoryPolicy;
 use pinctl_topology::text::{escaped, shown};
 
@@ -99,11 +99,14 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
             emit_numactl(&mut out, &prepared.config, &plan).context("writing to stdout")?;
         }
         None if args.json => {
-            serde_json::to_writer_pretty(&mut out, &plan).context("writing JSON")?;
+            let host_warnings = &prepared.loaded.topology.warnings;
+            serde_json::to_writer_pretty(&mut out, &plan.document(host_warnings))
+                .context("writing JSON")?;
             writeln!(out).context("writing to stdout")?;
         }
-        None => render(&mut out, &plan, &args.config, &prepared.loaded.source)
-            .context("writing to stdout")?,
+        None => {
+            render(&mut out, &plan, &args.config, &prepared.loaded).context("writing to stdout")?
+        }
     }
     out.flush().context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
@@ -132,18 +135,18 @@ pub(crate) fn prepare(
 }
 
 /// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and
-/// kept-free nodes, warnings.
+/// kept-free nodes, the plan's warnings, then the host's (as `pinctl check` prints them).
 fn render(
     out: &mut impl Write,
     plan: &Plan,
     config: &Path,
-    source: &TopologySource,
+    loaded: &LoadedTopology,
 ) -> io::Result<()> {
     writeln!(
         out,
         "plan for `{}` on {}",
         escaped(&config.display().to_string()),
-        escaped(&source.to_string())
+        escaped(&loaded.source.to_string())
     )?;
     writeln!(out)?;
     let rows: Vec<[String; 4]> = plan
@@ -189,10 +192,14 @@ fn render(
         })
         .collect();
     writeln!(out, "kept free:  {}", escaped(&none(kept.join(", "))))?;
-    if !plan.warnings.is_empty() {
+    let host = &loaded.topology.warnings;
+    if !plan.warnings.is_empty() || !host.is_empty() {
         writeln!(out)?;
         for w in &plan.warnings {
             writeln!(out, "warning: {}", escaped(w))?;
+        }
+        for w in host {
+            writeln!(out, "warning: host: {}", escaped(w))?;
         }
     }
     Ok(())
