@@ -110,3 +110,11 @@ impl Serialize for Placement {
         self.document().serialize(s)
     }
 }
+
+/// A plan alone, as its document with no host warnings (it does not know the host's):
+/// `pinctl plan --json` writes [`Plan::document`] with the topology's.
+impl Serialize for Plan {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.document(&[]).serialize(s)
+    }
+}
