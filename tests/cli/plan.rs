@@ -228,3 +228,32 @@ fn config_errors_point_into_the_file() {
         .code(1)
         .stderr(predicate::str::contains("pinctl.toml:3:1"));
 }
+
+/// `plan --json` on the bundled examples and on the live machine is what the schema in docs/
+/// says.
+#[test]
+fn json_conforms_to_the_schema() {
+    let cases = [
+        ("configs/tidb-epyc.toml", Some(EPYC)),
+        ("configs/mysql-xeon.toml", Some(XEON)),
+        ("configs/interleaved.toml", Some("configs/topologies/interleaved-4node.json")),
+        ("configs/mysql-arm.toml", Some("configs/topologies/arm-128core.json")),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let live = write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.db]\ncommand = [\"/bin/db\"]\ncpus = 1\n",
+    );
+    let live = live.to_str().unwrap().to_string();
+    for (config, topology) in cases.into_iter().chain([(live.as_str(), None)]) {
+        let mut cmd = pinctl();
+        cmd.args(["plan", "--json", "-c", config]);
+        if let Some(t) = topology {
+            cmd.args(["--topology", t]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{config} on {topology:?}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        crate::topology::assert_conforms("plan", &v, &format!("{config} on {topology:?}"));
+    }
+}

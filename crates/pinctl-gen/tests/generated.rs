@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pinctl_gen::{COMPLETIONS_DIR, Generated, MAN_DIR, generate};
+use pinctl_gen::{COMPLETIONS_DIR, Generated, MAN_DIR, OWNED_DIRS, SCHEMA_DIR, generate};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -24,7 +24,7 @@ fn committed_copies_are_current() {
             Err(e) => stale.push(format!("`{}` cannot be read: {e}", path.display())),
         }
     }
-    for dir in [MAN_DIR, COMPLETIONS_DIR] {
+    for dir in OWNED_DIRS {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             let rel = path.strip_prefix(&root).unwrap();

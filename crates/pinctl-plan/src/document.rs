@@ -16,7 +16,8 @@ pub const PLAN_SCHEMA_VERSION: u32 = 1;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanDocument {
-    /// [`PLAN_SCHEMA_VERSION`].
+    /// The version of this document's form: 1. It goes up when a field is removed, renamed or
+    /// changes type or meaning.
     pub schema_version: PlanSchemaVersion,
     /// One per instance, in the order of the service file.
     pub services: Vec<PlacementDocument>,

@@ -74,8 +74,8 @@ pub type CpuId = u32;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
-    /// The version of this JSON form ([`TOPOLOGY_SCHEMA_VERSION`]); absent in documents of
-    /// pinctl before versions existed.
+    /// The version of this JSON form: 1. It goes up when a field is removed, renamed or changes
+    /// type or meaning; pinctl reads older versions and documents without one (older pinctl).
     #[serde(default)]
     pub schema_version: SchemaVersion,
     /// Online NUMA nodes, ascending by id.
