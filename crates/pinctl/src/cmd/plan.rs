@@ -36,7 +36,8 @@ pub(crate) struct PlanArgs {
     #[arg(long, conflicts_with = "emit")]
     json: bool,
     /// Fail when the best plan breaks a soft rule (memory over a node's capacity under a
-    /// policy that spills, an instance away from its `near` device, a kept-free node used).
+    /// policy that spills, an instance away from its `near` device, a kept-free node used),
+    /// and when a `near` entry names no device of the topology (a snapshot's too).
     #[arg(long)]
     strict: bool,
     /// Write what applies the plan: `systemd DIR` writes a drop-in per instance
