@@ -45,9 +45,13 @@ pub fn generate() -> io::Result<Vec<Generated>> {
         clap_complete::generate(shell, &mut cmd.clone(), "pinctl", &mut contents);
         files.push(Generated { path: Path::new(COMPLETIONS_DIR).join(name), contents });
     }
-    let topology = schemars::schema_for!(pinctl_topology::Topology);
+    // The schemas of what pinctl writes: a field it always writes is required, even where it
+    // reads documents without it (`schema_version`, `host.memory_bytes` of older snapshots).
+    let written = || schemars::generate::SchemaSettings::draft2020_12().for_serialize();
+    let topology =
+        written().into_generator().into_root_schema_for::<pinctl_topology::Topology>();
     files.push(schema_file("topology", "pinctl topology --json", topology)?);
-    let plan = schemars::schema_for!(pinctl_plan::PlanDocument);
+    let plan = written().into_generator().into_root_schema_for::<pinctl_plan::PlanDocument>();
     files.push(schema_file("plan", "pinctl plan --json", plan)?);
     Ok(files)
 }

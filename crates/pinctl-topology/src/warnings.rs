@@ -70,8 +70,15 @@ fn cpus_in_no_node(t: &Topology) -> Option<String> {
     if t.nodes.is_empty() {
         return None;
     }
-    let orphans: CpuSet =
-        t.cpus.iter().filter(|c| c.online && c.node.is_none()).map(|c| c.id).collect();
+    // A node's list is the fact plans use; `Cpu::node` alone could be stale in an edited
+    // snapshot.
+    let placed = t.cpus_of(&t.node_ids());
+    let orphans: CpuSet = t
+        .cpus
+        .iter()
+        .filter(|c| c.online && c.node.is_none() && !placed.contains(c.id))
+        .map(|c| c.id)
+        .collect();
     if orphans.is_empty() {
         return None;
     }
@@ -163,6 +170,9 @@ mod tests {
         t.cpus[6].node = None;
         t.cpus[7].online = false;
         t.cpus[7].node = None;
+        t.refresh_warnings();
+        assert!(t.warnings.is_empty(), "node 2 lists them: {:?}", t.warnings);
+        t.nodes[1].cpus = "4".parse().unwrap();
         t.refresh_warnings();
         assert_eq!(
             t.warnings,
