@@ -48,8 +48,7 @@ pub fn generate() -> io::Result<Vec<Generated>> {
     // The schemas of what pinctl writes: a field it always writes is required, even where it
     // reads documents without it (`schema_version`, `host.memory_bytes` of older snapshots).
     let written = || schemars::generate::SchemaSettings::draft2020_12().for_serialize();
-    let topology =
-        written().into_generator().into_root_schema_for::<pinctl_topology::Topology>();
+    let topology = written().into_generator().into_root_schema_for::<pinctl_topology::Topology>();
     files.push(schema_file("topology", "pinctl topology --json", topology)?);
     let plan = written().into_generator().into_root_schema_for::<pinctl_plan::PlanDocument>();
     files.push(schema_file("plan", "pinctl plan --json", plan)?);

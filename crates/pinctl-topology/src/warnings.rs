@@ -64,8 +64,8 @@ fn memory_disagreement(t: &Topology) -> Option<String> {
     ))
 }
 
-/// Online CPUs that no online node's `cpulist` names: the firmware's NUMA tables leave them out, and
-/// no plan places anything on them.
+/// Online CPUs that no online node's `cpulist` names: the firmware's NUMA tables leave them
+/// out, and no plan places anything on them.
 fn cpus_in_no_node(t: &Topology) -> Option<String> {
     if t.nodes.is_empty() {
         return None;
