@@ -39,6 +39,7 @@ fn json_follows_the_contract() {
     assert_eq!(v["kept_free_nodes"], serde_json::json!([5]));
     assert_eq!(v["warnings"], serde_json::json!([]));
     assert_eq!(v["host_warnings"], serde_json::json!([]));
+    assert_eq!(v["config_warnings"], serde_json::json!([]));
     assert_eq!(v["schema_version"], pinctl_plan::PLAN_SCHEMA_VERSION);
     assert_eq!(v["optimal"], true);
 }
@@ -179,6 +180,19 @@ fn unresolved_near_entries_warn_once_on_another_hosts_topology() {
             assert_eq!(occurrences(&out, &format!("`{spec}`")), 1, "{command}: {out:?}");
             assert_eq!(occurrences(&out, "placed without it"), 1, "{command}: {out:?}");
         }
+        // In JSON it is a warning of the file, with its place, and not the planner's.
+        let out = pinctl()
+            .args(["plan", "--json", "--topology", EPYC, "-c"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let file = v["config_warnings"].as_array().unwrap();
+        assert_eq!(file.len(), 1, "{v}");
+        let file = file[0].as_str().unwrap();
+        assert!(file.contains(&format!("pinctl.toml:5:9: tikv: {why}")), "{file}");
+        assert_eq!(v["warnings"], serde_json::json!([]), "{v}");
+        crate::topology::assert_conforms("plan", &v, spec);
     }
 }
 

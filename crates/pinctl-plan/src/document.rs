@@ -29,6 +29,9 @@ pub struct PlanDocument {
     pub warnings: Vec<String>,
     /// What the topology says about the host (the `warnings` of `pinctl topology --json`).
     pub host_warnings: Vec<String>,
+    /// The service file's warnings (also printed on stderr with their context), each as
+    /// `FILE:LINE:COLUMN: message`, or `FILE: message` for the whole file.
+    pub config_warnings: Vec<String>,
     /// Whether the search proved the plan optimal.
     pub optimal: bool,
 }
@@ -77,8 +80,9 @@ fn ids(set: &NodeSet) -> Vec<NodeId> {
 }
 
 impl Plan {
-    /// The JSON document of this plan on a host with these warnings.
-    pub fn document(&self, host_warnings: &[String]) -> PlanDocument {
+    /// The JSON document of this plan on a host with these warnings, from a service file with
+    /// these.
+    pub fn document(&self, host_warnings: &[String], config_warnings: &[String]) -> PlanDocument {
         PlanDocument {
             schema_version: PlanSchemaVersion,
             services: self.placements.iter().map(Placement::document).collect(),
@@ -86,6 +90,7 @@ impl Plan {
             kept_free_nodes: ids(&self.kept_free_nodes),
             warnings: self.warnings.clone(),
             host_warnings: host_warnings.to_vec(),
+            config_warnings: config_warnings.to_vec(),
             optimal: self.optimal,
         }
     }
@@ -112,10 +117,10 @@ impl Serialize for Placement {
     }
 }
 
-/// A plan alone, as its document with no host warnings (it does not know the host's):
-/// `pinctl plan --json` writes [`Plan::document`] with the topology's.
+/// A plan alone, as its document with no host or file warnings (it knows neither):
+/// `pinctl plan --json` writes [`Plan::document`] with the topology's and the file's.
 impl Serialize for Plan {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.document(&[]).serialize(s)
+        self.document(&[], &[]).serialize(s)
     }
 }

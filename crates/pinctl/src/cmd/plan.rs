@@ -101,7 +101,8 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
         }
         None if args.json => {
             let host_warnings = &prepared.loaded.topology.warnings;
-            serde_json::to_writer_pretty(&mut out, &plan.document(host_warnings))
+            let config_warnings: Vec<String> = prepared.diagnostics.iter().map(one_line).collect();
+            serde_json::to_writer_pretty(&mut out, &plan.document(host_warnings, &config_warnings))
                 .context("writing JSON")?;
             writeln!(out).context("writing to stdout")?;
         }
@@ -204,6 +205,18 @@ fn render(
         }
     }
     Ok(())
+}
+
+/// A diagnostic of the service file on one line, for `config_warnings`: `FILE:LINE:COLUMN:
+/// message`, or `FILE: message` when it has no place.
+fn one_line(d: &pinctl_config::Diagnostic) -> String {
+    match (&d.location, &d.path) {
+        (Some(l), _) => {
+            format!("{}:{}:{}: {}", l.path().display(), l.line(), l.column(), d.message)
+        }
+        (None, Some(path)) => format!("{}: {}", path.display(), d.message),
+        (None, None) => d.message.clone(),
+    }
 }
 
 /// `bind 2`, `preferred 2-3`, `local`.
