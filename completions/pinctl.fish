@@ -38,7 +38,7 @@ complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "restart" -d 'Stop and
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "reload" -d 'Re-read the service file and apply the difference (`--dry-run`: only show it)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "detach" -d 'Make the supervisor exit, leaving its instances running for the next one to adopt'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "watch" -d 'Watch where the planned instances\' memory and threads are; alert, export, rebalance'
-complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l topology -d 'Read this instead of the live machine: a sysfs/procfs directory, a tarball of one (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML file (needs the `hwloc` feature)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l topology -d 'Read this instead of the live machine: a sysfs/procfs directory, a tarball of one (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML file (`lstopo --of xml`, formats 2.x and 3.x)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l capture -d 'Write every file pinctl reads on this host into FILE (a .tar.gz) that `--topology` accepts on any other machine' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l json -d 'Print the topology as JSON (the format docs/topology.md specifies)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -s h -l help -d 'Print help'
@@ -51,7 +51,7 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s c -l config -d 'T
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l topology -d 'Plan for this topology instead of the live machine: a sysfs/procfs directory, a tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l emit -d 'Write what applies the plan: `systemd DIR` writes a drop-in per instance (`DIR/<unit>.d/50-pinctl.conf`); `numactl` prints a numactl command line per instance' -r
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l json -d 'Print the plan as JSON (the contract in docs/planning.md)'
-complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l strict -d 'Fail when the best plan breaks a soft rule (memory over a node\'s capacity under a policy that spills, an instance away from its `near` device, a kept-free node used)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l strict -d 'Fail when the best plan breaks a soft rule (memory over a node\'s capacity under a policy that spills, an instance away from its `near` device, a kept-free node used), and when a `near` entry names no device of the topology (a snapshot\'s too)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l nodes -d 'Run on the CPUs of these nodes and allocate memory there (policy bind unless --mem says otherwise)' -r

@@ -38,6 +38,9 @@ fn json_follows_the_contract() {
     assert_eq!(v["free_nodes"], serde_json::json!([5, 7]));
     assert_eq!(v["kept_free_nodes"], serde_json::json!([5]));
     assert_eq!(v["warnings"], serde_json::json!([]));
+    assert_eq!(v["host_warnings"], serde_json::json!([]));
+    assert_eq!(v["config_warnings"], serde_json::json!([]));
+    assert_eq!(v["schema_version"], pinctl_plan::PLAN_SCHEMA_VERSION);
     assert_eq!(v["optimal"], true);
 }
 
@@ -139,21 +142,92 @@ fn emit_rejects_unknown_formats() {
         .stderr(predicate::str::contains("unknown `--emit` format `docker`"));
 }
 
+/// The service file of one instance `near` SPEC, not keeping any node free.
+fn near_config(dir: &std::path::Path, spec: &str) -> std::path::PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[host]\nkeep-free = []\n[service.tikv]\ncommand = [\"/bin/tikv\"]\nnear = [\"{spec}\"]\n"
+        ),
+    )
+}
+
+/// How many times `needle` occurs in everything a command printed.
+fn occurrences(out: &std::process::Output, needle: &str) -> usize {
+    let all =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    all.matches(needle).count()
+}
+
 #[test]
-fn unresolved_near_entries_warn_on_another_hosts_topology() {
+fn unresolved_near_entries_warn_once_on_another_hosts_topology() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        "[host]\nkeep-free = []\n[service.tikv]\ncommand = [\"/bin/tikv\"]\nnear = [\"/data/tikv\"]\n",
-    );
-    pinctl()
-        .args(["plan", "--topology", EPYC, "-c"])
+    for (spec, why) in [
+        ("/data/tikv", "near `/data/tikv` is a path"),
+        ("nvme9n1", "near `nvme9n1` is not a device of this topology"),
+    ] {
+        let config = near_config(dir.path(), spec);
+        for command in ["plan", "check"] {
+            let out =
+                pinctl().args([command, "--topology", EPYC, "-c"]).arg(&config).output().unwrap();
+            assert!(out.status.success(), "{command} {spec}: {out:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let diagnostics = if command == "plan" { &stderr } else { &stdout };
+            assert!(diagnostics.contains(&format!("warning: tikv: {why}")), "{command}: {out:?}");
+            assert!(diagnostics.contains("pinctl.toml:5:9"), "{command}: {out:?}");
+            // Said once: by the check of the file, with its place, not again by the planner.
+            assert_eq!(occurrences(&out, &format!("`{spec}`")), 1, "{command}: {out:?}");
+            assert_eq!(occurrences(&out, "placed without it"), 1, "{command}: {out:?}");
+        }
+        // In JSON it is a warning of the file, with its place, and not the planner's.
+        let out = pinctl()
+            .args(["plan", "--json", "--topology", EPYC, "-c"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let file = v["config_warnings"].as_array().unwrap();
+        assert_eq!(file.len(), 1, "{v}");
+        let file = file[0].as_str().unwrap();
+        assert!(file.contains(&format!("pinctl.toml:5:9: tikv: {why}")), "{file}");
+        assert_eq!(v["warnings"], serde_json::json!([]), "{v}");
+        crate::topology::assert_conforms("plan", &v, spec);
+    }
+}
+
+#[test]
+fn strict_refuses_a_near_device_the_topology_lacks_with_its_place_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = near_config(dir.path(), "nvme9n1");
+    // On a snapshot (a warning without --strict, above) and on the live machine.
+    for topology in [Some(EPYC), None] {
+        let mut cmd = pinctl();
+        cmd.args(["plan", "--strict", "-c"]).arg(&config);
+        if let Some(t) = topology {
+            cmd.args(["--topology", t]);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{topology:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{topology:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("error: tikv: near `nvme9n1` is not a device of this topology"),
+            "{topology:?}: {stderr}"
+        );
+        assert!(stderr.contains("pinctl.toml:5:9\n"), "{topology:?}: {stderr}");
+        assert!(stderr.contains("near = [\"nvme9n1\"]\n  |         ^^^^^^^"), "{stderr}");
+        assert_eq!(occurrences(&out, "`nvme9n1`"), 1, "{topology:?}: {stderr}");
+        assert!(!stderr.contains("warning"), "{topology:?}: {stderr}");
+    }
+    // --json changes nothing of that.
+    let out = pinctl()
+        .args(["plan", "--strict", "--json", "--topology", EPYC, "-c"])
         .arg(&config)
-        .assert()
-        .success()
-        .stderr(predicate::str::contains("warning: tikv: near `/data/tikv` is a path"))
-        .stderr(predicate::str::contains("pinctl.toml:5:9"))
-        .stdout(predicate::str::contains("warning: tikv: near `/data/tikv` resolves to no device"));
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
 }
 
 #[test]
@@ -167,4 +241,33 @@ fn config_errors_point_into_the_file() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("pinctl.toml:3:1"));
+}
+
+/// `plan --json` on the bundled examples and on the live machine is what the schema in docs/
+/// says.
+#[test]
+fn json_conforms_to_the_schema() {
+    let cases = [
+        ("configs/tidb-epyc.toml", Some(EPYC)),
+        ("configs/mysql-xeon.toml", Some(XEON)),
+        ("configs/interleaved.toml", Some("configs/topologies/interleaved-4node.json")),
+        ("configs/mysql-arm.toml", Some("configs/topologies/arm-128core.json")),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let live = write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.db]\ncommand = [\"/bin/db\"]\ncpus = 1\n",
+    );
+    let live = live.to_str().unwrap().to_string();
+    for (config, topology) in cases.into_iter().chain([(live.as_str(), None)]) {
+        let mut cmd = pinctl();
+        cmd.args(["plan", "--json", "-c", config]);
+        if let Some(t) = topology {
+            cmd.args(["--topology", t]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{config} on {topology:?}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        crate::topology::assert_conforms("plan", &v, &format!("{config} on {topology:?}"));
+    }
 }

@@ -227,7 +227,12 @@ fn hwloc_xml_loads_in_every_build() {
                 .iter()
                 .map(|x| x.as_u64().unwrap())
                 .collect();
-            let got: pinctl_topology::NodeSet = ours["nodes"].as_str().unwrap().parse().unwrap();
+            let got: pinctl_topology::NodeSet = ours["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_u64().unwrap() as u32)
+                .collect();
             if got.is_empty() && want.len() == nodes.len() {
                 // hwloc attaches a device it cannot place to the whole machine; pinctl says
                 // "unknown" (and warns) rather than "local to every node".
@@ -265,11 +270,162 @@ fn a_broken_file_is_a_warning_in_topology_check_and_plan() {
     let config = config.to_str().unwrap();
     let check = ok(&["check", "--topology", TREE, "-c", config]);
     assert!(check.contains(&format!("warning: host: {WARNING}")), "{check}");
+    // Each command prints it once: plan's text, its JSON, and its emitted forms on stderr.
+    let text = ok(&["plan", "--topology", TREE, "-c", config]);
+    assert_eq!(text.matches(WARNING).count(), 1, "{text}");
+    assert!(text.contains(&format!("warning: host: {WARNING}")), "{text}");
     let out = run(&["plan", "--json", "--topology", TREE, "-c", config]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("warning: topology: {WARNING}")), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(WARNING));
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(plan["host_warnings"][0].as_str().unwrap().starts_with(WARNING), "{plan}");
+    assert_eq!(plan.to_string().matches("cpu0/online").count(), 1, "{plan}");
     // CPU 0, assumed online, is planned like any other.
     assert_eq!(plan["services"][0]["cpus"], "0-1", "{plan}");
+    let out = run(&["plan", "--emit", "numactl", "--topology", TREE, "-c", config]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches(&format!("warning: host: {WARNING}")).count(), 1, "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(WARNING));
+}
+
+/// Validates `doc` against the committed `docs/schema/NAME.schema.json`, naming every broken
+/// rule.
+pub(crate) fn assert_conforms(name: &str, doc: &Value, what: &str) {
+    let path = root().join("docs/schema").join(format!("{name}.schema.json"));
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> =
+        validator.iter_errors(doc).map(|e| format!("{}: {e}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{what} breaks {}:\n{}", path.display(), errors.join("\n"));
+}
+
+/// Every source kind's JSON, the live machine's included, is what the schema in docs/ says.
+#[test]
+fn json_output_conforms_to_the_schema() {
+    let mut sources: Vec<String> = std::fs::read_dir(root().join("configs/topologies"))
+        .unwrap()
+        .map(|e| format!("configs/topologies/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    sources.sort();
+    for id in [
+        "G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax",
+        "G03-hwloc-power7-8n-sparse",
+        "G05-hwloc-memory-only-and-cpu-only-nodes",
+        "G06-hwloc-offline-cpu0-and-node0",
+        "G08-utillinux-epyc7451-2s-8n",
+        "G11-libnvme-power-nvme-multipath",
+    ] {
+        sources.push(shared_tarball(id));
+    }
+    sources.push("tests/fixtures/sysfs/stacked-2n".into());
+    assert!(sources.len() >= 11, "{sources:?}");
+    for src in &sources {
+        let v = json(&["topology", "--topology", src, "--json"]);
+        assert_eq!(v["schema_version"], pinctl_topology::TOPOLOGY_SCHEMA_VERSION, "{src}");
+        assert_conforms("topology", &v, src);
+    }
+    let live = json(&["topology", "--json"]);
+    assert!(live["host"]["memory_bytes"].as_u64().is_some_and(|m| m > 0), "{}", live["host"]);
+    assert_conforms("topology", &live, "the live machine");
+
+    // The check can fail: the list string of older pinctl is not the current form.
+    let mut old = json(&["topology", "--topology", "tests/fixtures/sysfs/stacked-2n", "--json"]);
+    old["devices"][0]["nodes"] = "0".into();
+    let schema = std::fs::read_to_string(root().join("docs/schema/topology.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&serde_json::from_str(&schema).unwrap()).unwrap();
+    assert!(!validator.is_valid(&old));
+}
+
+/// Snapshots written before `schema_version` (device nodes as list strings, no machine
+/// memory) still load, and are written back in the current form; a newer version is refused
+/// with the file and the version named.
+#[test]
+fn snapshots_of_older_pinctl_load_and_newer_ones_are_refused() {
+    let current = json(&["topology", "--topology", "configs/topologies/epyc-nps4.json", "--json"]);
+    let mut old = current.clone();
+    old.as_object_mut().unwrap().remove("schema_version");
+    old["host"].as_object_mut().unwrap().remove("memory_bytes");
+    for d in old["devices"].as_array_mut().unwrap() {
+        let ids: Vec<String> =
+            d["nodes"].as_array().unwrap().iter().map(|n| n.to_string()).collect();
+        d["nodes"] = ids.join(",").into();
+    }
+    assert!(old["devices"].as_array().unwrap().iter().any(|d| d["nodes"] == "5"), "{old}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("old.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&old).unwrap()).unwrap();
+    assert_eq!(json(&["topology", "--topology", file.to_str().unwrap(), "--json"]), current);
+
+    let mut newer = current.clone();
+    newer["schema_version"] = 2.into();
+    newer["accelerators"] = serde_json::json!([]);
+    let file = dir.path().join("newer.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&newer).unwrap()).unwrap();
+    let e = fails(&["topology", "--topology", file.to_str().unwrap()]);
+    assert!(
+        e.contains(&format!(
+            "snapshot `{}` has schema_version 2, newer than 1, the newest this pinctl reads",
+            file.display()
+        )),
+        "{e}"
+    );
+}
+
+/// A snapshot of a machine whose firmware's figures disagree: the nodes hold a quarter of the
+/// memory /proc/meminfo counts, and node 3 has CPUs but no memory on a machine without
+/// memory-only nodes.
+fn disagreeing_snapshot(dir: &std::path::Path) -> PathBuf {
+    let mut v = json(&["topology", "--topology", "configs/topologies/epyc-nps4.json", "--json"]);
+    let sum: u64 =
+        v["nodes"].as_array().unwrap().iter().map(|n| n["memory_bytes"].as_u64().unwrap()).sum();
+    v["host"]["memory_bytes"] = (sum * 4).into();
+    v["nodes"][3]["has_memory"] = false.into();
+    let file = dir.join("disagreeing.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    file
+}
+
+pub(crate) const MEMORY_WARNING: &str = "the nodes' memory adds up to 512.0 GiB (25 %) of the \
+     machine's 2048.0 GiB (/proc/meminfo MemTotal): the firmware's NUMA tables describe less \
+     memory than the machine has (common on virtual machines); plans use the per-node figures";
+pub(crate) const MEMORYLESS_WARNING: &str = "node 3 has CPUs but no memory";
+
+/// Each disagreement is said once, in the text and in the JSON of `topology`, by `check` and
+/// by `plan` (text and JSON).
+#[test]
+fn firmware_disagreements_are_warned_once_by_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = disagreeing_snapshot(dir.path());
+    let snap = snap.to_str().unwrap();
+    let config = crate::support::write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.db]\ncommand = [\"/bin/db\"]\n",
+    );
+    let config = config.to_str().unwrap();
+    let once = |what: &str, text: &str| {
+        for w in [MEMORY_WARNING, MEMORYLESS_WARNING] {
+            assert_eq!(text.matches(w).count(), 1, "{what}: `{w}` in\n{text}");
+        }
+    };
+    once("topology", &ok(&["topology", "--topology", snap]));
+    let v = json(&["topology", "--topology", snap, "--json"]);
+    assert_conforms("topology", &v, "the disagreeing snapshot");
+    once("topology --json", &v["warnings"].to_string());
+    let out = run(&["check", "--topology", snap, "-c", config]);
+    assert!(out.status.success(), "{out:?}");
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    once("check", &text);
+    assert!(text.contains(&format!("warning: host: {MEMORY_WARNING}")), "{text}");
+    let out = run(&["plan", "--topology", snap, "-c", config]);
+    assert!(out.status.success(), "{out:?}");
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    once("plan", &text);
+    assert!(text.contains(&format!("warning: host: {MEMORY_WARNING}")), "{text}");
+    let v = json(&["plan", "--topology", snap, "-c", config, "--json"]);
+    assert_conforms("plan", &v, "plan --json");
+    once("plan --json", &v.to_string());
+    assert_eq!(v["host_warnings"].as_array().unwrap().len(), 2, "{v}");
 }

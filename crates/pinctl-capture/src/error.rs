@@ -28,6 +28,13 @@ pub enum SourceError {
         #[source]
         source: serde_json::Error,
     },
+    /// A JSON snapshot written by a newer pinctl, in a form this one does not know.
+    #[error(
+        "snapshot `{path}` has schema_version {version}, newer than {known}, the newest this \
+         pinctl reads: use a newer pinctl, or write the snapshot again with this one's \
+         `pinctl topology --json`"
+    )]
+    SnapshotNewer { path: PathBuf, version: String, known: u32 },
     /// A JSON snapshot parses but breaks a rule of the model.
     #[error("snapshot `{path}`: `{at}`: {what}")]
     SnapshotInvalid { path: PathBuf, at: String, what: String },

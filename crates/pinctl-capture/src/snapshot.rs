@@ -1,12 +1,14 @@
 //! `pinctl topology --json` snapshots read back: parsed, then checked as strictly as a service
 //! file (every error names the JSON path of the offending value), then put in the model's
-//! order so the order of the file does not matter.
+//! order so the order of the file does not matter. Every `schema_version` up to
+//! [`TOPOLOGY_SCHEMA_VERSION`] is read, and documents without one (older pinctl); a newer one
+//! is refused by name before anything else is read, since its fields may mean other things.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use pinctl_topology::text::{has_control, shown};
-use pinctl_topology::{MAX_CPU_ID, MAX_NODE_ID, NodeSet, Topology};
+use pinctl_topology::{MAX_CPU_ID, MAX_NODE_ID, NodeSet, TOPOLOGY_SCHEMA_VERSION, Topology};
 
 use crate::error::SourceError;
 
@@ -14,6 +16,13 @@ use crate::error::SourceError;
 /// accepted, as in service files.
 pub(crate) fn parse_snapshot(bytes: &[u8], path: &Path) -> Result<Topology, SourceError> {
     let bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
+    if let Some(version) = newer_version(bytes) {
+        return Err(SourceError::SnapshotNewer {
+            path: path.to_path_buf(),
+            version,
+            known: TOPOLOGY_SCHEMA_VERSION,
+        });
+    }
     let mut topo: Topology = serde_json::from_slice(bytes)
         .map_err(|source| SourceError::Snapshot { path: path.to_path_buf(), source })?;
     check(&topo).map_err(|(at, what)| SourceError::SnapshotInvalid {
@@ -22,7 +31,29 @@ pub(crate) fn parse_snapshot(bytes: &[u8], path: &Path) -> Result<Topology, Sour
         what,
     })?;
     put_in_order(&mut topo);
+    // The warnings are the model's consequences, not facts of the host: said again by this
+    // pinctl's rules (a snapshot of an older one lacks the newer warnings).
+    topo.refresh_warnings();
     Ok(topo)
+}
+
+/// The `schema_version` of a document newer than this pinctl reads, as written (`7`, `1.5`).
+/// Read on its own first: a newer document may fail the strict parse on a field it added, and
+/// its version is the useful thing to report then. Anything unreadable is left to the parse.
+fn newer_version(bytes: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Versioned {
+        schema_version: Option<serde_json::Number>,
+    }
+    let v: Versioned = serde_json::from_slice(bytes).ok()?;
+    let n = v.schema_version?;
+    let known = u64::from(TOPOLOGY_SCHEMA_VERSION);
+    let newer = match n.as_u64() {
+        Some(u) => u > known,
+        // 1.5, 2e3: not a version this pinctl wrote; newer when above the one it knows.
+        None => n.as_f64().is_some_and(|f| f > known as f64),
+    };
+    newer.then(|| n.to_string())
 }
 
 type Invalid = (String, String);
@@ -230,6 +261,48 @@ mod tests {
         assert_eq!(t.node(0).unwrap().cpus.to_string(), "0-1");
         assert_eq!(t.cpus.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 2]);
         assert_eq!(t.distances, [[10, 21], [21, 10]]);
+    }
+
+    #[test]
+    fn every_version_up_to_the_current_one_reads_and_newer_ones_are_refused() {
+        // GOOD is what pinctl wrote before schema_version: device nodes as a list string.
+        let old = parse(GOOD).unwrap();
+        assert_eq!(old.devices[0].nodes.to_string(), "1");
+        let current = serde_json::to_string(&old).unwrap();
+        assert!(current.starts_with(&format!("{{\"schema_version\":{TOPOLOGY_SCHEMA_VERSION},")));
+        assert!(current.contains(r#""nodes":[1]"#), "{current}");
+        assert_eq!(parse(&current).unwrap(), old);
+        let versioned = GOOD.replacen("{", r#"{"schema_version":1,"#, 1);
+        assert_eq!(parse(&versioned).unwrap(), old);
+        for (version, shown) in [("2", "2"), ("1.5", "1.5"), ("99999999999999999999", "1e+20")] {
+            // A newer document may add fields: the version is still what gets reported.
+            let newer =
+                GOOD.replacen("{", &format!(r#"{{"schema_version":{version},"gpus":[],"#), 1);
+            let e = parse_snapshot(newer.as_bytes(), Path::new("new.json")).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "snapshot `new.json` has schema_version {shown}, newer than 1, the newest \
+                     this pinctl reads: use a newer pinctl, or write the snapshot again with \
+                     this one's `pinctl topology --json`"
+                )
+            );
+        }
+        for bad in [r#""1""#, "-1", "null"] {
+            let text = GOOD.replacen("{", &format!(r#"{{"schema_version":{bad},"#), 1);
+            assert!(parse(&text).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn warnings_are_this_pinctl_s_not_the_file_s() {
+        let text = GOOD.replacen(r#""warnings":[]"#, r#""warnings":["stale"]"#, 1);
+        assert!(parse(&text).unwrap().warnings.is_empty());
+        let text =
+            GOOD.replacen(r#""offline_nodes":"""#, r#""offline_nodes":"","memory_bytes":1000"#, 1);
+        let w = parse(&text).unwrap().warnings;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("the nodes' memory adds up to"), "{w:?}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `pinctl-gen DIR`: writes pinctl's man pages to DIR/doc/man and its shell completions to
-//! DIR/completions. Run from the repository root as `cargo run -p pinctl-gen -- .` after
+//! `pinctl-gen DIR`: writes pinctl's man pages to DIR/doc/man, its shell completions to
+//! DIR/completions and the JSON Schemas of its `--json` outputs to DIR/docs/schema. Run from the repository root as `cargo run -p pinctl-gen -- .` after
 //! changing the command line, and commit the result.
 
 use std::path::PathBuf;
@@ -8,7 +8,10 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
     let (Some(dir), None) = (args.next(), args.next()) else {
-        eprintln!("usage: pinctl-gen DIR   (writes DIR/doc/man/*.1 and DIR/completions/*)");
+        eprintln!(
+            "usage: pinctl-gen DIR   (writes DIR/doc/man/*.1, DIR/completions/* and \
+             DIR/docs/schema/*.schema.json)"
+        );
         return ExitCode::from(2);
     };
     let root = PathBuf::from(dir);

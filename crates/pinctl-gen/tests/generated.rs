@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pinctl_gen::{COMPLETIONS_DIR, Generated, MAN_DIR, generate};
+use pinctl_gen::{COMPLETIONS_DIR, Generated, MAN_DIR, OWNED_DIRS, SCHEMA_DIR, generate};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -24,7 +24,7 @@ fn committed_copies_are_current() {
             Err(e) => stale.push(format!("`{}` cannot be read: {e}", path.display())),
         }
     }
-    for dir in [MAN_DIR, COMPLETIONS_DIR] {
+    for dir in OWNED_DIRS {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             let rel = path.strip_prefix(&root).unwrap();
@@ -47,6 +47,28 @@ fn there_is_a_page_per_command_and_a_completion_per_shell() {
     for file in ["pinctl.bash", "_pinctl", "pinctl.fish"] {
         assert!(names.contains(&format!("{COMPLETIONS_DIR}/{file}")), "{names:?}");
     }
+    for file in ["topology.schema.json", "plan.schema.json"] {
+        assert!(names.contains(&format!("{SCHEMA_DIR}/{file}")), "{names:?}");
+    }
+}
+
+/// The schemas state the contract's points: a version, closed objects, device nodes as arrays.
+#[test]
+fn schemas_pin_the_version_and_the_shape_of_node_sets() {
+    for f in generate().unwrap().iter().filter(|f| f.path.starts_with(SCHEMA_DIR)) {
+        let schema: serde_json::Value = serde_json::from_slice(&f.contents).unwrap();
+        let name = f.path.display();
+        assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema", "{name}");
+        assert_eq!(schema["additionalProperties"], false, "{name}");
+        assert!(schema["required"].as_array().unwrap().contains(&"schema_version".into()));
+        let version = schema["properties"]["schema_version"]["$ref"].as_str().unwrap();
+        let version = &schema["$defs"][version.trim_start_matches("#/$defs/")];
+        assert_eq!(version["const"], 1, "{name}");
+    }
+    let topology =
+        generate().unwrap().into_iter().find(|f| f.path.ends_with("topology.schema.json"));
+    let topology: serde_json::Value = serde_json::from_slice(&topology.unwrap().contents).unwrap();
+    assert_eq!(topology["$defs"]["Device"]["properties"]["nodes"]["type"], "array");
 }
 
 #[test]

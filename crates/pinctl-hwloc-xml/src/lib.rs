@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use pinctl_topology::{
     Cpu, CpuSet, Device, DeviceKind, HostFacts, IdKind, IdSet, Locality, MAX_CPU_ID, MAX_ID,
-    MAX_NODE_ID, Node, NodeId, NodeSet, Topology,
+    MAX_NODE_ID, Node, NodeId, NodeSet, SchemaVersion, Topology,
 };
 use roxmltree::{Document, Node as XmlNode, ParsingOptions};
 
@@ -398,9 +398,12 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         allowed_cpus: Some(allowed_cpus),
         allowed_nodes: Some(allowed_nodes),
         offline_nodes: NodeSet::new(),
+        // hwloc records no MemTotal of the machine.
+        memory_bytes: None,
     };
 
     let mut topology = Topology {
+        schema_version: SchemaVersion,
         nodes,
         distances,
         cpus,

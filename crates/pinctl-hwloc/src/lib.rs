@@ -20,7 +20,7 @@ use hwlocality::object::types::{OSDeviceType, ObjectType};
 use hwlocality::topology::builder::{BuildFlags, TypeFilter};
 use pinctl_topology::{
     Cpu, CpuSet, Device, DeviceKind, HostFacts, IdKind, IdSet, Locality, MAX_CPU_ID, MAX_ID,
-    MAX_NODE_ID, Node, NodeId, NodeSet, Topology,
+    MAX_NODE_ID, Node, NodeId, NodeSet, SchemaVersion, Topology,
 };
 
 pub use pinctl_hwloc_xml::{
@@ -227,9 +227,12 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         allowed_cpus: Some(id_set(Some(&*hw.allowed_cpuset()), "the allowed CPU set")?),
         allowed_nodes: Some(id_set(Some(&*hw.allowed_nodeset()), "the allowed node set")?),
         offline_nodes: NodeSet::new(),
+        // hwloc's total is the sum of its nodes: nothing to check them against.
+        memory_bytes: None,
     };
 
     let mut topology = Topology {
+        schema_version: SchemaVersion,
         nodes,
         distances,
         cpus,

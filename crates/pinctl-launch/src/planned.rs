@@ -31,8 +31,9 @@ pub struct Prepared {
 }
 
 /// Checks `config` against `loaded` and resolves what the planner needs besides them: `near`
-/// entries to devices (one that names nothing is an error on the live machine, a warning on
-/// another host's topology) and, when the file sets no `keep-free`, the default route's NICs.
+/// entries to devices (one that names nothing is an error on the live machine and under
+/// `strict`, a warning on another host's topology, said here once with its place in the file)
+/// and, when the file sets no `keep-free`, the default route's NICs.
 /// This is the one preparation `plan`, `check`, `exec -c` and the supervisor share, so they
 /// always compute the same plan.
 pub fn prepare(
@@ -43,7 +44,7 @@ pub fn prepare(
     let mut diagnostics = config.warnings.clone();
     diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
     let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
-    resolve_near_entries(&config, &loaded, &mut inputs, &mut diagnostics);
+    resolve_near_entries(&config, &loaded, strict, &mut inputs, &mut diagnostics);
     if config.host.keep_free.is_none() {
         inputs.default_keep_free = default_keep_free(&config, &loaded, &mut diagnostics)?;
     }
@@ -57,6 +58,7 @@ pub fn prepare(
 fn resolve_near_entries(
     config: &Config,
     loaded: &LoadedTopology,
+    strict: bool,
     inputs: &mut PlanInputs,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
@@ -68,8 +70,12 @@ fn resolve_near_entries(
                     continue;
                 }
                 let devices = pinctl_sysfs::resolve_near(loaded, spec).unwrap_or_else(|e| {
+                    // --strict refuses what a plan elsewhere would only warn about: a service
+                    // file whose `near` names nothing on the topology it is checked against.
                     let (severity, what) = if loaded.is_live {
                         (Severity::Error, "")
+                    } else if strict {
+                        (Severity::Error, " (refused under --strict)")
                     } else {
                         (Severity::Warning, ": placed without it")
                     };
@@ -79,6 +85,7 @@ fn resolve_near_entries(
                         severity,
                         format!("{}: near {e}{what}", instance.name),
                     ));
+                    inputs.reported_near.insert(spec.clone());
                     Vec::new()
                 });
                 inputs.near.insert(spec.clone(), devices);

@@ -8,17 +8,17 @@
 #![forbid(unsafe_code)]
 
 mod cpus;
+mod document;
 mod explain;
 pub mod problem;
 mod search;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use pinctl_config::Config;
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet, Topology};
-use serde::Serialize;
-use serde::ser::{SerializeStruct, Serializer};
 
+pub use document::{PLAN_SCHEMA_VERSION, PlacementDocument, PlanDocument, PlanSchemaVersion};
 pub use problem::{Cost, Load, Problem};
 
 /// What the planner needs from the host besides the topology, resolved by the caller.
@@ -27,6 +27,9 @@ pub struct PlanInputs {
     /// Each `near` entry as written in the config -> the device names it resolves to (empty
     /// when it resolves to none; an entry missing from the map counts as empty).
     pub near: BTreeMap<String, Vec<String>>,
+    /// `near` entries that resolve to nothing and that the caller has already reported (with
+    /// their place in the file): placed without them, and not warned about a second time.
+    pub reported_near: BTreeSet<String>,
     /// NICs of the default route: the keep-free default when the config sets none.
     pub default_keep_free: Vec<String>,
     /// Turn every soft-rule violation (memory over capacity, near missed, kept-free node used)
@@ -126,39 +129,6 @@ pub fn plan(topology: &Topology, config: &Config, inputs: &PlanInputs) -> Result
     let problem = Problem::new(topology, config, inputs)?;
     let outcome = search::search(&problem)?;
     explain::build(&problem, outcome)
-}
-
-impl Serialize for Plan {
-    /// The `pinctl plan --json` contract: `{"services": [{"name", "service", "nodes",
-    /// "cpus", "memory_policy", "memory_nodes", "reasons"}], "free_nodes", "kept_free_nodes",
-    /// "warnings", "optimal"}`; node sets as arrays of ids, CPU sets as list strings.
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("Plan", 5)?;
-        out.serialize_field("services", &self.placements)?;
-        out.serialize_field("free_nodes", &ids(&self.free_nodes))?;
-        out.serialize_field("kept_free_nodes", &ids(&self.kept_free_nodes))?;
-        out.serialize_field("warnings", &self.warnings)?;
-        out.serialize_field("optimal", &self.optimal)?;
-        out.end()
-    }
-}
-
-impl Serialize for Placement {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("Placement", 7)?;
-        out.serialize_field("name", &self.instance)?;
-        out.serialize_field("service", &self.service)?;
-        out.serialize_field("nodes", &ids(&self.nodes))?;
-        out.serialize_field("cpus", &self.cpus)?;
-        out.serialize_field("memory_policy", &self.memory_policy)?;
-        out.serialize_field("memory_nodes", &ids(&self.memory_nodes))?;
-        out.serialize_field("reasons", &self.reasons)?;
-        out.end()
-    }
-}
-
-fn ids(set: &NodeSet) -> Vec<u32> {
-    set.iter().collect()
 }
 
 pub(crate) fn plural(n: usize) -> &'static str {

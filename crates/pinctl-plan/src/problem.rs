@@ -422,10 +422,13 @@ fn near_targets(
                 _ => unknown.push(d.as_str()),
             }
         }
-        if devices.is_empty() {
-            warnings
-                .push(format!("{name}: near `{spec}` resolves to no device: placed without it"));
-        } else if target.is_empty() {
+        if devices.is_empty() && !inputs.reported_near.contains(spec) {
+            let message = format!("{name}: near `{spec}` resolves to no device: placed without it");
+            if inputs.strict {
+                return Err(PlanError::Strict { violations: vec![message] });
+            }
+            warnings.push(message);
+        } else if target.is_empty() && !devices.is_empty() {
             warnings.push(format!(
                 "{name}: near `{spec}`: the node of {} is unknown: placed without it",
                 quoted_list(&unknown)

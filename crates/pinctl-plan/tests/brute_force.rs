@@ -222,6 +222,7 @@ fn build_case(
         default_keep_free: nic.map(|d| names[d].to_string()).into_iter().collect(),
         strict: false,
         current: BTreeMap::new(),
+        reported_near: Default::default(),
     };
     Case { topology, config, inputs }
 }

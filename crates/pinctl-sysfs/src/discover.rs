@@ -4,7 +4,8 @@ use std::path::Path;
 
 use pinctl_topology::text::shown;
 use pinctl_topology::{
-    Cpu, CpuSet, HostFacts, IdKind, IdSet, MAX_CPU_ID, MAX_NODE_ID, Node, NodeId, NodeSet, Topology,
+    Cpu, CpuSet, HostFacts, IdKind, IdSet, MAX_CPU_ID, MAX_NODE_ID, Node, NodeId, NodeSet,
+    SchemaVersion, Topology,
 };
 
 use crate::devices::read_devices;
@@ -60,6 +61,7 @@ fn discover(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
     let cpus = read_cpus(fs, &cpus_online, &nodes)?;
     let host = read_host(fs, &cpus_online, &nodes)?;
     let mut topology = Topology {
+        schema_version: SchemaVersion,
         nodes: nodes.nodes,
         distances: nodes.distances,
         cpus,
@@ -492,6 +494,13 @@ fn read_host(
     let allowed_nodes = status.nodes.or(cpuset_nodes);
     let offline_nodes =
         nodes.possible.as_ref().map(|p| p.difference(&nodes.online)).unwrap_or_default();
+    // What the nodes' MemTotal should add up to; host_warnings says when it does not.
+    let memory_bytes = fs
+        .fact("proc/meminfo", parse::meminfo, || {
+            "the machine's memory is unknown (not compared with the nodes')".into()
+        })?
+        .value()
+        .and_then(|m| m.total_bytes);
     Ok(HostFacts {
         kernel,
         numa_balancing,
@@ -499,6 +508,7 @@ fn read_host(
         allowed_cpus,
         allowed_nodes,
         offline_nodes,
+        memory_bytes,
     })
 }
 

@@ -11,7 +11,8 @@
 #![forbid(unsafe_code)]
 
 use pinctl_topology::{
-    Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeId, NodeSet, Topology,
+    Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeId, NodeSet,
+    SchemaVersion, Topology,
 };
 
 /// One GiB, for node memory sizes.
@@ -186,6 +187,7 @@ impl SyntheticTopology {
             .collect();
         devices.sort_by(|a, b| a.name.cmp(&b.name));
         Topology {
+            schema_version: SchemaVersion,
             nodes,
             distances,
             cpus,

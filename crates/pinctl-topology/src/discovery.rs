@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// One file of the source that was missing where it is required, empty, unreadable or did not
 /// parse, and what discovery assumed in its place.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DiscoveryWarning {
     /// The file, relative to the topology root (`sys/devices/system/cpu/cpu0/online`).

@@ -424,6 +424,22 @@ impl<'de, K: IdKind> Deserialize<'de> for IdSet<K> {
     }
 }
 
+/// In JSON an id set is the kernel's list format (`0-3,8`, `""` for none), as in `cpulist`.
+#[cfg(feature = "schema")]
+impl<K: IdKind> schemars::JsonSchema for IdSet<K> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "IdList".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "Ids in the kernel's list format (`0-3,8`); empty for none.",
+            "pattern": "^([0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)?$"
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

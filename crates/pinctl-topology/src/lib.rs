@@ -19,9 +19,52 @@ pub use idset::{
     ParseIdSetError,
 };
 pub use policy::{MemoryPolicy, ParseMemoryPolicyError};
-pub use warnings::host_warnings;
+pub use warnings::{MEMORY_AGREEMENT_PERCENT, host_warnings};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The version of the JSON form of [`Topology`] (`pinctl topology --json`, snapshots).
+/// docs/topology.md states what a change of it promises: it goes up when a field is removed,
+/// renamed or changes type or meaning; pinctl reads every older version and refuses newer ones.
+/// Version 1 made a device's `nodes` an array of ids; documents without a version (older
+/// pinctl) wrote it as a list string.
+pub const TOPOLOGY_SCHEMA_VERSION: u32 = 1;
+
+/// The `schema_version` field of a topology document. The model is always the current version
+/// (older documents are converted as they are read), so it holds no number: it writes
+/// [`TOPOLOGY_SCHEMA_VERSION`] and reads any version up to it, or none (older pinctl).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchemaVersion;
+
+impl Serialize for SchemaVersion {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(TOPOLOGY_SCHEMA_VERSION)
+    }
+}
+
+impl<'de> Deserialize<'de> for SchemaVersion {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = u64::deserialize(d)?;
+        if v > u64::from(TOPOLOGY_SCHEMA_VERSION) {
+            return Err(serde::de::Error::custom(format!(
+                "schema_version `{v}` is newer than {TOPOLOGY_SCHEMA_VERSION}, the newest this \
+                 pinctl reads"
+            )));
+        }
+        Ok(SchemaVersion)
+    }
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for SchemaVersion {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TopologySchemaVersion".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "integer", "const": TOPOLOGY_SCHEMA_VERSION })
+    }
+}
 
 /// Id of a NUMA node as the kernel numbers it (may be sparse: 0, 1, 4, 5, ...).
 pub type NodeId = u32;
@@ -30,8 +73,13 @@ pub type CpuId = u32;
 
 /// A whole machine as pinctl sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
+    /// The version of this JSON form: 1. It goes up when a field is removed, renamed or changes
+    /// type or meaning; pinctl reads older versions and documents without one (older pinctl).
+    #[serde(default)]
+    pub schema_version: SchemaVersion,
     /// Online NUMA nodes, ascending by id.
     pub nodes: Vec<Node>,
     /// SLIT distances; row `i` and column `j` follow the order of `nodes`. Empty when the
@@ -54,6 +102,7 @@ pub struct Topology {
 
 /// One NUMA node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Node {
     pub id: NodeId,
@@ -71,6 +120,7 @@ pub struct Node {
 
 /// One logical CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Cpu {
     pub id: CpuId,
@@ -85,6 +135,7 @@ pub struct Cpu {
 
 /// What kind of device this is, as far as placement cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceKind {
     Nvme,
@@ -97,6 +148,7 @@ pub enum DeviceKind {
 
 /// How a device's locality was established.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Locality {
     /// `numa_node` of the device or its first PCI ancestor that has one.
@@ -115,6 +167,7 @@ pub enum Locality {
 
 /// A device pinctl can place services near.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Device {
     /// Kernel name: `nvme0n1`, `eth0`, `mlx5_0`, `dm-0`, `bond0`.
@@ -124,7 +177,11 @@ pub struct Device {
     pub pci: Option<String>,
     /// The single local node, or `None` when unknown or when the device spans several nodes.
     pub node: Option<NodeId>,
-    /// Every local node; empty when unknown.
+    /// Every local node; empty when unknown. An array of node ids in JSON (as in `pinctl plan
+    /// --json`); a list string (`"0-1"`) is read too, as documents without a `schema_version`
+    /// wrote it.
+    #[serde(with = "node_ids")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<NodeId>"))]
     pub nodes: NodeSet,
     pub locality: Locality,
     /// Member devices for stacked block devices, bonds and VLANs; controllers for multipath.
@@ -134,6 +191,7 @@ pub struct Device {
 
 /// Host-wide facts that decide whether pinning holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HostFacts {
     /// `uname -r` as `/proc/sys/kernel/osrelease` says.
@@ -148,6 +206,57 @@ pub struct HostFacts {
     pub allowed_nodes: Option<NodeSet>,
     /// Nodes the kernel knows but that are offline.
     pub offline_nodes: NodeSet,
+    /// MemTotal of `/proc/meminfo`: the machine's memory, which the nodes' figures should add
+    /// up to. `None` where the source has none (hwloc XML, documents of older pinctl).
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+}
+
+/// A node set as an array of node ids, read from that or from a list string (`"0-1"`).
+mod node_ids {
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::ser::SerializeSeq;
+    use serde::{Deserializer, Serializer};
+
+    use crate::NodeSet;
+
+    pub(crate) fn serialize<S: Serializer>(set: &NodeSet, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(set.len()))?;
+        for id in set.iter() {
+            seq.serialize_element(&id)?;
+        }
+        seq.end()
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<NodeSet, D::Error> {
+        struct Ids;
+        impl<'de> Visitor<'de> for Ids {
+            type Value = NodeSet;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of node ids, or a node list string such as \"0-1\"")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<NodeSet, E> {
+                NodeSet::parse_list(v).map_err(E::custom)
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NodeSet, A::Error> {
+                let mut set = NodeSet::new();
+                while let Some(id) = seq.next_element::<u32>()? {
+                    if id > crate::MAX_NODE_ID {
+                        return Err(de::Error::custom(format!(
+                            "node id `{id}` is above {}",
+                            crate::MAX_NODE_ID
+                        )));
+                    }
+                    set.insert(id);
+                }
+                Ok(set)
+            }
+        }
+        d.deserialize_any(Ids)
+    }
 }
 
 impl Topology {
@@ -230,6 +339,7 @@ mod tests {
 
     pub(crate) fn two_node() -> Topology {
         let mut t = Topology {
+            schema_version: SchemaVersion,
             nodes: vec![
                 Node {
                     id: 0,
@@ -322,6 +432,24 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["nodes"][1]["cpus"], "4-7");
         assert_eq!(v["devices"][0]["node"], 2);
-        assert_eq!(v["devices"][0]["nodes"], "2");
+        assert_eq!(v["devices"][0]["nodes"], serde_json::json!([2]));
+        assert_eq!(v["schema_version"], TOPOLOGY_SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn documents_of_older_pinctl_still_read() {
+        let t = two_node();
+        let mut v = serde_json::to_value(&t).unwrap();
+        v.as_object_mut().unwrap().remove("schema_version");
+        v["devices"][0]["nodes"] = "2".into();
+        v["host"].as_object_mut().unwrap().remove("memory_bytes");
+        assert_eq!(serde_json::from_value::<Topology>(v.clone()).unwrap(), t);
+        v["devices"][0]["nodes"] = serde_json::json!([4096]);
+        let e = serde_json::from_value::<Topology>(v.clone()).unwrap_err().to_string();
+        assert!(e.contains("node id `4096` is above 4095"), "{e}");
+        v["devices"][0]["nodes"] = serde_json::json!([2]);
+        v["schema_version"] = (TOPOLOGY_SCHEMA_VERSION + 1).into();
+        let e = serde_json::from_value::<Topology>(v).unwrap_err().to_string();
+        assert!(e.contains("is newer than"), "{e}");
     }
 }

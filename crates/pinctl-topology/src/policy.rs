@@ -83,6 +83,19 @@ impl fmt::Display for MemoryPolicy {
     }
 }
 
+/// In JSON a policy is its config name.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for MemoryPolicy {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "MemoryPolicy".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = MemoryPolicy::ALL.iter().map(|p| p.name()).collect();
+        schemars::json_schema!({ "type": "string", "enum": names })
+    }
+}
+
 impl Serialize for MemoryPolicy {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())

@@ -26,6 +26,7 @@ fn seed(t: SyntheticTopology) -> Topology {
         allowed_cpus: None,
         allowed_nodes: None,
         offline_nodes: NodeSet::new(),
+        memory_bytes: None,
     };
     let mut t = t.host(host).build();
     t.refresh_warnings();
@@ -107,7 +108,7 @@ pub fn inputs(topology: &Topology, config: &Config, strict: bool) -> PlanInputs 
             near.insert(spec.clone(), devices);
         }
     }
-    PlanInputs { near, default_keep_free: Vec::new(), strict, current: BTreeMap::new() }
+    PlanInputs { near, default_keep_free: Vec::new(), strict, ..PlanInputs::default() }
 }
 
 /// Parses service-file text (named `name` in messages), panicking with the rendered errors.

@@ -16,7 +16,7 @@ use pinctl_capture::{StagedFile, load_topology};
 use pinctl_config::Config;
 use pinctl_launch::{LaunchError, Prepared};
 use pinctl_plan::{Placement, Plan};
-use pinctl_sysfs::TopologySource;
+use pinctl_sysfs::{LoadedTopology, TopologySource};
 use pinctl_topology::MemoryPolicy;
 use pinctl_topology::text::{escaped, shown};
 
@@ -36,7 +36,8 @@ pub(crate) struct PlanArgs {
     #[arg(long, conflicts_with = "emit")]
     json: bool,
     /// Fail when the best plan breaks a soft rule (memory over a node's capacity under a
-    /// policy that spills, an instance away from its `near` device, a kept-free node used).
+    /// policy that spills, an instance away from its `near` device, a kept-free node used),
+    /// and when a `near` entry names no device of the topology (a snapshot's too).
     #[arg(long)]
     strict: bool,
     /// Write what applies the plan: `systemd DIR` writes a drop-in per instance
@@ -86,10 +87,13 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
         let text = pinctl_config::render_all(&prepared.diagnostics, Some(&args.config), false);
         writeln!(err, "{text}").context("writing to stderr")?;
     }
-    // A plan made on assumed facts says so, on stderr so `--json` and `--emit` stay whole.
-    for w in &prepared.loaded.topology.discovery_warnings {
-        writeln!(err, "warning: topology: {}", escaped(&w.to_string()))
-            .context("writing to stderr")?;
+    // The host's warnings (discovery's assumptions first) are printed once: in the text
+    // output, in `--json`'s `host_warnings`, and for `--emit`, whose stdout is files or
+    // command lines, on stderr.
+    if emit.is_some() {
+        for w in &prepared.loaded.topology.warnings {
+            writeln!(err, "warning: host: {}", escaped(w)).context("writing to stderr")?;
+        }
     }
     let plan = pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs)
         .with_context(|| format!("cannot place the services of `{}`", args.config.display()))?;
@@ -104,11 +108,15 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
             emit_numactl(&mut out, &prepared.config, &plan).context("writing to stdout")?;
         }
         None if args.json => {
-            serde_json::to_writer_pretty(&mut out, &plan).context("writing JSON")?;
+            let host_warnings = &prepared.loaded.topology.warnings;
+            let config_warnings: Vec<String> = prepared.diagnostics.iter().map(one_line).collect();
+            serde_json::to_writer_pretty(&mut out, &plan.document(host_warnings, &config_warnings))
+                .context("writing JSON")?;
             writeln!(out).context("writing to stdout")?;
         }
-        None => render(&mut out, &plan, &args.config, &prepared.loaded.source)
-            .context("writing to stdout")?,
+        None => {
+            render(&mut out, &plan, &args.config, &prepared.loaded).context("writing to stdout")?
+        }
     }
     out.flush().context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
@@ -137,18 +145,18 @@ pub(crate) fn prepare(
 }
 
 /// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and
-/// kept-free nodes, warnings.
+/// kept-free nodes, the plan's warnings, then the host's (as `pinctl check` prints them).
 fn render(
     out: &mut impl Write,
     plan: &Plan,
     config: &Path,
-    source: &TopologySource,
+    loaded: &LoadedTopology,
 ) -> io::Result<()> {
     writeln!(
         out,
         "plan for `{}` on {}",
         escaped(&config.display().to_string()),
-        escaped(&source.to_string())
+        escaped(&loaded.source.to_string())
     )?;
     writeln!(out)?;
     let rows: Vec<[String; 4]> = plan
@@ -194,13 +202,29 @@ fn render(
         })
         .collect();
     writeln!(out, "kept free:  {}", escaped(&none(kept.join(", "))))?;
-    if !plan.warnings.is_empty() {
+    let host = &loaded.topology.warnings;
+    if !plan.warnings.is_empty() || !host.is_empty() {
         writeln!(out)?;
         for w in &plan.warnings {
             writeln!(out, "warning: {}", escaped(w))?;
         }
+        for w in host {
+            writeln!(out, "warning: host: {}", escaped(w))?;
+        }
     }
     Ok(())
+}
+
+/// A diagnostic of the service file on one line, for `config_warnings`: `FILE:LINE:COLUMN:
+/// message`, or `FILE: message` when it has no place.
+fn one_line(d: &pinctl_config::Diagnostic) -> String {
+    match (&d.location, &d.path) {
+        (Some(l), _) => {
+            format!("{}:{}:{}: {}", l.path().display(), l.line(), l.column(), d.message)
+        }
+        (None, Some(path)) => format!("{}: {}", path.display(), d.message),
+        (None, None) => d.message.clone(),
+    }
 }
 
 /// `bind 2`, `preferred 2-3`, `local`.

@@ -1,0 +1,126 @@
+//! The `pinctl plan --json` document: the contract of docs/planning.md, as types, so that its
+//! JSON Schema (docs/schema/plan.schema.json) is generated from what is written.
+
+use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet};
+use serde::{Serialize, Serializer};
+
+use crate::{Placement, Plan};
+
+/// The version of the plan document. docs/planning.md states what a change of it promises: it
+/// goes up when a field is removed, renamed or changes type or meaning; new fields may come
+/// within a version.
+pub const PLAN_SCHEMA_VERSION: u32 = 1;
+
+/// `pinctl plan --json`: node sets as arrays of ids, CPU sets as list strings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PlanDocument {
+    /// The version of this document's form: 1. It goes up when a field is removed, renamed or
+    /// changes type or meaning.
+    pub schema_version: PlanSchemaVersion,
+    /// One per instance, in the order of the service file.
+    pub services: Vec<PlacementDocument>,
+    /// Nodes no instance uses.
+    pub free_nodes: Vec<NodeId>,
+    /// Kept-free nodes (`keep-free`, or the default route's NICs) that the plan leaves empty.
+    pub kept_free_nodes: Vec<NodeId>,
+    /// What the planner wants known: soft rules broken, entries that name nothing.
+    pub warnings: Vec<String>,
+    /// What the topology says about the host (the `warnings` of `pinctl topology --json`).
+    pub host_warnings: Vec<String>,
+    /// The service file's warnings (also printed on stderr with their context), each as
+    /// `FILE:LINE:COLUMN: message`, or `FILE: message` for the whole file.
+    pub config_warnings: Vec<String>,
+    /// Whether the search proved the plan optimal.
+    pub optimal: bool,
+}
+
+/// Where one instance runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PlacementDocument {
+    /// The instance: `tikv-0`, or the service's name for a single instance.
+    pub name: String,
+    pub service: String,
+    /// Nodes whose CPUs it runs on.
+    pub nodes: Vec<NodeId>,
+    pub cpus: CpuSet,
+    pub memory_policy: MemoryPolicy,
+    /// The policy's nodes; empty for `default` and `local`.
+    pub memory_nodes: Vec<NodeId>,
+    /// Why these nodes and CPUs, one sentence each.
+    pub reasons: Vec<String>,
+}
+
+/// The `schema_version` of a plan document: always [`PLAN_SCHEMA_VERSION`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlanSchemaVersion;
+
+impl Serialize for PlanSchemaVersion {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(PLAN_SCHEMA_VERSION)
+    }
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for PlanSchemaVersion {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PlanSchemaVersion".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "integer", "const": PLAN_SCHEMA_VERSION })
+    }
+}
+
+fn ids(set: &NodeSet) -> Vec<NodeId> {
+    set.iter().collect()
+}
+
+impl Plan {
+    /// The JSON document of this plan on a host with these warnings, from a service file with
+    /// these.
+    pub fn document(&self, host_warnings: &[String], config_warnings: &[String]) -> PlanDocument {
+        PlanDocument {
+            schema_version: PlanSchemaVersion,
+            services: self.placements.iter().map(Placement::document).collect(),
+            free_nodes: ids(&self.free_nodes),
+            kept_free_nodes: ids(&self.kept_free_nodes),
+            warnings: self.warnings.clone(),
+            host_warnings: host_warnings.to_vec(),
+            config_warnings: config_warnings.to_vec(),
+            optimal: self.optimal,
+        }
+    }
+}
+
+impl Placement {
+    /// The JSON form of one placement, as in [`PlanDocument::services`].
+    pub fn document(&self) -> PlacementDocument {
+        PlacementDocument {
+            name: self.instance.clone(),
+            service: self.service.clone(),
+            nodes: ids(&self.nodes),
+            cpus: self.cpus.clone(),
+            memory_policy: self.memory_policy,
+            memory_nodes: ids(&self.memory_nodes),
+            reasons: self.reasons.clone(),
+        }
+    }
+}
+
+impl Serialize for Placement {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.document().serialize(s)
+    }
+}
+
+/// A plan alone, as its document with no host or file warnings (it knows neither):
+/// `pinctl plan --json` writes [`Plan::document`] with the topology's and the file's.
+impl Serialize for Plan {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.document(&[], &[]).serialize(s)
+    }
+}
