@@ -44,8 +44,10 @@ pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
         host,
         warnings: Vec::new(),
     };
-    topology.devices = read_devices(fs, &topology)?;
+    let mut device_warnings = Vec::new();
+    topology.devices = read_devices(fs, &topology, &mut device_warnings)?;
     topology.refresh_warnings();
+    topology.warnings.extend(device_warnings);
     Ok(topology)
 }
 

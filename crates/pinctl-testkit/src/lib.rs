@@ -179,6 +179,7 @@ impl SyntheticTopology {
                     nodes: NodeSet::new(),
                     locality: Locality::NumaNode,
                     members: Vec::new(),
+                    aliases: Vec::new(),
                 };
                 device.set_nodes(nodes);
                 device
