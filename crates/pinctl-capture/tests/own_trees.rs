@@ -373,3 +373,16 @@ fn a_gpu_host_capture_replays_the_same_devices_and_carries_every_pci_function() 
     let info = root.join("proc/driver/nvidia/gpus/0000:cc:00.0/information");
     assert!(std::fs::read_to_string(info).unwrap().contains("Device Minor: \t 6"));
 }
+
+/// configs/topologies/gpu-2s.json (the GPU host example's topology) is what discovery reads
+/// from the gpu-2s tree. Set PINCTL_UPDATE_TOPOLOGIES=1 to rewrite it.
+#[test]
+fn the_gpu_host_snapshot_is_current() {
+    let path = tree("../../../configs/topologies/gpu-2s.json");
+    let json = serde_json::to_string_pretty(&gpu_host()).unwrap() + "\n";
+    if std::env::var_os("PINCTL_UPDATE_TOPOLOGIES").is_some() {
+        std::fs::write(&path, &json).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(on_disk == json, "{} is stale: rerun with PINCTL_UPDATE_TOPOLOGIES=1", path.display());
+}
