@@ -1,4 +1,4 @@
-# Shared by scripts/test and scripts/bench (sourced, not run).
+# Shared by scripts/test, scripts/bench, scripts/build-deb and scripts/test-deb (sourced, not run).
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -15,4 +15,16 @@ install_packages() {
     [ "$(id -u)" = 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# The static build (`cargo build-static`, .cargo/config.toml) links musl: its Rust target and
+# where the binary lands.
+STATIC_TARGET=x86_64-unknown-linux-musl
+STATIC_PINCTL=target/$STATIC_TARGET/static/pinctl
+
+# ensure_static_target: adds the musl target's standard library when rustup lacks it.
+ensure_static_target() {
+    rustup target list --installed 2>/dev/null | grep -qx "$STATIC_TARGET" && return 0
+    step "rustup target add $STATIC_TARGET (the static build)"
+    rustup target add "$STATIC_TARGET"
 }

@@ -333,3 +333,53 @@ fn a_newline_in_the_config_path_does_not_forge_a_line_of_a_report() {
     assert!(stderr.contains("x\\nerror: forged.toml:3:1"), "{stderr}");
     assert!(!stderr.lines().any(|l| l.starts_with("error: forged")), "{stderr}");
 }
+
+/// hwloc XML is read by every build now, so its limits hold in every build: nesting that would
+/// overflow a recursive parser's stack, a bitmap naming CPU 2^20 and a billion-laughs entity
+/// each end in exit 1 naming the file, quickly and without reading the machine's memory away.
+#[test]
+fn hostile_hwloc_xml_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = |cpuset: &str| {
+        format!(
+            "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object type=\"Machine\" \
+             cpuset=\"{cpuset}\" complete_cpuset=\"{cpuset}\">\n<object type=\"NUMANode\" \
+             os_index=\"0\" cpuset=\"{cpuset}\"/>\n</object>\n</topology>\n"
+        )
+    };
+    let laughs = format!(
+        "<?xml version=\"1.0\"?>\n<!DOCTYPE topology [\n<!ENTITY a \"aaaaaaaaaa\">\n{}]>\n\
+         <topology version=\"2.0\">&j;</topology>\n",
+        (b'b'..=b'j')
+            .map(|c| {
+                let prev = (c - 1) as char;
+                format!("<!ENTITY {} \"{}\">\n", c as char, format!("&{prev};").repeat(10))
+            })
+            .collect::<String>()
+    );
+    let cases = [
+        (
+            "deep.xml",
+            format!(
+                "<topology version=\"2.0\">{}{}</topology>",
+                "<object type=\"Group\">".repeat(100_000),
+                "</object>".repeat(100_000)
+            ),
+            "nest deeper than 256",
+        ),
+        ("far.xml", machine(&format!("0x1{}", ",0x0".repeat(2048))), "id `65536`, above 65535"),
+        ("long.xml", machine(&format!("0x1{}", ",0x0".repeat(32_768))), "longer than 32768 bytes"),
+        ("laughs.xml", laughs, "not well-formed XML"),
+    ];
+    for (name, xml, expected) in cases {
+        let path = dir.path().join(name);
+        fs::write(&path, xml).unwrap();
+        let mut cmd = assert_cmd::Command::from_std(pinctl());
+        cmd.args(["topology", "--topology"]).arg(&path);
+        cmd.timeout(Duration::from_secs(20))
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(path.display().to_string()))
+            .stderr(predicate::str::contains(expected));
+    }
+}

@@ -193,19 +193,11 @@ fn bad_sources_fail_with_a_reason() {
     assert!(e.contains("only the live machine or a sysfs/procfs directory can be captured"), "{e}");
 }
 
-#[cfg(not(feature = "hwloc"))]
+/// Every build reads hwloc XML (pinctl's own reader, no libhwloc): both XML-only fixtures load
+/// through `--topology` and agree with their oracle on nodes, CPUs, memory and the node of
+/// every device both list.
 #[test]
-fn hwloc_xml_needs_the_feature() {
-    let xml = format!("{SHARED}/G09-mpibind-epyc7401-corona-8n-nvme-ib/raw/epyc-corona.xml");
-    let e = fails(&["topology", "--topology", &xml]);
-    assert!(e.contains("cargo install --features hwloc"), "{e}");
-}
-
-/// With the `hwloc` feature, both hwloc XML fixtures load through the same `--topology` and
-/// agree with their oracle on nodes, CPUs, memory and the node of every device both list.
-#[cfg(feature = "hwloc")]
-#[test]
-fn hwloc_xml_loads_with_the_feature() {
+fn hwloc_xml_loads_in_every_build() {
     for (id, file) in [
         ("G09-mpibind-epyc7401-corona-8n-nvme-ib", "epyc-corona.xml"),
         ("G10-flux-xeon8480-snc4-2s-8n-nics", "ipa20.xml"),
@@ -246,4 +238,38 @@ fn hwloc_xml_loads_with_the_feature() {
         }
         assert!(compared > 0, "{id}: no device in common with the oracle");
     }
+}
+
+/// Issue 10 section 2: a 17-node capture whose `cpu0/online` is empty is read whole, and the
+/// warning about that file reaches every command that loads the topology.
+#[test]
+fn a_broken_file_is_a_warning_in_topology_check_and_plan() {
+    const TREE: &str = "tests/fixtures/sysfs/empty-cpu0-online-17n";
+    const WARNING: &str = "`sys/devices/system/cpu/cpu0/online` is empty; assumed CPU 0 is online";
+    let text = ok(&["topology", "--topology", TREE]);
+    assert!(text.contains(&format!("  - {WARNING}")), "{text}");
+    let v = json(&["topology", "--json", "--topology", TREE]);
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 17);
+    assert_eq!(v["discovery_warnings"][0]["file"], "sys/devices/system/cpu/cpu0/online");
+    assert_eq!(v["discovery_warnings"][0]["problem"], "is empty");
+    assert!(v["warnings"][0].as_str().unwrap().starts_with(WARNING), "{v}");
+    // A healthy source has no such key.
+    let v = json(&["topology", "--json", "--topology", "tests/fixtures/sysfs/stacked-2n"]);
+    assert!(v.get("discovery_warnings").is_none(), "{v}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::support::write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.db]\ncommand = [\"/bin/db\"]\nnodes = 1\n",
+    );
+    let config = config.to_str().unwrap();
+    let check = ok(&["check", "--topology", TREE, "-c", config]);
+    assert!(check.contains(&format!("warning: host: {WARNING}")), "{check}");
+    let out = run(&["plan", "--json", "--topology", TREE, "-c", config]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("warning: topology: {WARNING}")), "{stderr}");
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // CPU 0, assumed online, is planned like any other.
+    assert_eq!(plan["services"][0]["cpus"], "0-1", "{plan}");
 }

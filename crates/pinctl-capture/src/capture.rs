@@ -10,8 +10,8 @@ use pinctl_sysfs::fsroot::Recorded;
 use pinctl_sysfs::parse::is_pci_address;
 use pinctl_sysfs::{FsRoot, read_tree};
 
-use crate::atomic::StagedFile;
 use crate::error::SourceError;
+use pinctl_sysfs::atomic::StagedFile;
 
 /// Name of the single top-level folder of a capture.
 const TOP: &str = "pinctl-capture";

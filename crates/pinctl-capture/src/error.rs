@@ -31,21 +31,9 @@ pub enum SourceError {
     /// A JSON snapshot parses but breaks a rule of the model.
     #[error("snapshot `{path}`: `{at}`: {what}")]
     SnapshotInvalid { path: PathBuf, at: String, what: String },
-    /// An hwloc XML file was given but pinctl was built without hwloc support.
-    #[error(
-        "`{path}` is an hwloc XML topology, but this pinctl was built without hwloc support: \
-         rebuild with `cargo install --features hwloc` (needs the Debian packages libhwloc-dev \
-         libudev-dev pkg-config)"
-    )]
-    HwlocDisabled { path: PathBuf },
-    /// libhwloc rejected an XML file.
-    #[cfg(feature = "hwloc")]
-    #[error("cannot read hwloc XML `{path}`")]
-    Hwloc {
-        path: PathBuf,
-        #[source]
-        source: pinctl_hwloc::HwlocError,
-    },
+    /// An hwloc XML file that pinctl's reader refused (the error names the file).
+    #[error(transparent)]
+    Hwloc(#[from] pinctl_hwloc_xml::HwlocXmlError),
     /// A capture was asked of a source that is not a file system tree.
     #[error("only the live machine or a sysfs/procfs directory can be captured, not `{what}`")]
     NotCapturable { what: String },

@@ -1,5 +1,5 @@
 //! Topology sources that are not a live tree: tarballs of a sysfs/procfs tree (read in memory
-//! or unpacked), `pinctl topology --json` snapshots, hwloc XML (feature `hwloc`), and writing
+//! or unpacked), `pinctl topology --json` snapshots, hwloc XML (pinctl-hwloc-xml), and writing
 //! captures (`pinctl topology --capture`). [`load_topology`] loads any `--topology` source.
 //!
 //! The heavy half of discovery: it holds the archive and compression code so pinctl-sysfs,
@@ -8,17 +8,16 @@
 //! as the machine it came from. It must not decide placements or call NUMA syscalls.
 #![forbid(unsafe_code)]
 
-mod atomic;
 mod capture;
 mod error;
 mod memtree;
 mod snapshot;
 mod tarball;
 
-pub use atomic::{StagedFile, write_atomically};
 pub use capture::{CaptureSummary, capture_topology};
 pub use error::SourceError;
 pub use memtree::{MAX_ENTRY_BYTES, MAX_PATH_BYTES};
+pub use pinctl_sysfs::atomic::{StagedFile, write_atomically};
 pub use tarball::{
     MAX_CAPTURE_BYTES, MAX_SNAPSHOT_BYTES, UnpackedTree, load_topology, read_tarball,
     unpack_tarball,

@@ -183,6 +183,16 @@ fn check(t: &Topology) -> Result<(), Invalid> {
     if let Some((i, _)) = t.warnings.iter().enumerate().find(|(_, w)| has_control(w)) {
         return bad(format!("warnings[{i}]"), "holds control characters".into());
     }
+    for (i, w) in t.discovery_warnings.iter().enumerate() {
+        for (key, text) in [("file", &w.file), ("problem", &w.problem), ("assumed", &w.assumed)] {
+            if has_control(text) {
+                return bad(
+                    format!("discovery_warnings[{i}].{key}"),
+                    "holds control characters".into(),
+                );
+            }
+        }
+    }
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Loading any topology source: directories and the live machine through pinctl-sysfs,
 //! tarballs of a sysfs/procfs tree read in memory (or unpacked), `pinctl topology --json`
-//! snapshots, and (feature `hwloc`) hwloc XML.
+//! snapshots, and hwloc XML (pinctl-hwloc-xml).
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -38,15 +38,10 @@ fn read_snapshot(path: &Path) -> Result<Topology, SourceError> {
     crate::snapshot::parse_snapshot(&bytes, path)
 }
 
-#[cfg(feature = "hwloc")]
+/// hwloc XML through pinctl's own reader: the installed static pinctl has no libhwloc, and
+/// `pinctl-hwloc`'s tests hold the reader equal to libhwloc on every fixture.
 fn read_hwloc(path: &Path) -> Result<Topology, SourceError> {
-    pinctl_hwloc::read_hwloc_xml(path)
-        .map_err(|source| SourceError::Hwloc { path: path.to_path_buf(), source })
-}
-
-#[cfg(not(feature = "hwloc"))]
-fn read_hwloc(path: &Path) -> Result<Topology, SourceError> {
-    Err(SourceError::HwlocDisabled { path: path.to_path_buf() })
+    Ok(pinctl_hwloc_xml::read_hwloc_xml(path)?)
 }
 
 /// A tarball unpacked to a temporary directory, removed when this is dropped.
@@ -255,15 +250,37 @@ fn find_root(top: &Path) -> Option<PathBuf> {
     walk_to_root(top.to_path_buf(), |d| is_root(d), subdirs)
 }
 
-#[cfg(all(test, not(feature = "hwloc")))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every build reads hwloc XML: `--topology x.xml` reaches pinctl's own reader, and its
+    /// errors name the file.
     #[test]
-    fn xml_without_feature_says_how_to_enable_it() {
-        let e = load_topology(&TopologySource::HwlocXml("x.xml".into())).unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.contains("cargo install --features hwloc"), "{msg}");
-        assert!(msg.contains("libhwloc-dev"), "{msg}");
+    fn xml_is_read_without_libhwloc() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("one-node.xml");
+        std::fs::write(
+            &path,
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x3" complete_cpuset="0x3" allowed_cpuset="0x3" nodeset="0x1" complete_nodeset="0x1" allowed_nodeset="0x1">
+    <object type="NUMANode" os_index="0" cpuset="0x3" complete_cpuset="0x3" nodeset="0x1" complete_nodeset="0x1" local_memory="1073741824"/>
+    <object type="PU" os_index="0" cpuset="0x1" complete_cpuset="0x1"/>
+    <object type="PU" os_index="1" cpuset="0x2" complete_cpuset="0x2"/>
+  </object>
+</topology>
+"#,
+        )
+        .unwrap();
+        let t = load_topology(&TopologySource::HwlocXml(path.clone())).unwrap().topology;
+        assert_eq!(
+            (t.node_ids().to_string(), t.online_cpus().to_string()),
+            ("0".into(), "0-1".into())
+        );
+        std::fs::write(&path, "<topology>").unwrap();
+        let e = load_topology(&TopologySource::HwlocXml(path.clone())).unwrap_err();
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
     }
 }

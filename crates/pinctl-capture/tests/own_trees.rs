@@ -161,16 +161,28 @@ fn captures_of_a_tree_read_back_identically() {
 }
 
 #[test]
-fn errors_name_the_file_and_value() {
+fn warnings_and_errors_name_the_file_and_value() {
     let dir = tempfile::tempdir().unwrap();
     let node = dir.path().join("sys/devices/system/node");
     std::fs::create_dir_all(node.join("node0")).unwrap();
     std::fs::write(node.join("online"), "0\n").unwrap();
     std::fs::write(node.join("node0/cpulist"), "0-3,x\n").unwrap();
-    let e = read_topology(dir.path()).unwrap_err();
-    let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
-    assert!(chain.contains("node0/cpulist"), "{chain}");
-    assert!(chain.contains("`0-3,x`"), "{chain}");
+    let t = read_topology(dir.path()).unwrap();
+    assert_eq!(t.discovery_warnings.len(), 1, "{:?}", t.discovery_warnings);
+    let w = &t.discovery_warnings[0];
+    assert_eq!(w.file, "sys/devices/system/node/node0/cpulist");
+    assert!(w.problem.contains("`0-3,x`"), "{w}");
+    assert!(w.assumed.contains("node 0"), "{w}");
+    assert_eq!(t.warnings[0], w.to_string(), "shown first among the warnings");
+    // Nothing usable left: an error that says why.
+    std::fs::write(node.join("online"), "x\n").unwrap();
+    std::fs::remove_dir_all(node.join("node0")).unwrap();
+    std::fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
+    std::fs::write(dir.path().join("sys/devices/system/cpu/online"), "\n").unwrap();
+    let e = read_topology(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("no usable NUMA node"), "{e}");
+    assert!(e.contains("`sys/devices/system/node/online` does not parse"), "{e}");
+    assert!(e.contains("`sys/devices/system/cpu/online` is empty"), "{e}");
     let e = read_topology(&dir.path().join("nowhere")).unwrap_err();
     assert!(e.to_string().contains("not a sysfs/procfs root"), "{e}");
 }
@@ -343,10 +355,20 @@ fn a_broken_driver_file_leaves_the_gpu_named_by_address_with_a_warning() {
     assert!(t.device("nvidia0").is_none() && t.device("nvidia4").is_none());
     assert!(t.device("nvidia3").is_some(), "the others keep their names");
     let w = t.warnings.join("\n");
-    assert_eq!(t.warnings.len(), 4, "{w}");
-    assert!(w.contains("GPU `0000:1a:00.0`: `") && w.contains("`Device Minor` is `lots`"), "{w}");
-    assert!(w.contains("GPU `0000:9c:00.0`") && w.contains("Device Minor 4, as another"), "{w}");
-    assert!(w.contains("GPU `0000:dc:00.0`") && w.contains("larger than 65536 bytes"), "{w}");
+    assert_eq!(t.discovery_warnings.len(), 4, "one per file: {w}");
+    let gpu = |a: &str| format!("`{}` ", info(a));
+    let assumed = |a: &str| format!("assumed GPU `{a}` is not `nvidiaN`; its DRM card or PCI");
+    for (address, problem) in [
+        ("0000:1a:00.0", "cannot name it: `Device Minor` is `lots`, not a number from 0 to 254"),
+        // Both claimants of minor 4 lose the name: either could be /dev/nvidia4.
+        ("0000:9c:00.0", "gives Device Minor 4, as another GPU's does"),
+        ("0000:bc:00.0", "gives Device Minor 4, as another GPU's does"),
+        ("0000:dc:00.0", "is larger than 65536 bytes"),
+    ] {
+        let line = format!("{}{problem}", gpu(address));
+        assert!(w.contains(&line), "{line}\nin\n{w}");
+        assert!(w.contains(&assumed(address)), "{w}");
+    }
 }
 
 #[test]

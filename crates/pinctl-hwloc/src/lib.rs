@@ -23,18 +23,9 @@ use pinctl_topology::{
     MAX_NODE_ID, Node, NodeId, NodeSet, Topology,
 };
 
-/// Largest hwloc XML file read: 64 MiB (`lstopo --of xml` of a machine with 8192 CPUs and
-/// every PCI device is a few MiB).
-pub const MAX_XML_BYTES: usize = 64 << 20;
-
-/// Deepest element nesting accepted. A real export nests Machine, Package, Die, caches, Core,
-/// PU and PCI bridges some 20 deep; libhwloc recurses per level and overflows its stack on
-/// documents nested tens of thousands deep, so deeper documents never reach it.
-pub const MAX_XML_DEPTH: usize = 256;
-
-/// Longest attribute value accepted: a bitmap of [`MAX_CPU_ID`] + 1 bits prints in about
-/// 23 KiB (`0xffffffff,` per 32 bits); libhwloc sizes bitmaps by what they say.
-pub const MAX_XML_ATTRIBUTE_BYTES: usize = 32 << 10;
+pub use pinctl_hwloc_xml::{
+    MAX_XML_ATTRIBUTE_BYTES, MAX_XML_BYTES, MAX_XML_DEPTH, check_shape, xml_format_major,
+};
 
 /// Boxed cause from libhwloc or its bindings; boxed so that hwlocality's pre-release types do
 /// not become part of this crate's API.
@@ -90,65 +81,6 @@ pub fn read_hwloc_xml(path: &Path) -> Result<Topology, HwlocError> {
     topology_from_xml(xml, path)
 }
 
-/// Refuses what libhwloc must not be handed: nesting deeper than [`MAX_XML_DEPTH`], an
-/// attribute value longer than [`MAX_XML_ATTRIBUTE_BYTES`], an `os_index` above
-/// [`MAX_CPU_ID`]. A lexical scan, no tree: it allocates nothing.
-pub fn check_shape(xml: &str) -> Result<(), String> {
-    let b = xml.as_bytes();
-    let mut depth = 0usize;
-    let mut i = 0;
-    while let Some(off) = b[i..].iter().position(|&c| c == b'<') {
-        let start = i + off + 1;
-        match b.get(start) {
-            Some(b'/') => depth = depth.saturating_sub(1),
-            Some(b'?' | b'!') => {}
-            _ => depth += 1,
-        }
-        if depth > MAX_XML_DEPTH {
-            return Err(format!("elements nest deeper than {MAX_XML_DEPTH} levels"));
-        }
-        // The rest of the tag: attributes up to the closing `>` outside quotes.
-        let mut j = start;
-        let mut quote: Option<(u8, usize)> = None;
-        while let Some(&c) = b.get(j) {
-            match quote {
-                Some((q, from)) if c == q => {
-                    let value = &xml[from..j];
-                    if value.len() > MAX_XML_ATTRIBUTE_BYTES {
-                        return Err(format!(
-                            "an attribute value is longer than {MAX_XML_ATTRIBUTE_BYTES} bytes"
-                        ));
-                    }
-                    let name = xml[..from - 1].trim_end_matches([' ', '=']);
-                    if name.ends_with("os_index") {
-                        let index = value.trim();
-                        if index.parse::<u64>().map_or(true, |v| v > u64::from(MAX_CPU_ID)) {
-                            return Err(format!(
-                                "`os_index` `{}` is not an id up to {MAX_CPU_ID}",
-                                pinctl_topology::text::shown(index)
-                            ));
-                        }
-                    }
-                    quote = None;
-                }
-                Some(_) => {}
-                None if c == b'"' || c == b'\'' => quote = Some((c, j + 1)),
-                None if c == b'>' => break,
-                None => {}
-            }
-            j += 1;
-        }
-        if j >= 1 && b.get(j) == Some(&b'>') && b[j - 1] == b'/' && depth > 0 {
-            depth -= 1; // `<x/>` opens and closes
-        }
-        i = j.min(b.len());
-        if i >= b.len() {
-            break;
-        }
-    }
-    Ok(())
-}
-
 /// Parses an XML document already in memory; `path` only names it in errors.
 fn topology_from_xml(xml: &str, path: &Path) -> Result<Topology, HwlocError> {
     let load = || -> Result<hwlocality::Topology, HwlocCause> {
@@ -187,14 +119,6 @@ fn topology_from_xml(xml: &str, path: &Path) -> Result<Topology, HwlocError> {
 
 /// The newest XML format the linked libhwloc 2.x reads (hwloc 3 writes format 3.0).
 const LIBHWLOC_XML_MAJOR: u32 = 2;
-
-/// Major number of `<topology version="N.M">` (the root element, right after the prologue).
-fn xml_format_major(xml: &str) -> Option<u32> {
-    let rest = &xml[xml.find("<topology")?..];
-    let rest = &rest[rest.find("version=")? + "version=".len()..];
-    let rest = rest.strip_prefix(['"', '\''])?;
-    rest[..rest.find(|c: char| !c.is_ascii_digit())?].parse().ok()
-}
 
 /// `2.8.0` for the API level of the libhwloc this process runs with.
 fn libhwloc_api_version() -> String {
@@ -306,7 +230,15 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         offline_nodes: NodeSet::new(),
     };
 
-    let mut topology = Topology { nodes, distances, cpus, devices, host, warnings: Vec::new() };
+    let mut topology = Topology {
+        nodes,
+        distances,
+        cpus,
+        devices,
+        host,
+        warnings: Vec::new(),
+        discovery_warnings: Vec::new(),
+    };
     topology.refresh_warnings();
     Ok(topology)
 }
@@ -512,38 +444,6 @@ mod tests {
     }
 
     #[test]
-    fn hostile_shapes_are_refused_before_libhwloc_sees_them() {
-        assert_eq!(check_shape(&two_nodes(LATENCY)), Ok(()));
-        let deep = format!(
-            "<topology version=\"2.0\">{}{}</topology>",
-            "<object type=\"Group\">".repeat(20_000),
-            "</object>".repeat(20_000)
-        );
-        let e = check_shape(&deep).unwrap_err();
-        assert!(e.contains("deeper than 256"), "{e}");
-        let flat =
-            format!("<topology>{}</topology>", "<info name=\"a\" value=\"b\"/>".repeat(20_000));
-        assert_eq!(check_shape(&flat), Ok(()), "self-closing elements do not nest");
-        let huge = two_nodes(LATENCY).replacen("os_index=\"3\"", "os_index=\"4294967000\"", 1);
-        let e = check_shape(&huge).unwrap_err();
-        assert!(e.contains("`os_index` `4294967000`"), "{e}");
-        let long = two_nodes(LATENCY).replacen(
-            "cpuset=\"0x0000000f\"",
-            &format!("cpuset=\"0x{}\"", "f".repeat(40_000)),
-            1,
-        );
-        assert!(check_shape(&long).unwrap_err().contains("longer than 32768 bytes"));
-        // Through the file reader, as `--topology` uses it.
-        let dir = std::env::temp_dir().join(format!("pinctl-hwloc-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("deep.xml");
-        std::fs::write(&file, &deep).unwrap();
-        let e = read_hwloc_xml(&file).unwrap_err();
-        assert!(matches!(e, HwlocError::Refused { .. }), "{e:?}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
     fn latency_is_preferred_and_bandwidth_never_used() {
         let both = format!("{BANDWIDTH}\n  {LATENCY}");
         // Both matrices really reach libhwloc, so the choice below is ours.
@@ -621,12 +521,7 @@ mod tests {
     }
 
     #[test]
-    fn format_version_is_read_from_the_root_element() {
-        let v2 = "<?xml version=\"1.0\"?>\n<!DOCTYPE topology>\n<topology version=\"2.0\">";
-        assert_eq!(xml_format_major(v2), Some(2));
-        assert_eq!(xml_format_major("<topology version='3.0'>"), Some(3));
-        assert_eq!(xml_format_major("<topology>"), None);
-        assert_eq!(xml_format_major("<html version=\"3.0\">"), None);
+    fn the_linked_libhwloc_is_2_x() {
         assert!(libhwloc_api_version().starts_with("2."), "{}", libhwloc_api_version());
     }
 

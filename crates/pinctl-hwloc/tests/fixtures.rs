@@ -1,11 +1,14 @@
-//! Every hwloc XML among the shared fixtures, read through libhwloc and compared with the
-//! fixture's `oracle/summary*.json` (a digest of the same XML written by other tools).
+//! Every hwloc XML among the shared fixtures, read through libhwloc and through pinctl's own
+//! reader (`pinctl-hwloc-xml`, the one the installed pinctl uses), each compared with the
+//! fixture's `oracle/summary*.json` (a digest of the same XML written by other tools), and the
+//! two readers' topologies compared with each other field by field.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
 use pinctl_hwloc::read_hwloc_xml;
+use pinctl_hwloc_xml::read_hwloc_xml as read_in_rust;
 use pinctl_topology::{CpuSet, DeviceKind, Locality, NodeSet, Topology};
 use serde_json::Value;
 
@@ -33,9 +36,45 @@ const CASES: &[(&str, &str, &str)] = &[
     ("G10-flux-xeon8480-snc4-2s-8n-nics", "raw/ipa20.xml", "oracle/summary.json"),
 ];
 
-fn read(fixture: &str, xml: &str) -> Result<Topology> {
+/// hwloc 3's own exports (format 3.0, which libhwloc 2 refuses), read by pinctl's reader only,
+/// against the digests of hwloc master's output.
+const FORMAT_3_CASES: &[(&str, &str, &str)] = &[
+    (
+        "G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax",
+        "oracle/32em64t-2n8c+dax+nvme+mic+dimms.xml",
+        "oracle/summary-upstream.json",
+    ),
+    (
+        "G07-hwloc-opteron-8n-cgroup-v1-cpuset",
+        "oracle/16amd64-8n2c-cpusets-xml.xml",
+        "oracle/summary-upstream.json",
+    ),
+];
+
+/// Which implementation reads the XML.
+#[derive(Debug, Clone, Copy)]
+enum Reader {
+    Libhwloc,
+    Rust,
+}
+
+const READERS: [Reader; 2] = [Reader::Libhwloc, Reader::Rust];
+
+fn read_with(reader: Reader, fixture: &str, xml: &str) -> Result<Topology> {
     let path = fixtures().join(fixture).join(xml);
-    read_hwloc_xml(&path).with_context(|| format!("{fixture}/{xml}"))
+    let read = match reader {
+        Reader::Libhwloc => read_hwloc_xml(&path).map_err(anyhow::Error::from),
+        Reader::Rust => read_in_rust(&path).map_err(anyhow::Error::from),
+    };
+    read.with_context(|| format!("{reader:?}: {fixture}/{xml}"))
+}
+
+/// Both readers' topology of one fixture, which must be the same.
+fn read(fixture: &str, xml: &str) -> Result<Topology> {
+    let by_libhwloc = read_with(Reader::Libhwloc, fixture, xml)?;
+    let in_rust = read_with(Reader::Rust, fixture, xml)?;
+    ensure!(by_libhwloc == in_rust, "{fixture}/{xml}: the readers disagree");
+    Ok(in_rust)
 }
 
 fn oracle(fixture: &str, summary: &str) -> Result<Value> {
@@ -78,8 +117,8 @@ fn expected_kind(dev: &Value) -> Result<DeviceKind> {
     })
 }
 
-fn check(fixture: &str, xml: &str, summary: &str) -> Result<()> {
-    let t = read(fixture, xml)?;
+fn check(reader: Reader, fixture: &str, xml: &str, summary: &str) -> Result<()> {
+    let t = read_with(reader, fixture, xml)?;
     let o = oracle(fixture, summary)?;
 
     // Nodes: ids ascending, locality CPU sets, MemTotal.
@@ -213,9 +252,52 @@ fn check(fixture: &str, xml: &str, summary: &str) -> Result<()> {
 #[test]
 fn every_fixture_xml_matches_its_oracle() {
     let mut failures = Vec::new();
-    for &(fixture, xml, summary) in CASES {
-        if let Err(e) = check(fixture, xml, summary) {
-            failures.push(format!("{fixture}/{xml}: {e:#}"));
+    let mut checked = 0;
+    for reader in READERS {
+        for &(fixture, xml, summary) in CASES {
+            match check(reader, fixture, xml, summary) {
+                Ok(()) => checked += 1,
+                Err(e) => failures.push(format!("{reader:?}: {fixture}/{xml}: {e:#}")),
+            }
+        }
+    }
+    for &(fixture, xml, summary) in FORMAT_3_CASES {
+        match check(Reader::Rust, fixture, xml, summary) {
+            Ok(()) => checked += 1,
+            Err(e) => failures.push(format!("Rust: {fixture}/{xml}: {e:#}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(checked, 2 * CASES.len() + FORMAT_3_CASES.len());
+}
+
+/// The reader the installed pinctl uses gives exactly libhwloc's answer on every XML libhwloc
+/// reads: nodes, CPUs, distances, devices, host facts and warnings, compared whole.
+#[test]
+fn the_rust_reader_equals_libhwloc_on_every_fixture() {
+    let mut failures = Vec::new();
+    for &(fixture, xml, _) in CASES {
+        let (a, b) = match (
+            read_with(Reader::Libhwloc, fixture, xml),
+            read_with(Reader::Rust, fixture, xml),
+        ) {
+            (Ok(a), Ok(b)) => (a, b),
+            (a, b) => {
+                failures.push(format!("{fixture}/{xml}: {:?} / {:?}", a.err(), b.err()));
+                continue;
+            }
+        };
+        if a != b {
+            let (a, b) = (
+                serde_json::to_string_pretty(&a).unwrap_or_default(),
+                serde_json::to_string_pretty(&b).unwrap_or_default(),
+            );
+            let first = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(0);
+            failures.push(format!(
+                "{fixture}/{xml}: differ from line {first}: libhwloc `{}`, Rust `{}`",
+                a.lines().nth(first).unwrap_or(""),
+                b.lines().nth(first).unwrap_or("")
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

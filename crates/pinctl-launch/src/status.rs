@@ -83,8 +83,15 @@ mod tests {
 
     #[test]
     fn stages_map_to_systemds_numbers() {
-        assert_eq!(ExitStatus::from(Stage::SetAffinity).code(), 215);
-        assert_eq!(ExitStatus::from(Stage::MemoryPolicyMismatch).code(), 242);
+        // Every stage, so a stage added to pinctl-sys gets a number here (the match is
+        // exhaustive) and a test.
+        for stage in [Stage::SetAffinity, Stage::ReadAffinity, Stage::AffinityMismatch] {
+            assert_eq!(ExitStatus::from(stage).code(), 215, "{stage:?}");
+        }
+        for stage in [Stage::SetMemoryPolicy, Stage::ReadMemoryPolicy, Stage::MemoryPolicyMismatch]
+        {
+            assert_eq!(ExitStatus::from(stage).code(), 242, "{stage:?}");
+        }
         for code in [126, 127, 215, 242] {
             assert!(ExitStatus::is_permanent(code), "{code}");
         }

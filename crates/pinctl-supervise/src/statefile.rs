@@ -3,7 +3,7 @@
 //! folder), so a reader sees the old file or the new one, never half of one.
 
 use std::fs;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -56,26 +56,15 @@ pub enum StateError {
     Foreign { path: PathBuf, reason: String },
 }
 
-/// Writes `state` to `path` atomically.
+/// Writes `state` to `path` atomically, readable by root only: it holds every instance's
+/// command line and environment, where database passwords often are.
 pub fn write(path: &Path, state: &StateFile) -> Result<(), StateError> {
     let err = |source| StateError::Write { path: path.to_path_buf(), source };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(err)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let text = serde_json::to_vec_pretty(state).map_err(|e| err(io::Error::other(e)))?;
-    let result = (|| {
-        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
-        f.write_all(&text)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(err)
+    let mut text = serde_json::to_vec_pretty(state).map_err(|e| err(io::Error::other(e)))?;
+    text.push(b'\n');
+    pinctl_sysfs::atomic::write_privately(path, &text).map_err(err)
 }
 
 /// Reads the state file. `Ok(None)`: there is none (a first start).
@@ -125,6 +114,9 @@ mod tests {
         assert_eq!(read(&path).unwrap(), Some(state));
         let leftovers: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "commands and environments are root's to read");
     }
 
     #[test]

@@ -19,15 +19,22 @@ pub enum Rlimit {
     Stack,
 }
 
+/// `setrlimit`'s resource argument: glibc declares a type of its own for it, musl (the static
+/// build's C library) a plain `int`.
+#[cfg(target_env = "gnu")]
+type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type RlimitResource = libc::c_int;
+
 impl Rlimit {
-    fn resource(self) -> libc::__rlimit_resource_t {
+    fn resource(self) -> RlimitResource {
         (match self {
             Rlimit::Nofile => libc::RLIMIT_NOFILE,
             Rlimit::Nproc => libc::RLIMIT_NPROC,
             Rlimit::Memlock => libc::RLIMIT_MEMLOCK,
             Rlimit::Core => libc::RLIMIT_CORE,
             Rlimit::Stack => libc::RLIMIT_STACK,
-        }) as libc::__rlimit_resource_t
+        }) as RlimitResource
     }
 }
 
@@ -50,7 +57,7 @@ pub trait CommandCredentials {
 
 impl CommandCredentials for Command {
     fn credentials(&mut self, c: ChildCredentials) -> &mut Self {
-        let limits: Vec<(libc::__rlimit_resource_t, libc::rlimit)> = c
+        let limits: Vec<(RlimitResource, libc::rlimit)> = c
             .limits
             .iter()
             .map(|&(r, v)| {

@@ -37,15 +37,6 @@ pub enum Stage {
 }
 
 impl Stage {
-    /// Exit status of a launcher that failed here, systemd's numbers: 215 (EXIT_CPU_AFFINITY)
-    /// for the CPU steps, 242 (EXIT_NUMA_POLICY) for the memory steps.
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Stage::SetAffinity | Stage::ReadAffinity | Stage::AffinityMismatch => 215,
-            Stage::SetMemoryPolicy | Stage::ReadMemoryPolicy | Stage::MemoryPolicyMismatch => 242,
-        }
-    }
-
     /// The syscall of the step, for messages.
     pub fn syscall(self) -> &'static str {
         match self {
@@ -263,7 +254,6 @@ mod tests {
         let mut setup = ChildSetup::new(Some(&set("0")), Some(&req), 1024, 1024, true);
         let err = setup.apply(&k).unwrap_err();
         assert_eq!(err, SetupError { stage: Stage::SetAffinity, errno: libc::EPERM });
-        assert_eq!(err.stage.exit_code(), 215);
         assert_eq!(k.calls().len(), 1);
 
         let k = RecordingKernel::new(8, 4);
@@ -271,7 +261,6 @@ mod tests {
         let mut setup = ChildSetup::new(Some(&set("0")), Some(&bad), 1024, 1024, true);
         let err = setup.apply(&k).unwrap_err();
         assert_eq!(err, SetupError { stage: Stage::SetMemoryPolicy, errno: libc::EINVAL });
-        assert_eq!(err.stage.exit_code(), 242);
         assert_eq!(k.calls().len(), 2);
         assert!(err.to_string().contains("set_mempolicy"), "{err}");
     }

@@ -63,7 +63,7 @@ impl SetupError {
 /// match std::process::Command::new("true").placement(setup).status() {
 ///     Ok(status) => assert!(status.success()),
 ///     Err(e) => match SetupError::from_spawn_error(&e) {
-///         Some(failed) => panic!("{failed} (exit {})", failed.stage.exit_code()),
+///         Some(failed) => panic!("{failed} (stage {:?})", failed.stage),
 ///         None => panic!("cannot run `true`: {e}"),
 ///     },
 /// }

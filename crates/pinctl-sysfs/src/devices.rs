@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use pinctl_topology::{CpuSet, Device, DeviceKind, Locality, NodeId, NodeSet, Topology};
 
 use crate::error::DiscoveryError;
-use crate::fsroot::{FsRoot, basename, parent};
+use crate::fsroot::{Fact, FsRoot, basename, parent};
 use crate::parse;
 
 /// How a candidate's locality is found.
@@ -41,7 +41,6 @@ struct Located {
 pub(crate) fn read_devices(
     fs: &mut FsRoot,
     topo: &Topology,
-    warnings: &mut Vec<String>,
 ) -> Result<Vec<Device>, DiscoveryError> {
     let mut cands = Vec::new();
     block_devices(fs, &mut cands)?;
@@ -49,7 +48,7 @@ pub(crate) fn read_devices(
     class_devices(fs, "sys/class/infiniband", DeviceKind::Infiniband, |_| true, &mut cands)?;
     class_devices(fs, "sys/class/drm", DeviceKind::Gpu, is_drm_card, &mut cands)?;
     class_devices(fs, "sys/bus/dax/devices", DeviceKind::Other, |_| true, &mut cands)?;
-    let accelerators = crate::pci::accelerators(fs, warnings)?;
+    let accelerators = crate::pci::accelerators(fs)?;
     // A GPU with a DRM node is also found by its PCI class: that entry names it once.
     cands.retain(|c| {
         c.kind != DeviceKind::Gpu
@@ -225,7 +224,8 @@ fn net_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), Discover
         let has = |name: &str| entries.iter().any(|e| e == name);
         let mut members: Vec<String> = Vec::new();
         if has("bonding") {
-            if let Some(t) = fs.read(&format!("{path}/bonding/slaves"))? {
+            let from_links = || format!("`{name}`'s members are its `lower_` links");
+            if let Some(t) = fs.text_fact(&format!("{path}/bonding/slaves"), from_links)? {
                 members = t.split_whitespace().map(str::to_string).collect();
             }
         }
@@ -290,7 +290,17 @@ pub(crate) fn walk_up(fs: &mut FsRoot, path: &str) -> Result<Walk, DiscoveryErro
             pci = Some(dir);
         }
         if found.is_none() {
-            found = fs.parsed(&format!("{dir}/numa_node"), parse::numa_node)?;
+            // A broken `numa_node` says as little as -1: the node comes from `local_cpulist`
+            // as the kernel's own default does, never from a folder further up.
+            found = match fs.fact(&format!("{dir}/numa_node"), parse::numa_node, || {
+                "the devices below it are placed by their PCI function's `local_cpulist` \
+                 as for -1, or have unknown locality"
+                    .into()
+            })? {
+                Fact::Value(node) => Some(node),
+                Fact::Broken => Some(None),
+                Fact::Absent => None,
+            };
         }
         if found.is_some() && pci.is_some() {
             break;
@@ -299,10 +309,13 @@ pub(crate) fn walk_up(fs: &mut FsRoot, path: &str) -> Result<Walk, DiscoveryErro
     }
     let mut local_cpus = None;
     if let (Some(pci_dir), false) = (pci, matches!(found, Some(Some(_)))) {
-        local_cpus = match fs.parsed(&format!("{pci_dir}/local_cpulist"), parse::id_list)? {
-            Some(set) => Some(set),
-            None => fs.parsed(&format!("{pci_dir}/local_cpus"), parse::id_mask)?,
-        };
+        let from_mask = || "the CPUs near the function are those of its `local_cpus`".into();
+        let unknown = || "the CPUs near the function are unknown".into();
+        local_cpus =
+            match fs.fact(&format!("{pci_dir}/local_cpulist"), parse::id_list, from_mask)? {
+                Fact::Value(set) => Some(set),
+                _ => fs.fact(&format!("{pci_dir}/local_cpus"), parse::id_mask, unknown)?.value(),
+            };
     }
     Ok(Walk { numa_node: found, pci_dir: pci.map(str::to_string), local_cpus })
 }

@@ -9,7 +9,7 @@ use pinctl_topology::{
 
 use crate::devices::read_devices;
 use crate::error::DiscoveryError;
-use crate::fsroot::FsRoot;
+use crate::fsroot::{Fact, FsRoot};
 use crate::parse;
 
 const NODE_DIR: &str = "sys/devices/system/node";
@@ -18,7 +18,9 @@ const CPU_DIR: &str = "sys/devices/system/cpu";
 /// Reads the topology of the sysfs/procfs tree under `root` (`/` for the live machine).
 ///
 /// Missing files fall back as docs/topology.md describes (e.g. no `distance` files: empty
-/// matrix; no `meminfo`: unknown memory); files with content the kernel never writes are errors.
+/// matrix; no `meminfo`: unknown memory). A file that is empty, unreadable or holds something
+/// the kernel never writes is a warning in [`Topology::discovery_warnings`] saying what was
+/// assumed instead; only a tree left without any usable node is an error.
 pub fn read_topology(root: &Path) -> Result<Topology, DiscoveryError> {
     let mut fs = FsRoot::new(root);
     read_tree(&mut fs)
@@ -32,6 +34,27 @@ pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
     if ![NODE_DIR, CPU_DIR, "sys/class"].iter().any(|d| fs.is_dir(d)) {
         return Err(DiscoveryError::NotARoot { root: fs.root().to_path_buf() });
     }
+    // A real machine's capture can hold one odd file (an empty `cpu0/online` on a 17-node
+    // host) that the kernel's own tools shrug off: one such file costs the facts that depend
+    // on it, with a warning, never the whole topology.
+    let was_degrading = fs.set_degrading(true);
+    let result = discover(fs);
+    fs.set_degrading(was_degrading);
+    let warnings = fs.take_warnings();
+    let mut topology = result?;
+    let usable = topology.nodes.iter().any(|n| n.has_cpu || n.has_memory || !n.cpus.is_empty());
+    if !usable && !warnings.is_empty() && (fs.is_dir(NODE_DIR) || fs.is_dir(CPU_DIR)) {
+        return Err(DiscoveryError::NoUsableNode {
+            root: fs.root().to_path_buf(),
+            warnings: warnings.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        });
+    }
+    topology.discovery_warnings = warnings;
+    topology.refresh_warnings();
+    Ok(topology)
+}
+
+fn discover(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
     let cpus_online = read_online_cpus(fs)?;
     let nodes = read_nodes(fs, &cpus_online)?;
     let cpus = read_cpus(fs, &cpus_online, &nodes)?;
@@ -43,11 +66,9 @@ pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
         devices: Vec::new(),
         host,
         warnings: Vec::new(),
+        discovery_warnings: Vec::new(),
     };
-    let mut device_warnings = Vec::new();
-    topology.devices = read_devices(fs, &topology, &mut device_warnings)?;
-    topology.refresh_warnings();
-    topology.warnings.extend(device_warnings);
+    topology.devices = read_devices(fs, &topology)?;
     Ok(topology)
 }
 
@@ -88,18 +109,35 @@ struct CpuPresence {
 }
 
 fn read_online_cpus(fs: &mut FsRoot) -> Result<CpuPresence, DiscoveryError> {
-    let online_file = fs.parsed(&format!("{CPU_DIR}/online"), parse::id_list)?;
+    let online_rel = format!("{CPU_DIR}/online");
+    let from_folders =
+        || "the online CPUs are the `cpuN` folders whose own `online` is not 0".into();
+    let online_file = match fs.fact(&online_rel, parse::id_list, from_folders)? {
+        // No CPU online is no machine: an empty list is as broken as garbage.
+        Fact::Value(set) if set.is_empty() => {
+            fs.warn(&online_rel, "is empty".into(), from_folders);
+            None
+        }
+        fact => fact.value(),
+    };
     let mut present: Vec<u32> = numbered_folders(fs, CPU_DIR, "cpu", MAX_CPU_ID)?;
     present.sort_unstable();
     let online = match online_file {
         Some(set) => set,
         None => {
             // Old dumps have no `online` list: a CPU is online unless its own `online` says 0
-            // (CPU 0 usually has no such file because it cannot be unplugged).
+            // (CPU 0 usually has no such file because it cannot be unplugged; some kernels
+            // leave it empty). A broken one is taken as online, as a missing one is.
             let mut set = CpuSet::new();
             for &id in &present {
-                let v = fs.parsed(&format!("{CPU_DIR}/cpu{id}/online"), parse::uint)?;
-                if v != Some(0) {
+                let v = fs.fact(&format!("{CPU_DIR}/cpu{id}/online"), parse::uint, || {
+                    if id == 0 {
+                        "CPU 0 is online (it usually cannot be offlined)".into()
+                    } else {
+                        format!("CPU {id} is online")
+                    }
+                })?;
+                if v != Fact::Value(0) {
                     set.insert(id);
                 }
             }
@@ -126,12 +164,24 @@ struct NodesRead {
 }
 
 fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, DiscoveryError> {
-    let list =
-        |fs: &mut FsRoot, name: &str| fs.parsed(&format!("{NODE_DIR}/{name}"), parse::node_list);
-    let online_file = list(fs, "online")?;
-    let possible = list(fs, "possible")?;
-    let has_cpu = list(fs, "has_cpu")?;
-    let has_memory = list(fs, "has_memory")?;
+    let list = |fs: &mut FsRoot, name: &str, assumed: &str| {
+        let assumed = assumed.to_string();
+        fs.fact(&format!("{NODE_DIR}/{name}"), parse::node_list, || assumed).map(Fact::value)
+    };
+    let online_rel = format!("{NODE_DIR}/online");
+    let from_folders = || "the online nodes are the `nodeN` folders".to_string();
+    let online_file = match fs.fact(&online_rel, parse::node_list, from_folders)? {
+        // Every machine has a node online (node 0 without NUMA): an empty list is broken.
+        Fact::Value(set) if set.is_empty() => {
+            fs.warn(&online_rel, "is empty".into(), from_folders);
+            None
+        }
+        fact => fact.value(),
+    };
+    let possible = list(fs, "possible", "no offline nodes are known")?;
+    let has_cpu = list(fs, "has_cpu", "a node has CPUs when its CPU list names an online one")?;
+    let has_memory =
+        list(fs, "has_memory", "a node has memory as its `meminfo` (or `has_normal_memory`) says")?;
     let online: NodeSet = match online_file {
         Some(set) => set,
         // Dumps without `online` (util-linux, old hwloc captures): every `nodeN` folder.
@@ -142,20 +192,58 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
         return without_numa(fs, cpus);
     }
 
-    let has_normal_memory =
-        if has_memory.is_none() { list(fs, "has_normal_memory")? } else { None };
+    let has_normal_memory = if has_memory.is_none() {
+        list(fs, "has_normal_memory", "a node has memory unless its `meminfo` says 0")?
+    } else {
+        None
+    };
+    // A file other nodes have is broken where it is missing; a dump that has none of them
+    // (cpumap-only dumps) is a format, described in docs/topology.md, not a fault. Asked only
+    // once a file is missing, so a healthy machine pays nothing for it.
+    let mut others = OthersHave::new(&online);
     let mut nodes = Vec::with_capacity(online.len());
     let mut listed_cpus = Vec::with_capacity(online.len());
     let mut rows: Vec<Option<Vec<u32>>> = Vec::with_capacity(online.len());
     for id in online.iter() {
         let dir = format!("{NODE_DIR}/node{id}");
-        let listed = match fs.parsed(&format!("{dir}/cpulist"), parse::id_list)? {
-            Some(set) => set,
-            None => fs.parsed(&format!("{dir}/cpumap"), parse::id_mask)?.unwrap_or_default(),
+        let no_cpus = || format!("node {id} has no CPUs");
+        let listed = match fs.fact(&format!("{dir}/cpulist"), parse::id_list, || {
+            format!("node {id}'s CPUs are those its `cpumap` lists (none without one)")
+        })? {
+            Fact::Value(set) => set,
+            _ => match fs.fact(&format!("{dir}/cpumap"), parse::id_mask, no_cpus)? {
+                Fact::Value(set) => set,
+                Fact::Absent => {
+                    if let Some(file) = others.cpus_file(fs) {
+                        fs.warn(&format!("{dir}/{file}"), "is missing".into(), no_cpus);
+                    }
+                    CpuSet::new()
+                }
+                _ => CpuSet::new(),
+            },
         };
         let node_cpus = listed.intersection(&cpus.online);
-        let mem = fs.parsed(&format!("{dir}/meminfo"), parse::meminfo)?.unwrap_or_default();
-        rows.push(fs.parsed(&format!("{dir}/distance"), parse::distance_row)?);
+        let meminfo_rel = format!("{dir}/meminfo");
+        let unknown_memory = || format!("node {id}'s memory is unknown");
+        let mem = match fs.fact(&meminfo_rel, parse::meminfo, unknown_memory)? {
+            Fact::Value(mem) => mem,
+            Fact::Absent if others.have(fs, 1, "meminfo") => {
+                fs.warn(&meminfo_rel, "is missing".into(), unknown_memory);
+                parse::NodeMeminfo::default()
+            }
+            _ => parse::NodeMeminfo::default(),
+        };
+        let distance_rel = format!("{dir}/distance");
+        let unknown_distances =
+            || format!("the distances are unknown (no row for node {id}, so no matrix)");
+        rows.push(match fs.fact(&distance_rel, parse::distance_row, unknown_distances)? {
+            Fact::Value(row) => Some(row),
+            Fact::Absent if others.have(fs, 2, "distance") => {
+                fs.warn(&distance_rel, "is missing".into(), unknown_distances);
+                None
+            }
+            _ => None,
+        });
         // `has_cpu` can lag behind hotplug (it lists nothing in the offline-node fixture while
         // the node holds online CPUs): online CPUs in the node's list are the stronger fact.
         let node_has_cpu =
@@ -181,6 +269,39 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     Ok(NodesRead { nodes, distances, listed_cpus, possible, online })
 }
 
+/// Whether any online node has a per-node file, each asked at most once.
+struct OthersHave<'a> {
+    online: &'a NodeSet,
+    /// `cpulist` or `cpumap`, `meminfo`, `distance`.
+    answers: [Option<Option<&'static str>>; 3],
+}
+
+impl<'a> OthersHave<'a> {
+    fn new(online: &'a NodeSet) -> Self {
+        OthersHave { online, answers: [None; 3] }
+    }
+
+    fn any_has(&self, fs: &mut FsRoot, file: &str) -> bool {
+        self.online.iter().any(|id| fs.exists(&format!("{NODE_DIR}/node{id}/{file}")))
+    }
+
+    /// The file other nodes list their CPUs in, if any does.
+    fn cpus_file(&mut self, fs: &mut FsRoot) -> Option<&'static str> {
+        if self.answers[0].is_none() {
+            let found = ["cpulist", "cpumap"].into_iter().find(|f| self.any_has(fs, f));
+            self.answers[0] = Some(found);
+        }
+        self.answers[0].flatten()
+    }
+
+    fn have(&mut self, fs: &mut FsRoot, slot: usize, file: &'static str) -> bool {
+        if self.answers[slot].is_none() {
+            self.answers[slot] = Some(self.any_has(fs, file).then_some(file));
+        }
+        self.answers[slot].flatten().is_some()
+    }
+}
+
 /// A kernel without NUMA (no `sys/devices/system/node`): one node 0 with every online CPU and
 /// the memory of `/proc/meminfo`, as numactl presents such machines.
 fn without_numa(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, DiscoveryError> {
@@ -193,7 +314,10 @@ fn without_numa(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discov
             online: NodeSet::new(),
         });
     }
-    let mem = fs.parsed("proc/meminfo", parse::meminfo)?.unwrap_or_default();
+    let mem = fs
+        .fact("proc/meminfo", parse::meminfo, || "the memory of node 0 is unknown".into())?
+        .value()
+        .unwrap_or_default();
     let node = Node {
         id: 0,
         cpus: cpus.online.clone(),
@@ -242,6 +366,9 @@ fn distance_matrix(
 /// big machines, so one read of a CPU's `thread_siblings_list` (`package_cpus_list`, or the
 /// older `core_siblings_list`) answers for all its siblings, which share its core (package) by
 /// definition: two reads per core and per package instead of per CPU (online CPUs only).
+/// What `physical_package_id` and `core_id` tell, for warnings.
+const CPU_FACTS: [&str; 2] = ["package", "core"];
+
 fn read_cpus(
     fs: &mut FsRoot,
     cpus: &CpuPresence,
@@ -252,19 +379,47 @@ fn read_cpus(
     let mut package: Vec<Option<Option<u32>>> = vec![None; n];
     let mut core: Vec<Option<Option<u32>>> = vec![None; n];
     let id_of = |v: i64| u32::try_from(v).ok();
+    // Online CPUs without the file, and whether any CPU has it: missing beside CPUs that have
+    // it, the file is broken (offline CPUs have no `topology/` at all).
+    let mut missing: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    let mut some_have = [false; 2];
     for (i, &id) in cpus.present.iter().enumerate() {
         let dir = format!("{CPU_DIR}/cpu{id}/topology");
-        for (slot, value_file, sibling_files) in [
-            (&mut package, "physical_package_id", &["package_cpus_list", "core_siblings_list"][..]),
-            (&mut core, "core_id", &["thread_siblings_list"][..]),
+        for (k, slot, value_file, sibling_files) in [
+            (
+                0,
+                &mut package,
+                "physical_package_id",
+                &["package_cpus_list", "core_siblings_list"][..],
+            ),
+            (1, &mut core, "core_id", &["thread_siblings_list"][..]),
         ] {
             if slot[i].is_some() {
                 continue;
             }
-            let value = fs.parsed(&format!("{dir}/{value_file}"), parse::int)?.and_then(id_of);
+            let what = CPU_FACTS[k];
+            let value = match fs.fact(&format!("{dir}/{value_file}"), parse::int, || {
+                format!("CPU {id}'s {what} is unknown")
+            })? {
+                Fact::Value(v) => {
+                    some_have[k] = true;
+                    id_of(v)
+                }
+                // Its siblings read their own rather than share an unknown.
+                Fact::Absent | Fact::Broken => {
+                    if cpus.online.contains(id) {
+                        missing[k].push(id);
+                    }
+                    slot[i] = Some(None);
+                    continue;
+                }
+            };
             slot[i] = Some(value);
             for file in sibling_files {
-                if let Some(siblings) = fs.parsed(&format!("{dir}/{file}"), parse::id_list)? {
+                let siblings = fs.fact(&format!("{dir}/{file}"), parse::id_list, || {
+                    format!("CPU {id}'s siblings read their own `{value_file}`")
+                })?;
+                if let Fact::Value(siblings) = siblings {
                     // Offline CPUs answer for themselves (edited dumps list them as siblings).
                     for s in siblings.intersection(&cpus.online).iter().filter_map(index) {
                         slot[s].get_or_insert(value);
@@ -272,6 +427,14 @@ fn read_cpus(
                     break;
                 }
             }
+        }
+    }
+    for (k, value_file) in ["physical_package_id", "core_id"].into_iter().enumerate() {
+        for &id in missing[k].iter().filter(|_| some_have[k]) {
+            let what = CPU_FACTS[k];
+            let rel = format!("{CPU_DIR}/cpu{id}/topology/{value_file}");
+            // A broken file was warned about already; `warn` keeps the first word per file.
+            fs.warn(&rel, "is missing".into(), || format!("CPU {id}'s {what} is unknown"));
         }
     }
     let out = cpus
@@ -294,15 +457,30 @@ fn read_host(
     cpus: &CpuPresence,
     nodes: &NodesRead,
 ) -> Result<HostFacts, DiscoveryError> {
-    let kernel = match fs.read("proc/sys/kernel/osrelease")? {
-        Some(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
-        _ => fs.read("proc/version")?.and_then(|t| {
-            t.strip_prefix("Linux version ")?.split_whitespace().next().map(str::to_string)
-        }),
-    };
-    let numa_balancing = fs.parsed("proc/sys/kernel/numa_balancing", parse::uint)?;
-    let zone_reclaim_mode = fs.parsed("proc/sys/vm/zone_reclaim_mode", parse::uint)?;
-    let status = fs.parsed("proc/self/status", parse::status_allowed)?.unwrap_or_default();
+    let from_version = || "the kernel release is the one `proc/version` names".to_string();
+    let kernel =
+        match fs.text_fact("proc/sys/kernel/osrelease", from_version)? {
+            Some(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
+            _ => fs.text_fact("proc/version", || "the kernel release is unknown".into())?.and_then(
+                |t| t.strip_prefix("Linux version ")?.split_whitespace().next().map(str::to_string),
+            ),
+        };
+    let numa_balancing = fs
+        .fact("proc/sys/kernel/numa_balancing", parse::uint, || {
+            "automatic NUMA balancing is unknown (not warned about)".into()
+        })?
+        .value();
+    let zone_reclaim_mode = fs
+        .fact("proc/sys/vm/zone_reclaim_mode", parse::uint, || {
+            "vm.zone_reclaim_mode is unknown (not warned about)".into()
+        })?
+        .value();
+    let status = fs
+        .fact("proc/self/status", parse::status_allowed, || {
+            "the allowed CPUs and nodes come from the cgroup files, or are unknown".into()
+        })?
+        .value()
+        .unwrap_or_default();
     // Cpus_allowed_list lies inside the cpuset, inside the online CPUs: when it names every
     // online CPU (no affinity, no cpuset: the usual case) the cgroup files have nothing to add.
     let complete = status.cpus.as_ref() == Some(&cpus.online) && status.nodes.is_some();
@@ -350,7 +528,10 @@ fn first_of<K: IdKind>(
     names: &[&str],
 ) -> Result<Option<IdSet<K>>, DiscoveryError> {
     for name in names {
-        if let Some(set) = fs.parsed(&format!("{dir}/{name}"), parse::id_list)? {
+        let set = fs.fact(&format!("{dir}/{name}"), parse::id_list, || {
+            format!("the cpuset says nothing in `{dir}/{name}`")
+        })?;
+        if let Fact::Value(set) = set {
             return Ok(Some(set));
         }
     }
@@ -358,21 +539,30 @@ fn first_of<K: IdKind>(
 }
 
 fn cgroup_cpuset(fs: &mut FsRoot) -> Result<(Option<CpuSet>, Option<NodeSet>), DiscoveryError> {
-    let Some(mounts_text) = fs.read("proc/mounts")?.map(str::to_string) else {
+    let no_cpuset = || "the cgroup cpuset is unknown".to_string();
+    let Some(mounts_text) = fs.text_fact("proc/mounts", no_cpuset)?.map(str::to_string) else {
         return Ok((None, None));
     };
-    let mounts = parse::mounts(&mounts_text)
-        .map_err(|source| DiscoveryError::Parse { path: fs.full("proc/mounts"), source })?;
+    let mounts = match parse::mounts(&mounts_text) {
+        Ok(m) => m,
+        Err(source) => {
+            fs.warn("proc/mounts", format!("does not parse ({source})"), no_cpuset);
+            return Ok((None, None));
+        }
+    };
     let v1_mount = mounts.iter().find(|m| {
         m.fstype == "cpuset"
             || (m.fstype == "cgroup" && m.options.split(',').any(|o| o == "cpuset"))
     });
     let v2_mount = mounts.iter().find(|m| m.fstype == "cgroup2");
-    let cgroup_text = fs.read("proc/self/cgroup")?.map(str::to_string).unwrap_or_default();
+    let cgroup_text =
+        fs.text_fact("proc/self/cgroup", no_cpuset)?.map(str::to_string).unwrap_or_default();
 
     let mut candidates: Vec<(String, &[&str], &[&str])> = Vec::new();
     if let Some(m) = v1_mount {
-        let path = match fs.read("proc/self/cpuset")? {
+        let path = match fs.text_fact("proc/self/cpuset", || {
+            "the cpuset's folder comes from `proc/self/cgroup`".into()
+        })? {
             Some(p) if !p.trim().is_empty() => Some(p.trim().to_string()),
             _ => parse::cgroup_path(&cgroup_text, Some("cpuset")).map(str::to_string),
         };

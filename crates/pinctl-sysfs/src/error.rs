@@ -45,6 +45,11 @@ pub enum DiscoveryError {
          `sys/`)"
     )]
     NotARoot { root: PathBuf },
+    /// Discovery worked around broken files and no node with CPUs or memory was left.
+    #[error(
+        "`{root}` describes no usable NUMA node once its broken files are set aside: {warnings}"
+    )]
+    NoUsableNode { root: PathBuf, warnings: String },
     /// `--topology` names something that does not exist.
     #[error("topology source `{path}` does not exist")]
     MissingSource { path: PathBuf },

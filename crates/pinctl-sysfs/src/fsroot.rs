@@ -8,6 +8,9 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use pinctl_topology::DiscoveryWarning;
+use pinctl_topology::text::escaped;
+
 use crate::error::DiscoveryError;
 use crate::parse::ParseError;
 
@@ -98,6 +101,57 @@ pub struct FsRoot<'t> {
     path: PathBuf,
     bytes: Vec<u8>,
     recorder: Option<Recorder>,
+    /// Whether a broken file read through [`FsRoot::fact`] is a warning instead of an error.
+    degrading: bool,
+    /// The warnings of a degrading read, one per file, in the order met.
+    warnings: Vec<DiscoveryWarning>,
+}
+
+/// What [`FsRoot::fact`] found in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fact<T> {
+    /// No such file.
+    Absent,
+    /// The file is there but could not be used; a warning says so and what was assumed.
+    Broken,
+    /// The parsed content.
+    Value(T),
+}
+
+impl<T> Fact<T> {
+    /// The value, `None` when absent or broken.
+    pub fn value(self) -> Option<T> {
+        match self {
+            Fact::Value(v) => Some(v),
+            Fact::Absent | Fact::Broken => None,
+        }
+    }
+}
+
+/// What is wrong with a file, for a warning, when `e` is a fault of that file alone that
+/// discovery can work around; `None` for faults of the whole tree (a link out of the root, an
+/// id beyond the ceilings), which stay errors.
+fn file_problem(e: &DiscoveryError, text: Option<&str>) -> Option<String> {
+    Some(match e {
+        DiscoveryError::Parse { .. } if text.is_some_and(|t| t.trim().is_empty()) => {
+            "is empty".to_string()
+        }
+        DiscoveryError::Parse { source, .. } => match &source.source {
+            Some(why) => format!("does not parse ({source}: {why})"),
+            None => format!("does not parse ({source})"),
+        },
+        DiscoveryError::NotText { .. } => "is not UTF-8 text".to_string(),
+        DiscoveryError::NotRegular { .. } => {
+            "is not a regular file (a FIFO, socket or device?) and was not read".to_string()
+        }
+        DiscoveryError::TooLarge { max, .. } => {
+            format!(
+                "is larger than {max} bytes, more than the kernel ever writes there, and was not read"
+            )
+        }
+        DiscoveryError::Io { source, .. } => format!("cannot be read ({source})"),
+        _ => return None,
+    })
 }
 
 fn is_absent(e: &io::Error) -> bool {
@@ -116,6 +170,8 @@ impl<'t> FsRoot<'t> {
             path: PathBuf::with_capacity(256),
             bytes: Vec::with_capacity(4096),
             recorder: None,
+            degrading: false,
+            warnings: Vec::new(),
         }
     }
 
@@ -140,6 +196,27 @@ impl<'t> FsRoot<'t> {
         self.recorder.take()
     }
 
+    /// Whether [`FsRoot::fact`] turns a broken file into a warning (discovery of a whole
+    /// topology) or an error (the launcher's single facts, where an assumption would silently
+    /// change a placement). Returns the previous setting.
+    pub fn set_degrading(&mut self, on: bool) -> bool {
+        std::mem::replace(&mut self.degrading, on)
+    }
+
+    /// The warnings of degrading reads so far, emptied.
+    pub fn take_warnings(&mut self) -> Vec<DiscoveryWarning> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Records that `rel` could not be used and what was assumed, once per file.
+    pub fn warn(&mut self, rel: &str, problem: String, assumed: impl FnOnce() -> String) {
+        // Whole (a path is at most PATH_MAX): a shortened one would not name the file.
+        let file = escaped(rel);
+        if !self.warnings.iter().any(|w| w.file == file) {
+            self.warnings.push(DiscoveryWarning { file, problem, assumed: assumed() });
+        }
+    }
+
     fn set_path(&mut self, rel: &str) {
         self.path.clear();
         self.path.push(&self.root);
@@ -153,6 +230,16 @@ impl<'t> FsRoot<'t> {
 
     /// The text of a file, `None` when it does not exist.
     pub fn read(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
+        if self.load(rel)? { Ok(Some(self.text())) } else { Ok(None) }
+    }
+
+    /// The text [`FsRoot::load`] checked.
+    fn text(&self) -> &str {
+        std::str::from_utf8(&self.bytes).unwrap_or_default()
+    }
+
+    /// Reads a file into the buffer as checked UTF-8; `false` when it does not exist.
+    fn load(&mut self, rel: &str) -> Result<bool, DiscoveryError> {
         self.set_path(rel);
         self.bytes.clear();
         if let Some((tree, top)) = &self.tree {
@@ -162,11 +249,11 @@ impl<'t> FsRoot<'t> {
                     return Err(DiscoveryError::TooLarge { path: self.path.clone(), max });
                 }
                 Some(data) => self.bytes.extend_from_slice(data),
-                None => return Ok(None),
+                None => return Ok(false),
             }
         } else {
             if !self.resolve_inside(rel, true)? {
-                return Ok(None);
+                return Ok(false);
             }
             let max = max_file_bytes(rel);
             let res = open_regular(&self.path, self.confined()).and_then(|f| match f {
@@ -179,8 +266,8 @@ impl<'t> FsRoot<'t> {
                     return Err(DiscoveryError::TooLarge { path: self.path.clone(), max });
                 }
                 Ok(None) => return Err(DiscoveryError::NotRegular { path: self.path.clone() }),
-                Err(e) if is_absent(&e) => return Ok(None),
-                Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
+                Err(e) if is_absent(&e) => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(false),
                 Err(source) => return Err(DiscoveryError::Io { path: self.path.clone(), source }),
             }
         }
@@ -193,8 +280,56 @@ impl<'t> FsRoot<'t> {
             self.bytes.pop();
         }
         match std::str::from_utf8(&self.bytes) {
-            Ok(s) => Ok(Some(s)),
+            Ok(_) => Ok(true),
             Err(_) => Err(DiscoveryError::NotText { path: self.path.clone() }),
+        }
+    }
+
+    /// Reads and parses a file discovery can do without. Degrading, a file that is there but
+    /// cannot be used (unreadable, refused, not text, empty where the kernel writes a value,
+    /// not parsing) becomes one warning naming it and `assumed`, and [`Fact::Broken`];
+    /// otherwise it is the error [`FsRoot::parsed`] gives.
+    pub fn fact<T>(
+        &mut self,
+        rel: &str,
+        parse: impl FnOnce(&str) -> Result<T, ParseError>,
+        assumed: impl FnOnce() -> String,
+    ) -> Result<Fact<T>, DiscoveryError> {
+        let err = match self.load(rel) {
+            Ok(false) => return Ok(Fact::Absent),
+            Ok(true) => match parse(self.text()) {
+                Ok(v) => return Ok(Fact::Value(v)),
+                Err(source) => DiscoveryError::Parse { path: self.full(rel), source },
+            },
+            Err(e) => e,
+        };
+        let text = matches!(err, DiscoveryError::Parse { .. }).then(|| self.text());
+        match file_problem(&err, text) {
+            Some(problem) if self.degrading => {
+                self.warn(rel, problem, assumed);
+                Ok(Fact::Broken)
+            }
+            _ => Err(err),
+        }
+    }
+
+    /// The text of a file discovery can do without, as [`FsRoot::fact`] treats it: `None`
+    /// when absent or (degrading) broken.
+    pub fn text_fact(
+        &mut self,
+        rel: &str,
+        assumed: impl FnOnce() -> String,
+    ) -> Result<Option<&str>, DiscoveryError> {
+        match self.load(rel) {
+            Ok(true) => Ok(Some(self.text())),
+            Ok(false) => Ok(None),
+            Err(err) => match file_problem(&err, None) {
+                Some(problem) if self.degrading => {
+                    self.warn(rel, problem, assumed);
+                    Ok(None)
+                }
+                _ => Err(err),
+            },
         }
     }
 
@@ -285,6 +420,15 @@ impl<'t> FsRoot<'t> {
             Err(e) if is_absent(&e) => Ok(None),
             Err(source) => Err(DiscoveryError::Io { path: self.path.clone(), source }),
         }
+    }
+
+    /// Whether anything exists at `rel` (a broken link counts as nothing).
+    pub fn exists(&mut self, rel: &str) -> bool {
+        if let Some((tree, top)) = &self.tree {
+            let path = join(top, rel);
+            return tree.read(&path).is_some() || tree.is_dir(&path);
+        }
+        matches!(self.resolve_inside(rel, true), Ok(true)) && fs::metadata(&self.path).is_ok()
     }
 
     /// Whether `rel` exists as a directory.

@@ -12,6 +12,7 @@
 //! each fact comes from).
 #![forbid(unsafe_code)]
 
+pub mod atomic;
 mod devices;
 mod discover;
 mod error;

@@ -112,18 +112,18 @@ struct Found {
 
 /// Every accelerator function under `sys/bus/pci/devices`, sorted by PCI address. A driver
 /// file that cannot name a GPU (unreadable, garbage, a minor two GPUs claim) leaves it named
-/// by its DRM card or PCI address, with a warning.
-pub(crate) fn accelerators(
-    fs: &mut FsRoot,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<Accelerator>, DiscoveryError> {
+/// by its DRM card or PCI address, with a discovery warning.
+pub(crate) fn accelerators(fs: &mut FsRoot) -> Result<Vec<Accelerator>, DiscoveryError> {
     let mut addresses = fs.list(PCI_DIR)?.unwrap_or_default();
     addresses.retain(|a| parse::is_pci_address(a));
     addresses.sort_unstable();
     let mut found = Vec::new();
     for address in addresses {
         let Some(path) = fs.link(&format!("{PCI_DIR}/{address}"))? else { continue };
-        let Some(class) = fs.parsed(&format!("{path}/class"), pci_class)? else { continue };
+        let not_listed = || "the function is not listed as a GPU or accelerator".to_string();
+        let Some(class) = fs.fact(&format!("{path}/class"), pci_class, not_listed)?.value() else {
+            continue;
+        };
         let Some(kind) = kind_of_class(class) else { continue };
         let (mut cards, mut renders) = (Vec::new(), Vec::new());
         for name in fs.list(&format!("{path}/drm"))?.unwrap_or_default() {
@@ -135,8 +135,7 @@ pub(crate) fn accelerators(
         }
         by_number(&mut cards);
         by_number(&mut renders);
-        let minor =
-            if kind == DeviceKind::Gpu { nvidia_minor(fs, &address, warnings) } else { None };
+        let minor = if kind == DeviceKind::Gpu { nvidia_minor(fs, &address)? } else { None };
         found.push(Found { address, kind, path, cards, renders, minor });
     }
     // Two GPUs claiming one minor: `nvidiaN` would name either; refuse to guess which.
@@ -149,12 +148,10 @@ pub(crate) fn accelerators(
     let mut out = Vec::with_capacity(found.len());
     for mut f in found {
         if let Some(m) = f.minor.filter(|m| claims[m] > 1) {
-            warnings.push(format!(
-                "GPU `{}`: `{}` gives Device Minor {m}, as another GPU's does; it is not named \
-                 `nvidia{m}`",
-                f.address,
-                fs.full(&format!("{NVIDIA_GPUS}/{}/information", f.address)).display()
-            ));
+            let problem = format!("gives Device Minor {m}, as another GPU's does");
+            fs.warn(&format!("{NVIDIA_GPUS}/{}/information", f.address), problem, || {
+                unnamed(&f.address)
+            });
             f.minor = None;
         }
         let name = match (f.minor, f.cards.first()) {
@@ -168,25 +165,23 @@ pub(crate) fn accelerators(
     Ok(out)
 }
 
+/// What discovery assumes of a GPU its driver's file cannot name.
+fn unnamed(address: &str) -> String {
+    format!("GPU `{address}` is not `nvidiaN`; its DRM card or PCI address names it in `near`")
+}
+
 /// The minor of the GPU at `address` from NVIDIA's driver file, `None` without the driver or
-/// (with a warning) when the file cannot say.
-fn nvidia_minor(fs: &mut FsRoot, address: &str, warnings: &mut Vec<String>) -> Option<u32> {
+/// (with a discovery warning) when the file cannot say.
+fn nvidia_minor(fs: &mut FsRoot, address: &str) -> Result<Option<u32>, DiscoveryError> {
     let rel = format!("{NVIDIA_GPUS}/{address}/information");
-    let shown = fs.full(&rel).display().to_string();
-    let reason = match fs.read(&rel) {
-        Ok(None) => return None,
-        Ok(Some(text)) => match nvidia_device_minor(text, address) {
-            Ok(minor) => return Some(minor),
-            Err(reason) => reason,
-        },
-        // A driver file is not worth failing discovery for: the GPU is still found by class.
-        Err(e) => e.to_string(),
-    };
-    warnings.push(format!(
-        "GPU `{address}`: `{shown}`: {reason}; it is not named `nvidiaN` (its PCI address still \
-         names it in `near`)"
-    ));
-    None
+    let Some(text) = fs.text_fact(&rel, || unnamed(address))? else { return Ok(None) };
+    match nvidia_device_minor(text, address) {
+        Ok(minor) => Ok(Some(minor)),
+        Err(reason) => {
+            fs.warn(&rel, format!("cannot name it: {reason}"), || unnamed(address));
+            Ok(None)
+        }
+    }
 }
 
 #[cfg(test)]

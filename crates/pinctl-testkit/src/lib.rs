@@ -186,7 +186,15 @@ impl SyntheticTopology {
             })
             .collect();
         devices.sort_by(|a, b| a.name.cmp(&b.name));
-        Topology { nodes, distances, cpus, devices, host, warnings: Vec::new() }
+        Topology {
+            nodes,
+            distances,
+            cpus,
+            devices,
+            host,
+            warnings: Vec::new(),
+            discovery_warnings: Vec::new(),
+        }
     }
 }
 

@@ -7,11 +7,13 @@
 //! `pinctl-plan`. Its serde form is the `pinctl topology --json` contract (docs/topology.md).
 #![forbid(unsafe_code)]
 
+mod discovery;
 mod idset;
 mod policy;
 pub mod text;
 mod warnings;
 
+pub use discovery::DiscoveryWarning;
 pub use idset::{
     CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
     ParseIdSetError,
@@ -41,8 +43,13 @@ pub struct Topology {
     pub devices: Vec<Device>,
     /// Kernel and cgroup facts about the host.
     pub host: HostFacts,
-    /// Things about the host that defeat or weaken pinning, in a stable order.
+    /// Things about the host that defeat or weaken pinning, in a stable order: the discovery
+    /// warnings first, then the host warnings.
     pub warnings: Vec<String>,
+    /// Files of the source discovery could not use and what it assumed instead. Absent from
+    /// the JSON when there are none (a healthy source).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discovery_warnings: Vec<DiscoveryWarning>,
 }
 
 /// One NUMA node.
@@ -205,9 +212,13 @@ impl Topology {
         self.devices.iter().find(|d| d.name == name)
     }
 
-    /// Recomputes `warnings` from the rest of the model (see [`host_warnings`]).
+    /// Recomputes `warnings` from the rest of the model: the discovery warnings, which only
+    /// discovery can know, then [`host_warnings`].
     pub fn refresh_warnings(&mut self) {
-        self.warnings = host_warnings(self);
+        let mut warnings: Vec<String> =
+            self.discovery_warnings.iter().map(ToString::to_string).collect();
+        warnings.extend(host_warnings(self));
+        self.warnings = warnings;
     }
 }
 
@@ -269,6 +280,7 @@ mod tests {
                 ..Default::default()
             },
             warnings: vec![],
+            discovery_warnings: vec![],
         };
         t.refresh_warnings();
         t
@@ -283,6 +295,28 @@ mod tests {
         assert_eq!(t.cpus_of(&"0,2".parse().unwrap()).to_string(), "0-7");
         assert_eq!(t.package_of_node(2), Some(1));
         assert_eq!(t.package_count(), 2);
+    }
+
+    #[test]
+    fn refreshing_keeps_discovery_warnings_first() {
+        let mut t = two_node();
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(!json.contains("discovery_warnings"), "absent when there are none: {json}");
+        t.discovery_warnings.push(DiscoveryWarning {
+            file: "sys/devices/system/node/node2/meminfo".into(),
+            problem: "is empty".into(),
+            assumed: "node 2's memory is unknown".into(),
+        });
+        t.refresh_warnings();
+        t.refresh_warnings();
+        assert_eq!(t.warnings.len(), 2, "{:?}", t.warnings);
+        assert_eq!(
+            t.warnings[0],
+            "`sys/devices/system/node/node2/meminfo` is empty; assumed node 2's memory is unknown"
+        );
+        assert!(t.warnings[1].contains("numa_balancing"));
+        let back: Topology = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
     }
 
     #[test]

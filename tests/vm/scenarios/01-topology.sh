@@ -30,7 +30,8 @@ jq -r '
     (.nodes[] | "cpus\(.id)=\(.cpus)", "memory\(.id)=\(.memory_bytes)"),
     "distances=\(.distances | tojson)",
     "cpus=\([.cpus[] | "\(.id):\(.node):\(.package)"] | join(" "))",
-    (.devices[] | "device_\(.name)=\(.node)/\(.kind)")
+    (.devices[] | "device_\(.name)=\(.node)/\(.kind)"),
+    "discovery_warnings=\(.discovery_warnings // [] | map("\(.file) \(.problem)") | join("; "))"
 ' topo.out >topo.facts 2>topo.jq-err
 fact() { sed -n "s/^$1=//p" topo.facts; }
 if [ "$(rc_of topo)" = 0 ] && [ -s topo.facts ]; then pass pinctl/ran; else
@@ -38,6 +39,9 @@ if [ "$(rc_of topo)" = 0 ] && [ -s topo.facts ]; then pass pinctl/ran; else
     detail topo.out topo.jq-err
 fi
 check_eq pinctl/node-ids "$(node_ids)" "$(fact ids)"
+# A real kernel's files are never set aside as broken (docs/topology.md, "When a file is
+# broken"): a warning here would be pinctl misreading something every kernel writes.
+check_eq pinctl/no-discovery-warnings "" "$(fact discovery_warnings)"
 for n in $(node_ids | tr ',' ' '); do
     check_list "pinctl/node$n-cpus" "$(cat /sys/devices/system/node/node$n/cpulist)" "$(fact "cpus$n")"
     kb=$(awk '/MemTotal:/ { print $4 }' /sys/devices/system/node/node$n/meminfo)

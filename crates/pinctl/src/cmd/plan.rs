@@ -86,6 +86,11 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
         let text = pinctl_config::render_all(&prepared.diagnostics, Some(&args.config), false);
         writeln!(err, "{text}").context("writing to stderr")?;
     }
+    // A plan made on assumed facts says so, on stderr so `--json` and `--emit` stay whole.
+    for w in &prepared.loaded.topology.discovery_warnings {
+        writeln!(err, "warning: topology: {}", escaped(&w.to_string()))
+            .context("writing to stderr")?;
+    }
     let plan = pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs)
         .with_context(|| format!("cannot place the services of `{}`", args.config.display()))?;
 

@@ -18,7 +18,7 @@ use crate::error::{CmdResult, Error};
 pub(crate) struct TopologyArgs {
     /// Read this instead of the live machine: a sysfs/procfs directory, a tarball of one
     /// (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML
-    /// file (needs the `hwloc` feature).
+    /// file (`lstopo --of xml`, formats 2.x and 3.x).
     #[arg(long, value_name = "SRC")]
     topology: Option<PathBuf>,
     /// Print the topology as JSON (the format docs/topology.md specifies).

@@ -1,6 +1,7 @@
 //! Files written whole or not at all: a temporary file in the destination's folder, written,
-//! fsynced, then renamed over the destination. A failure half-way (disk full) leaves the old
-//! file in place; a symbolic link at the destination is replaced, never followed.
+//! fsynced, then renamed over the destination (and the folder fsynced). A failure half-way
+//! (disk full) leaves the old file in place; a symbolic link at the destination is replaced,
+//! never followed. Captures, emitted units and the supervisor's state file all go through it.
 
 use std::fs;
 use std::io::{self, Write};
@@ -16,8 +17,15 @@ pub struct StagedFile {
 }
 
 impl StagedFile {
-    /// A staged file for `dest`, to be filled through [`StagedFile::file`].
+    /// A staged file for `dest`, to be filled through [`StagedFile::file`]; mode 0644 before
+    /// the umask, as `File::create` gives.
     pub fn new(dest: &Path) -> io::Result<StagedFile> {
+        StagedFile::with_mode(dest, 0o644)
+    }
+
+    /// A staged file for `dest` created with permission bits `mode` (before the umask): 0600
+    /// for what only root may read.
+    pub fn with_mode(dest: &Path, mode: u32) -> io::Result<StagedFile> {
         let dir = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
@@ -28,11 +36,10 @@ impl StagedFile {
         let mut prefix = std::ffi::OsString::from(".");
         prefix.push(name);
         prefix.push(".");
-        // 0644 before the umask, as `File::create` gives (tempfile's own default is 0600).
         let tmp = tempfile::Builder::new()
             .prefix(&prefix)
             .suffix(".tmp")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
             .tempfile_in(dir)?;
         Ok(StagedFile { tmp, dest: dest.to_path_buf() })
     }
@@ -67,6 +74,13 @@ pub fn write_atomically(dest: &Path, bytes: &[u8]) -> io::Result<()> {
     StagedFile::with_contents(dest, bytes)?.commit()
 }
 
+/// Writes `bytes` to `dest` whole or not at all, readable by its owner only (mode 0600).
+pub fn write_privately(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut staged = StagedFile::with_mode(dest, 0o600)?;
+    staged.file().write_all(bytes)?;
+    staged.commit()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +101,17 @@ mod tests {
         let names: Vec<_> =
             fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn private_files_are_for_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("state.json");
+        fs::write(&dest, "old").unwrap();
+        fs::set_permissions(&dest, fs::Permissions::from_mode(0o644)).unwrap();
+        write_privately(&dest, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&dest).unwrap(), "new");
+        assert_eq!(fs::metadata(&dest).unwrap().permissions().mode() & 0o777, 0o600);
     }
 }
