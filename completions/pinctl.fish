@@ -38,7 +38,7 @@ complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "restart" -d 'Stop and
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "reload" -d 'Re-read the service file and apply the difference (`--dry-run`: only show it)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "detach" -d 'Make the supervisor exit, leaving its instances running for the next one to adopt'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "watch" -d 'Watch where the planned instances\' memory and threads are; alert, export, rebalance'
-complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l topology -d 'Read this instead of the live machine: a sysfs/procfs directory, a tarball of one (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML file (needs the `hwloc` feature)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l topology -d 'Read this instead of the live machine: a sysfs/procfs directory, a tarball of one (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML file (`lstopo --of xml`, formats 2.x and 3.x)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l capture -d 'Write every file pinctl reads on this host into FILE (a .tar.gz) that `--topology` accepts on any other machine' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l json -d 'Print the topology as JSON (the format docs/topology.md specifies)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -s h -l help -d 'Print help'
