@@ -12,6 +12,7 @@ fn every_bundled_config_is_valid_for_its_topology() {
         ("configs/mysql-xeon.toml", XEON),
         ("configs/mysql-arm.toml", "configs/topologies/arm-128core.json"),
         ("configs/interleaved.toml", "configs/topologies/interleaved-4node.json"),
+        ("configs/gpu-host.toml", "configs/topologies/gpu-2s.json"),
     ] {
         pinctl()
             .args(["check", "-c", config, "--topology", topology])

@@ -271,3 +271,78 @@ fn json_conforms_to_the_schema() {
         crate::topology::assert_conforms("plan", &v, &format!("{config} on {topology:?}"));
     }
 }
+
+/// The GPU host of configs/gpu-host.toml, as a snapshot and as the sysfs tree it was read from.
+const GPU_HOST: [&str; 2] = ["configs/topologies/gpu-2s.json", "tests/fixtures/sysfs/gpu-2s"];
+
+#[test]
+fn one_service_per_gpu_lands_next_to_its_gpu() {
+    for topology in GPU_HOST {
+        let out = pinctl()
+            .args(["plan", "-c", "configs/gpu-host.toml", "--topology", topology, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let services = v["services"].as_array().unwrap();
+        assert_eq!(services.len(), 8);
+        for (i, s) in services.iter().enumerate() {
+            // nvidia0-3 are behind socket 0, nvidia4-7 behind socket 1.
+            let node = i / 4;
+            assert_eq!(s["name"], format!("infer-{i}"));
+            assert_eq!(s["nodes"], serde_json::json!([node]), "{topology}: infer-{i}");
+            assert_eq!(s["memory_nodes"], serde_json::json!([node]), "{topology}: infer-{i}");
+            let reasons = s["reasons"].to_string();
+            assert!(
+                reasons.contains(&format!("near `nvidia{i}`: on the device's node {node}")),
+                "{topology}: infer-{i}: {reasons}"
+            );
+        }
+        assert_eq!(v["warnings"], serde_json::json!([]));
+    }
+}
+
+#[test]
+fn near_names_a_gpu_by_pci_address_and_follows_local_cpulist() {
+    for topology in GPU_HOST {
+        pinctl()
+            .args(["plan", "-c", "configs/scenarios/gpu-near-by-address-2s.toml"])
+            .args(["--topology", topology])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("train     1      16-23  bind 1"))
+            .stdout(predicate::str::contains("near `nvidia6`: on the device's node 1"))
+            .stdout(predicate::str::contains("gaudi     1      24-31  bind 1"))
+            .stdout(predicate::str::contains(
+                "near `e5:00.0` (`0000:e5:00.0`): on the device's node 1",
+            ))
+            .stdout(predicate::str::contains("warning").not());
+    }
+}
+
+#[test]
+fn a_pci_address_no_device_has_is_named_in_the_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.a]\ncommand = [\"/bin/a\"]\ncpus = 2\nnear = [\"99:00.0\"]\n",
+    );
+    pinctl()
+        .args(["plan", "--topology", GPU_HOST[0], "-c"])
+        .arg(&config)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "warning: a: near `99:00.0` is not a device of this topology (known devices: \
+             0000:e5:00.0, card0, card1, eth0, nvidia0,",
+        ))
+        // Said once, located: the planner does not repeat it.
+        .stdout(predicate::str::contains("99:00.0").not());
+    // With --strict, the same entry is an error naming it.
+    pinctl()
+        .args(["plan", "--strict", "--topology", GPU_HOST[0], "-c"])
+        .arg(&config)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("near `99:00.0` is not a device of this topology"));
+}

@@ -7,6 +7,7 @@ use std::path::Path;
 use pinctl_topology::Topology;
 
 use pinctl_sysfs::fsroot::Recorded;
+use pinctl_sysfs::parse::is_pci_address;
 use pinctl_sysfs::{FsRoot, read_tree};
 
 use crate::error::SourceError;
@@ -26,7 +27,8 @@ pub struct CaptureSummary {
 }
 
 /// Reads the topology under `root` while recording every file, link and folder discovery
-/// touched (plus the routing tables `default_route_interfaces` reads), and writes them to a
+/// touched (plus the routing tables `default_route_interfaces` reads, and the identity and
+/// locality of every PCI function: [`record_pci_functions`]), and writes them to a
 /// gzip-compressed tarball at `out` under one top-level folder. `out` is written whole or not
 /// at all (a temporary file beside it, fsynced, renamed over it).
 pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, SourceError> {
@@ -35,6 +37,7 @@ pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, Sourc
     for extra in ["proc/net/route", "proc/net/ipv6_route"] {
         fs.read(extra)?;
     }
+    record_pci_functions(&mut fs)?;
     let items = fs.take_recorder().map(|r| r.items).unwrap_or_default();
     let werr = |source| SourceError::CaptureWrite { path: out.to_path_buf(), source };
     let mut staged = StagedFile::new(out).map_err(werr)?;
@@ -77,6 +80,39 @@ pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, Sourc
     drop(buf);
     staged.commit().map_err(werr)?;
     Ok(CaptureSummary { topology, files, links, dirs })
+}
+
+/// Files of each PCI function a capture carries whether or not discovery needed them: what
+/// the function is and where it is, so a capture shows the same devices to any later reader
+/// (and to a person looking into it), not only what this version of discovery looked at.
+const PCI_FUNCTION_FILES: [&str; 6] =
+    ["class", "vendor", "device", "numa_node", "local_cpulist", "local_cpus"];
+
+/// Where NVIDIA's proprietary driver describes each GPU (`<address>/information`).
+const NVIDIA_GPUS: &str = "proc/driver/nvidia/gpus";
+
+/// Reads (so the recorder keeps) [`PCI_FUNCTION_FILES`] of every function under
+/// `sys/bus/pci/devices`, through the function's own folder as discovery reads it, and NVIDIA's
+/// GPU `information` files. Every read is bounded as discovery's are.
+fn record_pci_functions(fs: &mut FsRoot) -> Result<(), SourceError> {
+    let mut addresses = fs.list("sys/bus/pci/devices")?.unwrap_or_default();
+    addresses.retain(|a| is_pci_address(a));
+    addresses.sort_unstable();
+    for address in addresses {
+        let Some(dir) = fs.link(&format!("sys/bus/pci/devices/{address}"))? else { continue };
+        for file in PCI_FUNCTION_FILES {
+            fs.read(&format!("{dir}/{file}"))?;
+        }
+    }
+    let mut gpus = fs.list(NVIDIA_GPUS)?.unwrap_or_default();
+    gpus.retain(|a| is_pci_address(a));
+    gpus.sort_unstable();
+    for address in gpus {
+        // Discovery read these already and turned a broken one into a topology warning; one
+        // it could not read is left out of the capture rather than failing it.
+        let _ = fs.read(&format!("{NVIDIA_GPUS}/{address}/information"));
+    }
+    Ok(())
 }
 
 fn header(kind: tar::EntryType, mode: u32) -> tar::Header {

@@ -189,6 +189,18 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
+    // An alias is a name `near` accepts: it must lead to one device only.
+    let mut alias_at: HashMap<&str, usize> = HashMap::new();
+    for (i, d) in t.devices.iter().enumerate() {
+        for (k, a) in d.aliases.iter().enumerate() {
+            let at = || format!("devices[{i}].aliases[{k}]");
+            check_name(a, at)?;
+            if let Some(j) = device_at.get(a.as_str()).or_else(|| alias_at.get(a.as_str())) {
+                return bad(at(), format!("`{a}` also names `devices[{j}]`"));
+            }
+            alias_at.insert(a, i);
+        }
+    }
     let h = &t.host;
     if let Some(set) = &h.allowed_nodes {
         check_nodes(set, || "host.allowed_nodes".into())?;
@@ -341,6 +353,21 @@ mod tests {
                 r#""name":"nvme0n1""#,
                 r#""name":"\u001b[31m\nnode 9 cpus: FAKE""#,
                 "devices[0].name: `\\u{1b}[31m\\nnode 9",
+            ),
+            (
+                r#""locality":"numa-node"}"#,
+                r#""locality":"numa-node","aliases":["card0"]},{"name":"nvidia0","kind":"gpu","pci":null,"node":1,"nodes":"1","locality":"numa-node","aliases":["card0"]}"#,
+                "devices[1].aliases[0]: `card0` also names `devices[0]`",
+            ),
+            (
+                r#""locality":"numa-node"}"#,
+                r#""locality":"numa-node","aliases":["nvme0n1"]}"#,
+                "devices[0].aliases[0]: `nvme0n1` also names `devices[0]`",
+            ),
+            (
+                r#""locality":"numa-node"}"#,
+                r#""locality":"numa-node","aliases":["a/b"]}"#,
+                "devices[0].aliases[0]: `a/b` is not a device name",
             ),
             (
                 r#"{"id":1,"cpus""#,

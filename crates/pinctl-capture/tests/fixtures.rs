@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use pinctl_capture::{load_topology, read_tarball, unpack_tarball};
 use pinctl_sysfs::TopologySource;
-use pinctl_topology::{IdKind, IdSet, Locality, NodeSet, Topology};
+use pinctl_topology::{DeviceKind, IdKind, IdSet, Locality, NodeSet, Topology};
 use serde_json::Value;
 
 fn fixture_dir(id: &str) -> PathBuf {
@@ -118,6 +118,15 @@ fn g01_xeon_two_nodes_with_nvme_ib_and_nics() {
     let nvme = t.device("nvme0n1").unwrap();
     assert_eq!((nvme.node, nvme.locality), (Some(0), Locality::LocalCpulist));
     assert_eq!(t.device("ib0").unwrap().locality, Locality::NumaNode);
+    // Found by PCI class: the BMC's VGA (ASPEED, 0x030000, no DRM driver in this dump) and the
+    // Xeon Phi co-processor (0x0b4000; hwloc lists neither as an OS device), by PCI address.
+    let vga = t.device("0000:05:00.0").unwrap();
+    assert_eq!((vga.kind, vga.node), (DeviceKind::Gpu, Some(0)));
+    let mic = t.device("0000:83:00.0").unwrap();
+    assert_eq!(
+        (mic.kind, mic.node, mic.locality),
+        (DeviceKind::Accelerator, Some(1), Locality::NumaNode)
+    );
     // Partitions, loop and ram devices, `lo` and a dangling VLAN link are not devices.
     for absent in ["sda1", "nvme0n1p1", "loop0", "ram0", "lo", "eth0.1015", "br0", "scif0"] {
         assert!(t.device(absent).is_none(), "{absent} should not be listed");

@@ -239,3 +239,172 @@ fn allowed_cpus_are_the_cpusets_not_the_callers_affinity() {
     let t = cgroup_v2_host("1-2", "/", &[]);
     assert_eq!(allowed_cpus(&t), "1-2");
 }
+
+fn gpu_host() -> Topology {
+    read_topology(&tree("gpu-2s")).unwrap()
+}
+
+/// The tree with `edit` applied to a copy of it (links kept as links).
+fn edited_gpu_host(edit: impl FnOnce(&Path)) -> (tempfile::TempDir, Topology) {
+    let dir = tempfile::tempdir().unwrap();
+    let status =
+        std::process::Command::new("cp").arg("-a").arg(tree("gpu-2s")).arg(dir.path()).status();
+    assert!(status.unwrap().success(), "cp -a of the gpu-2s tree");
+    let root = dir.path().join("gpu-2s");
+    edit(&root);
+    let t = read_topology(&root).unwrap();
+    (dir, t)
+}
+
+#[test]
+fn gpus_and_accelerators_are_found_by_pci_class() {
+    let t = gpu_host();
+    let found: Vec<(&str, DeviceKind, String, Option<&str>)> = t
+        .devices
+        .iter()
+        .filter(|d| matches!(d.kind, DeviceKind::Gpu | DeviceKind::Accelerator))
+        .map(|d| (d.name.as_str(), d.kind, d.nodes.to_string(), d.pci.as_deref()))
+        .collect();
+    let gpu = |name, node: &str, pci| (name, DeviceKind::Gpu, node.to_string(), Some(pci));
+    assert_eq!(
+        found,
+        [
+            ("0000:e5:00.0", DeviceKind::Accelerator, "1".to_string(), Some("0000:e5:00.0")),
+            gpu("card0", "0", "0000:03:00.0"),
+            gpu("card1", "1", "0000:e3:00.0"),
+            gpu("nvidia0", "0", "0000:1a:00.0"),
+            gpu("nvidia1", "0", "0000:3c:00.0"),
+            gpu("nvidia2", "0", "0000:4d:00.0"),
+            gpu("nvidia3", "0", "0000:5e:00.0"),
+            gpu("nvidia4", "1", "0000:9c:00.0"),
+            gpu("nvidia5", "1", "0000:bc:00.0"),
+            gpu("nvidia6", "1", "0000:cc:00.0"),
+            gpu("nvidia7", "1", "0000:dc:00.0"),
+        ],
+        "one device per GPU (a DRM card is not listed twice), bridges and the NIC's function \
+         are not accelerators"
+    );
+    assert_eq!(t.devices.len(), found.len() + 1, "and eth0: {:#?}", t.devices);
+    assert_eq!(t.device("card1").unwrap().aliases, ["renderD128"]);
+    assert!(t.device("nvidia0").unwrap().aliases.is_empty(), "no DRM node, no other name");
+    // The slot whose firmware says -1: its local_cpulist names node 1.
+    assert_eq!(t.device("nvidia6").unwrap().locality, Locality::LocalCpulist);
+    assert_eq!(t.device("nvidia5").unwrap().locality, Locality::NumaNode);
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+}
+
+#[test]
+fn near_names_gpus_by_driver_name_alias_and_pci_address() {
+    let loaded = load_topology(&TopologySource::Root(tree("gpu-2s"))).unwrap();
+    assert_eq!(resolve_near(&loaded, "nvidia3").unwrap(), ["nvidia3"]);
+    assert_eq!(resolve_near(&loaded, "0000:5e:00.0").unwrap(), ["nvidia3"]);
+    assert_eq!(resolve_near(&loaded, "5e:00.0").unwrap(), ["nvidia3"], "lspci's short form");
+    assert_eq!(resolve_near(&loaded, "renderD128").unwrap(), ["card1"]);
+    assert_eq!(resolve_near(&loaded, "0000:E3:00.0").unwrap(), ["card1"]);
+    assert_eq!(resolve_near(&loaded, "e5:00.0").unwrap(), ["0000:e5:00.0"]);
+    assert_eq!(resolve_near(&loaded, "04:00.0").unwrap(), ["eth0"], "any device's function");
+    let e = resolve_near(&loaded, "0000:99:00.0").unwrap_err();
+    assert!(matches!(e, NearError::UnknownDevice { .. }), "{e}");
+    assert!(matches!(resolve_near(&loaded, "nvidia8"), Err(NearError::UnknownDevice { .. })));
+    // A snapshot keeps the other names: `near` resolves the same without the tree.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("gpu.json");
+    std::fs::write(&snap, serde_json::to_string(&loaded.topology).unwrap()).unwrap();
+    let snapshot = load_topology(&TopologySource::Snapshot(snap)).unwrap();
+    assert_eq!(snapshot.topology, loaded.topology);
+    assert_eq!(resolve_near(&snapshot, "renderD128").unwrap(), ["card1"]);
+    assert_eq!(resolve_near(&snapshot, "cc:00.0").unwrap(), ["nvidia6"]);
+}
+
+#[test]
+fn an_nvidia_gpu_with_a_drm_node_answers_to_both_names() {
+    let (_dir, t) = edited_gpu_host(|root| {
+        // nvidia-drm loaded: card5 and renderD133 under nvidia3's function.
+        let f = "sys/devices/pci0000:5d/0000:5d:01.0/0000:5e:00.0/drm";
+        for n in ["card5", "renderD133"] {
+            std::fs::create_dir_all(root.join(f).join(n)).unwrap();
+            let target = format!("../../devices/pci0000:5d/0000:5d:01.0/0000:5e:00.0/drm/{n}");
+            std::os::unix::fs::symlink(target, root.join("sys/class/drm").join(n)).unwrap();
+        }
+    });
+    let d = t.device("nvidia3").unwrap();
+    assert_eq!(
+        (d.aliases.as_slice(), d.node),
+        (&["card5".into(), "renderD133".into()][..], Some(0))
+    );
+    assert!(t.device("card5").is_none(), "listed once, by the driver's name");
+}
+
+#[test]
+fn a_broken_driver_file_leaves_the_gpu_named_by_address_with_a_warning() {
+    let info = |a: &str| format!("proc/driver/nvidia/gpus/{a}/information");
+    let (_dir, t) = edited_gpu_host(|root| {
+        std::fs::write(root.join(info("0000:1a:00.0")), "Model: x\nDevice Minor: lots\n").unwrap();
+        // Two GPUs claiming one minor: neither is named by it.
+        let text = std::fs::read_to_string(root.join(info("0000:bc:00.0"))).unwrap();
+        let text = text.replace("Device Minor: \t 5", "Device Minor: \t 4");
+        std::fs::write(root.join(info("0000:bc:00.0")), text).unwrap();
+        // Larger than any driver file: refused before it is parsed.
+        std::fs::write(root.join(info("0000:dc:00.0")), vec![b'x'; 128 << 10]).unwrap();
+    });
+    for address in ["0000:1a:00.0", "0000:9c:00.0", "0000:bc:00.0", "0000:dc:00.0"] {
+        let d = t.device(address).unwrap_or_else(|| panic!("{address}: {:#?}", t.devices));
+        assert_eq!(d.kind, DeviceKind::Gpu);
+        assert!(d.node.is_some());
+    }
+    assert!(t.device("nvidia0").is_none() && t.device("nvidia4").is_none());
+    assert!(t.device("nvidia3").is_some(), "the others keep their names");
+    let w = t.warnings.join("\n");
+    assert_eq!(t.discovery_warnings.len(), 4, "one per file: {w}");
+    let gpu = |a: &str| format!("`{}` ", info(a));
+    let assumed = |a: &str| format!("assumed GPU `{a}` is not `nvidiaN`; its DRM card or PCI");
+    for (address, problem) in [
+        ("0000:1a:00.0", "cannot name it: `Device Minor` is `lots`, not a number from 0 to 254"),
+        // Both claimants of minor 4 lose the name: either could be /dev/nvidia4.
+        ("0000:9c:00.0", "gives Device Minor 4, as another GPU's does"),
+        ("0000:bc:00.0", "gives Device Minor 4, as another GPU's does"),
+        ("0000:dc:00.0", "is larger than 65536 bytes"),
+    ] {
+        let line = format!("{}{problem}", gpu(address));
+        assert!(w.contains(&line), "{line}\nin\n{w}");
+        assert!(w.contains(&assumed(address)), "{w}");
+    }
+}
+
+#[test]
+fn a_gpu_host_capture_replays_the_same_devices_and_carries_every_pci_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gpu.tar.gz");
+    let summary = capture_topology(&tree("gpu-2s"), &out).unwrap();
+    assert_eq!(summary.topology, gpu_host());
+    assert_eq!(read_tarball(&out).unwrap(), summary.topology);
+    let unpacked = pinctl_capture::unpack_tarball(&out).unwrap();
+    let root = unpacked.root();
+    let functions: Vec<_> = std::fs::read_dir(root.join("sys/bus/pci/devices"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(functions.len(), 8 * 2 + 2 * 3 + 2, "GPUs, switches, VGA, MI210, Gaudi, NIC");
+    for f in &functions {
+        for file in ["class", "vendor", "device", "numa_node", "local_cpulist"] {
+            let p = root.join("sys/bus/pci/devices").join(f).join(file);
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            assert!(!text.is_empty(), "{} missing or empty in the capture", p.display());
+        }
+    }
+    let info = root.join("proc/driver/nvidia/gpus/0000:cc:00.0/information");
+    assert!(std::fs::read_to_string(info).unwrap().contains("Device Minor: \t 6"));
+}
+
+/// configs/topologies/gpu-2s.json (the GPU host example's topology) is what discovery reads
+/// from the gpu-2s tree. Set PINCTL_UPDATE_TOPOLOGIES=1 to rewrite it.
+#[test]
+fn the_gpu_host_snapshot_is_current() {
+    let path = tree("../../../configs/topologies/gpu-2s.json");
+    let json = serde_json::to_string_pretty(&gpu_host()).unwrap() + "\n";
+    if std::env::var_os("PINCTL_UPDATE_TOPOLOGIES").is_some() {
+        std::fs::write(&path, &json).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(on_disk == json, "{} is stale: rerun with PINCTL_UPDATE_TOPOLOGIES=1", path.display());
+}

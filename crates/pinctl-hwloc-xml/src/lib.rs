@@ -357,6 +357,7 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
             nodes: NodeSet::new(),
             locality: Locality::Unknown,
             members: Vec::new(),
+            aliases: Vec::new(),
         };
         // hwloc hangs a device whose locality it could not learn (numa_node -1 and no
         // local_cpus) on the root; on a single-node machine that still means that node.

@@ -204,6 +204,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
             nodes: NodeSet::new(),
             locality: Locality::Unknown,
             members: Vec::new(),
+            aliases: Vec::new(),
         };
         // libhwloc hangs a device whose locality it could not learn (numa_node -1 and no
         // local_cpus) on the root; on a single-node machine that still means that node.

@@ -1,6 +1,6 @@
 //! Devices and their locality: block devices (NVMe, disks, multipath namespaces, dm/md
-//! volumes), network interfaces (NICs, bonds, VLANs, bridges), InfiniBand HCAs, GPUs and DAX
-//! devices, each placed on the node(s) sysfs says it is local to.
+//! volumes), network interfaces (NICs, bonds, VLANs, bridges), InfiniBand HCAs, GPUs and
+//! accelerators (DRM cards, and PCI functions by class: [`crate::pci`]) and DAX devices, each placed on the node(s) sysfs says it is local to.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -48,6 +48,14 @@ pub(crate) fn read_devices(
     class_devices(fs, "sys/class/infiniband", DeviceKind::Infiniband, |_| true, &mut cands)?;
     class_devices(fs, "sys/class/drm", DeviceKind::Gpu, is_drm_card, &mut cands)?;
     class_devices(fs, "sys/bus/dax/devices", DeviceKind::Other, |_| true, &mut cands)?;
+    let accelerators = crate::pci::accelerators(fs)?;
+    // A GPU with a DRM node is also found by its PCI class: that entry names it once.
+    cands.retain(|c| {
+        c.kind != DeviceKind::Gpu
+            || !accelerators
+                .iter()
+                .any(|a| c.path.strip_prefix(&a.path).is_some_and(|r| r.starts_with('/')))
+    });
 
     let mut seen = HashSet::new();
     cands.retain(|c| seen.insert(c.name.clone()));
@@ -68,6 +76,13 @@ pub(crate) fn read_devices(
             How::Members(ref m) => stacked.push((c.name.clone(), c.kind, m.clone())),
         }
     }
+    for a in accelerators {
+        if let Some(loc) = locate(fs, &a.path, topo)? {
+            let mut d = device(a.name.clone(), a.kind, loc, Vec::new());
+            d.aliases = a.aliases;
+            done.insert(a.name, d);
+        }
+    }
     resolve_stacked(stacked, &mut done);
     Ok(done.into_values().collect())
 }
@@ -81,6 +96,7 @@ fn device(name: String, kind: DeviceKind, loc: Located, members: Vec<String>) ->
         nodes: NodeSet::new(),
         locality: loc.locality,
         members,
+        aliases: Vec::new(),
     };
     d.set_nodes(loc.nodes);
     d

@@ -75,9 +75,14 @@ pub const MAX_SYSFS_FILE_BYTES: usize = 64 << 10;
 /// mappings): 64 MiB.
 pub const MAX_PROC_FILE_BYTES: usize = 64 << 20;
 
-/// The most discovery reads of the file at `rel` (see [`MAX_SYSFS_FILE_BYTES`]).
+/// The most discovery reads of the file at `rel` (see [`MAX_SYSFS_FILE_BYTES`]). Drivers'
+/// files under `proc/driver/` (NVIDIA's GPU `information`: a dozen short lines) are held to the
+/// sysfs size too.
 pub fn max_file_bytes(rel: &str) -> usize {
-    if rel == "sys" || rel.starts_with("sys/") { MAX_SYSFS_FILE_BYTES } else { MAX_PROC_FILE_BYTES }
+    let small = ["sys", "proc/driver"]
+        .iter()
+        .any(|d| rel.strip_prefix(d).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')));
+    if small { MAX_SYSFS_FILE_BYTES } else { MAX_PROC_FILE_BYTES }
 }
 
 /// A sysfs/procfs tree rooted at a directory. Paths given to its methods are relative

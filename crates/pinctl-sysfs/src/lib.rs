@@ -20,6 +20,7 @@ pub mod fsroot;
 mod host;
 mod near;
 pub mod parse;
+pub mod pci;
 mod process;
 mod source;
 

@@ -10,7 +10,9 @@ use crate::fsroot::{FsRoot, basename, parent};
 use crate::parse;
 use crate::source::LoadedTopology;
 
-/// Devices named by a `near` entry: a device name in the topology (`nvme0n1`, `eth1`),
+/// Devices named by a `near` entry: a device name in the topology (`nvme0n1`, `eth1`,
+/// `nvidia0`), another name of one (`card1` or `renderD129` of a GPU named `nvidia0`), a PCI
+/// address (`0000:41:00.0`, or `41:00.0` in domain 0: every device on that function),
 /// `/dev/sdb` (a partition means its whole disk), or (live machine only) any path on a
 /// filesystem -> the block device(s) under it (stat `st_dev` -> `/sys/dev/block/MAJ:MIN` ->
 /// whole disk for a partition; dm/md keep their own name, they have members).
@@ -18,6 +20,21 @@ pub fn resolve_near(loaded: &LoadedTopology, spec: &str) -> Result<Vec<String>, 
     let topo = &loaded.topology;
     if topo.device(spec).is_some() {
         return Ok(vec![spec.to_string()]);
+    }
+    if let Some(d) = topo.devices.iter().find(|d| d.aliases.iter().any(|a| a == spec)) {
+        return Ok(vec![d.name.clone()]);
+    }
+    if let Some(address) = pci_address(spec) {
+        let on_function: Vec<String> = topo
+            .devices
+            .iter()
+            .filter(|d| d.pci.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(&address)))
+            .map(|d| d.name.clone())
+            .collect();
+        if on_function.is_empty() {
+            return Err(unknown(loaded, spec));
+        }
+        return Ok(on_function);
     }
     let is_path = spec.starts_with('/') || spec.starts_with("./") || spec.starts_with("../");
     if !is_path {
@@ -56,6 +73,16 @@ pub fn resolve_near(loaded: &LoadedTopology, spec: &str) -> Result<Vec<String>, 
     } else {
         Err(NearError::DeviceNotInTopology { spec: spec.to_string(), device: name })
     }
+}
+
+/// `spec` as a full PCI address: `0000:41:00.0` as it is, `41:00.0` in domain 0000 (as lspci
+/// prints it).
+fn pci_address(spec: &str) -> Option<String> {
+    if parse::is_pci_address(spec) {
+        return Some(spec.to_string());
+    }
+    let full = format!("0000:{spec}");
+    parse::is_pci_address(&full).then_some(full)
 }
 
 fn unknown(loaded: &LoadedTopology, spec: &str) -> NearError {

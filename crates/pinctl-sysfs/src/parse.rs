@@ -23,7 +23,7 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    fn new(line: usize, value: &str, expected: &'static str) -> Self {
+    pub(crate) fn new(line: usize, value: &str, expected: &'static str) -> Self {
         ParseError { line, value: shown(value), expected, source: None }
     }
 }

@@ -24,6 +24,8 @@ proptest! {
         let _ = parse::counters(&text);
         let _ = parse::proc_stat(&text);
         let _ = parse::proc_maps(&text);
+        let _ = pinctl_sysfs::pci::pci_class(&text);
+        let _ = pinctl_sysfs::pci::nvidia_device_minor(&text, "0000:41:00.0");
     }
 
     #[test]

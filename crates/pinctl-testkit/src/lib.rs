@@ -180,6 +180,7 @@ impl SyntheticTopology {
                     nodes: NodeSet::new(),
                     locality: Locality::NumaNode,
                     members: Vec::new(),
+                    aliases: Vec::new(),
                 };
                 device.set_nodes(nodes);
                 device

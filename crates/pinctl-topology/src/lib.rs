@@ -143,6 +143,8 @@ pub enum DeviceKind {
     Nic,
     Infiniband,
     Gpu,
+    /// PCI processing accelerators (class 0x12xx) and co-processors (0x0b40).
+    Accelerator,
     Other,
 }
 
@@ -187,6 +189,10 @@ pub struct Device {
     /// Member devices for stacked block devices, bonds and VLANs; controllers for multipath.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<String>,
+    /// Other names `near` accepts for it: the DRM `cardN` and `renderDN` of a GPU named
+    /// `nvidiaN`, the render node of a `cardN`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
 }
 
 /// Host-wide facts that decide whether pinning holds.
@@ -376,6 +382,7 @@ mod tests {
                 nodes: "2".parse().unwrap(),
                 locality: Locality::NumaNode,
                 members: vec![],
+                aliases: vec![],
             }],
             host: HostFacts {
                 numa_balancing: Some(1),
