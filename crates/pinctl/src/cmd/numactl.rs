@@ -9,35 +9,52 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use pinctl_launch::spec::{CpuSpec, NodeSpec};
-use pinctl_launch::{CpuTarget, ExitStatus, Launch, LaunchError, Nodes, Request, Resolved};
+use pinctl_launch::{
+    CpuTarget, Dialect, ExitStatus, Launch, LaunchError, Nodes, Request, Resolved,
+};
 use pinctl_sys::{LinuxKernel, PolicyFlags, PolicyMode};
 use pinctl_sysfs::{Allowed, Host};
 use pinctl_topology::{IdKind, IdSet, MemoryPolicy, NodeSet};
 
 use crate::error::{CmdResult, Error};
 
-const USAGE: &str = "usage: numactl [--all | -a] [--balancing | -b] [--interleave= | -i <nodes>]
-		[--preferred= | -p <node>] [--preferred-many= | -P <nodes>]
+/// The numactl release whose command line and output this personality follows: `--version`
+/// prints it, `--hardware` has its widths, the usage text is its own (docs/exec.md).
+const NUMACTL_VERSION: &str = "2.0.19";
+
+/// numactl 2.0.19's usage text without the shared-memory forms this personality refuses.
+const USAGE: &str = "usage: numactl [--all | -a] [--balancing | -b]
+               [--interleave= | -i <nodes>] [--weighted-interleave= | -w <nodes>]
+               [--preferred= | -p <node>] [--preferred-many= | -P <nodes>]
                [--physcpubind= | -C <cpus>] [--cpunodebind= | -N <nodes>]
                [--membind= | -m <nodes>] [--localalloc | -l] command args ...
-               [--weighted-interleave= | -w <nodes>]
        numactl [--show | -s]
        numactl [--hardware | -H] [--cpu-compress]
+       numactl [--version]
 
-memory policy is --interleave | -i, --preferred | -p, --membind | -m, --localalloc | -l
+memory policy is --preferred | -p, --membind | -m, --localalloc | -l,
+                 --interleave | -i, --weighted-interleave | -w
 <nodes> is a comma delimited list of node numbers or A-B ranges or all.
 Instead of a number a node can also be:
   netdev:DEV the node connected to network device DEV
   file:PATH  the node the block device of path is connected to
+  ip:HOST    the node of the network device host routes through
   block:PATH the node of block device path
   pci:[seg:]bus:dev[:func] The node of a PCI device
 <cpus> is a comma delimited list of cpu numbers or A-B ranges or all
 all ranges can be inverted with !
 all numbers and ranges can be made cpuset-relative with +
+the old --cpubind argument is deprecated.
+use --cpunodebind or --physcpubind instead
 use --balancing | -b to enable Linux kernel NUMA balancing
 for the process if it is supported by kernel
 (this is pinctl speaking numactl: shared memory options are not supported)
 ";
+
+/// numactl's option numbers above the ASCII range (`CPU_COMPRESS`, `OPT_VERSION`), as chars
+/// that no short option uses.
+const CPU_COMPRESS: char = '\u{1}';
+const VERSION: char = '\u{2}';
 
 /// (long name, short letter, takes an argument). numactl's table, in its order.
 const OPTIONS: &[(&str, char, bool)] = &[
@@ -65,8 +82,9 @@ const OPTIONS: &[(&str, char, bool)] = &[
     ("shmid", 'I', true),
     ("huge", 'u', false),
     ("touch", 'T', false),
-    ("cpu-compress", '\u{1}', false),
+    ("cpu-compress", CPU_COMPRESS, false),
     ("verify", 'V', false),
+    ("version", VERSION, false),
 ];
 
 /// A numactl usage error: message (may be empty), then the usage text, exit 1.
@@ -85,6 +103,12 @@ fn usage_error(message: impl Into<String>) -> UsageError {
 enum Opt {
     Flag(char),
     Value(char, String),
+}
+
+/// `--show` and `--version` act (and exit) when numactl's getopt loop reaches them, so what
+/// follows them is never read, not even a bad option.
+fn acts_at_once(short: char) -> bool {
+    short == 's' || short == VERSION
 }
 
 /// getopt_long with numactl's short-option string (leading `+`: stop at the first
@@ -128,6 +152,9 @@ fn getopt(args: &[OsString]) -> Result<(Vec<Opt>, usize), UsageError> {
                 return Err(usage_error(format!("option '--{lname}' doesn't allow an argument")));
             } else {
                 opts.push(Opt::Flag(short));
+                if acts_at_once(short) {
+                    return Ok((opts, i + 1));
+                }
             }
             i += 1;
             continue;
@@ -151,6 +178,9 @@ fn getopt(args: &[OsString]) -> Result<(Vec<Opt>, usize), UsageError> {
                 break;
             }
             opts.push(Opt::Flag(short));
+            if acts_at_once(short) {
+                return Ok((opts, i + 1));
+            }
         }
         i += 1;
     }
@@ -165,6 +195,8 @@ enum Action {
     Hardware {
         compress: bool,
     },
+    /// `--version`: numactl's release number.
+    Version,
     Run(Request),
 }
 
@@ -205,6 +237,12 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
     for opt in opts {
         match opt {
             Opt::Flag('s') => return Ok(Action::Show(req)),
+            Opt::Flag(VERSION) => {
+                if policy_set {
+                    return Err(usage_error("specify policy after --shm/--file"));
+                }
+                return Ok(Action::Version);
+            }
             Opt::Flag('H') => {
                 // numactl's nopolicy(): --hardware after a policy is refused.
                 if policy_set {
@@ -212,7 +250,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
                 }
                 hardware = true;
             }
-            Opt::Flag('\u{1}') => compress = true,
+            Opt::Flag(CPU_COMPRESS) => compress = true,
             Opt::Flag('a') => {
                 if did_spec {
                     return Err(usage_error(
@@ -269,7 +307,33 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
     Ok(Action::Run(req))
 }
 
+/// numactl's command line, run. Every failure exits 1, as numactl's do (scripts test
+/// `$? == 1`): the statuses `pinctl exec` gives its steps (126, 127, 215, 242) are its own
+/// contract, not numactl's.
 pub(crate) fn run(args: &[OsString]) -> CmdResult {
+    run_numactl(args).map_err(numactl_failure)
+}
+
+/// The same failure in numactl's terms: status 1, advice naming numactl's options.
+fn numactl_failure(e: Error) -> Error {
+    match e {
+        Error::Launch(e) => {
+            let mut text = e.message(Dialect::Numactl);
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(": ");
+                text.push_str(&c.to_string());
+                cause = c.source();
+            }
+            Error::failure(anyhow::anyhow!(text))
+        }
+        Error::Usage(m) => Error::failure(anyhow::anyhow!(m)),
+        Error::Reported(_) => Error::Reported(ExitStatus::Failure),
+        e @ Error::Failure(_) => e,
+    }
+}
+
+fn run_numactl(args: &[OsString]) -> CmdResult {
     let parsed = getopt(args).and_then(|(opts, cmd)| Ok((parse(opts)?, cmd)));
     let (action, cmd) = match parsed {
         Ok(p) => p,
@@ -287,7 +351,14 @@ pub(crate) fn run(args: &[OsString]) -> CmdResult {
             )?;
             show(&mut host).map(|()| ExitCode::SUCCESS)
         }
-        Action::Hardware { compress } => hardware(&mut host, compress).map(|()| ExitCode::SUCCESS),
+        Action::Hardware { compress } => {
+            hardware(&mut host, &mut io::stdout().lock(), compress).map_err(io_err)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Version => {
+            writeln!(io::stdout().lock(), "{NUMACTL_VERSION}").map_err(io_err)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Action::Run(req) => {
             let command = &args[cmd..];
             if command.is_empty() {
@@ -324,7 +395,7 @@ fn resolve(host: &mut Host, req: &Request) -> Result<(Resolved, Allowed), Error>
             }
             Ok((r, allowed))
         }
-        Err(e) => Err(print_usage(usage_error(e.to_string()))),
+        Err(e) => Err(print_usage(usage_error(e.message(Dialect::Numactl)))),
     }
 }
 
@@ -430,67 +501,67 @@ fn show(host: &mut Host) -> Result<(), Error> {
     .map_err(io_err)
 }
 
-/// `numactl --hardware`: nodes, their CPUs, memory and distances, in numactl's shape.
-fn hardware(host: &mut Host, compress: bool) -> Result<(), Error> {
+/// C's `printf("% Nd", v)`: a space where the sign would go, the whole padded to `width`.
+fn c_space_padded(v: u32, width: usize) -> String {
+    format!("{:>width$}", format!(" {v}"))
+}
+
+/// `numactl --hardware`: nodes, their CPUs, memory and distances, in numactl 2.0.19's shape
+/// (its distance table is wider than 2.0.16's: `% 4d` columns after `node  `).
+fn hardware(host: &mut Host, w: &mut impl Write, compress: bool) -> io::Result<()> {
     // libnuma's numa_nodes_ptr: every nodeN directory.
-    let nodes = host.node_folders().map_err(Error::failure)?;
+    let nodes = host.node_folders().map_err(io::Error::other)?;
     let online = host.online_nodes().unwrap_or_else(|_| nodes.clone());
-    let mut out = io::stdout().lock();
-    let w = &mut out;
-    (|| -> io::Result<()> {
-        writeln!(w, "available: {} nodes ({})", nodes.len(), nodes)?;
-        for n in nodes.iter() {
-            let cpus = host.node_cpus(n).unwrap_or_default();
-            write!(w, "node {n} cpus:")?;
-            if compress {
-                let ranges: Vec<String> = cpus
-                    .ranges()
-                    .into_iter()
-                    .map(|(a, b)| if a == b { format!(" {a}") } else { format!(" {a}-{b}") })
-                    .collect();
-                writeln!(w, "{} ({})", ranges.join(","), cpus.len())?;
-            } else {
-                for c in cpus.iter() {
-                    write!(w, " {c}")?;
-                }
-                writeln!(w)?;
-            }
-            let meminfo = host.node_meminfo(n).unwrap_or_default();
-            let mb = |v: Option<u64>| {
-                v.map_or("<not available>".to_string(), |v| format!("{} MB", v >> 20))
-            };
-            writeln!(w, "node {n} size: {}", mb(meminfo.total_bytes))?;
-            writeln!(w, "node {n} free: {}", mb(meminfo.free_bytes))?;
-        }
-        // Distances: each node's `distance` lists one value per online node, in id order.
-        let mut table: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
-        for n in nodes.iter() {
-            let row = host
-                .node_distances(n)
-                .map(|d| online.iter().zip(d).collect::<Vec<_>>())
-                .unwrap_or_default();
-            table.push((n, row));
-        }
-        if table.iter().all(|(_, r)| r.is_empty()) {
-            return writeln!(w, "No distance information available.");
-        }
-        writeln!(w, "node distances:")?;
-        write!(w, "node ")?;
-        for n in nodes.iter() {
-            write!(w, "{n:3} ")?;
-        }
-        writeln!(w)?;
-        for (n, row) in &table {
-            write!(w, "{n:3}: ")?;
-            for k in nodes.iter() {
-                let d = row.iter().find(|(id, _)| *id == k).map_or(0, |(_, d)| *d);
-                write!(w, "{d:3} ")?;
+    writeln!(w, "available: {} nodes ({})", nodes.len(), nodes)?;
+    for n in nodes.iter() {
+        let cpus = host.node_cpus(n).unwrap_or_default();
+        write!(w, "node {n} cpus:")?;
+        if compress {
+            let ranges: Vec<String> = cpus
+                .ranges()
+                .into_iter()
+                .map(|(a, b)| if a == b { format!(" {a}") } else { format!(" {a}-{b}") })
+                .collect();
+            writeln!(w, "{} ({})", ranges.join(","), cpus.len())?;
+        } else {
+            for c in cpus.iter() {
+                write!(w, " {c}")?;
             }
             writeln!(w)?;
         }
-        Ok(())
-    })()
-    .map_err(io_err)
+        let meminfo = host.node_meminfo(n).unwrap_or_default();
+        let mb =
+            |v: Option<u64>| v.map_or("<not available>".to_string(), |v| format!("{} MB", v >> 20));
+        writeln!(w, "node {n} size: {}", mb(meminfo.total_bytes))?;
+        writeln!(w, "node {n} free: {}", mb(meminfo.free_bytes))?;
+    }
+    // Distances: each node's `distance` lists one value per online node, in id order.
+    let mut table: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
+    for n in nodes.iter() {
+        let row = host
+            .node_distances(n)
+            .map(|d| online.iter().zip(d).collect::<Vec<_>>())
+            .unwrap_or_default();
+        table.push((n, row));
+    }
+    if table.iter().all(|(_, r)| r.is_empty()) {
+        return writeln!(w, "No distance information available.");
+    }
+    writeln!(w, "node distances:")?;
+    write!(w, "node  ")?;
+    for n in nodes.iter() {
+        write!(w, "{} ", c_space_padded(n, 4))?;
+    }
+    writeln!(w)?;
+    for (n, row) in &table {
+        write!(w, "{}: ", c_space_padded(*n, 4))?;
+        for k in nodes.iter() {
+            let d = row.iter().find(|(id, _)| *id == k).map_or(0, |(_, d)| *d);
+            write!(w, "{} ", c_space_padded(d, 4))?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
