@@ -621,4 +621,85 @@ mod tests {
         let Ok(Action::Run(r)) = action(&["-l"]) else { panic!() };
         assert!(matches!(r.memory, Some((MemoryPolicy::Local, None))));
     }
+
+    /// Failures past the command line (the kernel refused, exec failed) exit 1 in numactl's
+    /// terms; `pinctl exec` gives them 215, 242, 126, 127.
+    #[test]
+    fn every_failure_is_status_1_with_numactl_advice() {
+        use pinctl_sys::{SetupError, Stage};
+        let setup = |errno| {
+            Error::Launch(LaunchError::Setup {
+                error: SetupError { stage: Stage::SetMemoryPolicy, errno },
+                cause: "the kernel lacks NUMA support or this policy".into(),
+            })
+        };
+        let exec = setup(pinctl_sys::errno::ENOSYS);
+        assert_eq!(exec.status(), ExitStatus::MemoryPolicy);
+        assert!(exec.message().unwrap().contains("--if-unsupported=ignore"));
+        let numactl = numactl_failure(setup(pinctl_sys::errno::ENOSYS));
+        assert_eq!(numactl.status(), ExitStatus::Failure);
+        let m = numactl.message().unwrap();
+        assert!(
+            m.starts_with("error: setting the memory policy failed") && !m.contains("--"),
+            "{m}"
+        );
+
+        let unsupported = LaunchError::Unsupported {
+            what: "the weighted-interleave memory policy (Linux 6.9+)".into(),
+            kernel: "Linux 6.1".into(),
+            policy: Some(MemoryPolicy::WeightedInterleave),
+        };
+        let e = numactl_failure(Error::Launch(unsupported));
+        assert_eq!(e.status(), ExitStatus::Failure);
+        assert!(
+            e.message()
+                .unwrap()
+                .ends_with("(--interleave, which spreads pages evenly, works on every kernel)")
+        );
+        assert_eq!(
+            numactl_failure(Error::Reported(ExitStatus::Usage)).status(),
+            ExitStatus::Failure
+        );
+    }
+
+    #[test]
+    fn hardware_has_numactl_2_0_19s_widths() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = |n: u32, file: &str, text: &str| {
+            let p = dir.path().join(format!("sys/devices/system/node/node{n}/{file}"));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        std::fs::create_dir_all(dir.path().join("sys/devices/system/node")).unwrap();
+        std::fs::write(dir.path().join("sys/devices/system/node/online"), "0-1\n").unwrap();
+        for (n, cpus, dist) in [(0, "0-1", "10 21"), (1, "", "21 10")] {
+            node(n, "cpulist", &format!("{cpus}\n"));
+            node(n, "distance", &format!("{dist}\n"));
+            node(
+                n,
+                "meminfo",
+                &format!("Node {n} MemTotal: 2097152 kB\nNode {n} MemFree: 1048576 kB\n"),
+            );
+        }
+        let mut out = Vec::new();
+        hardware(&mut Host::at(dir.path()), &mut out, false).unwrap();
+        // numactl 2.0.19 on the same tree (`printf("% 4d ")` columns after `node  `).
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "available: 2 nodes (0-1)\n\
+             node 0 cpus: 0 1\n\
+             node 0 size: 2048 MB\n\
+             node 0 free: 1024 MB\n\
+             node 1 cpus:\n\
+             node 1 size: 2048 MB\n\
+             node 1 free: 1024 MB\n\
+             node distances:\n\
+             node     0    1 \n   \
+             0:   10   21 \n   \
+             1:   21   10 \n"
+        );
+        // C's space flag keeps a blank before a number as wide as the column.
+        assert_eq!(c_space_padded(7, 4), "   7");
+        assert_eq!(c_space_padded(1000, 4), " 1000");
+    }
 }
