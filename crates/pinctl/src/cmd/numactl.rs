@@ -191,17 +191,32 @@ fn getopt(args: &[OsString]) -> Result<(Vec<Opt>, usize), UsageError> {
 #[derive(Debug)]
 enum Action {
     /// `--show`, after applying the options before it (numactl applies each as it reads it).
-    Show(Request),
+    Show(Asked),
     Hardware {
         compress: bool,
     },
     /// `--version`: numactl's release number.
     Version,
-    Run(Request),
+    Run(Asked),
+}
+
+/// A request and its lists in command-line order: numactl checks each list as it reads its
+/// option and names the first bad one (`<LIST> is invalid` on stdout).
+#[derive(Debug)]
+struct Asked {
+    request: Request,
+    lists: Vec<List>,
+}
+
+#[derive(Debug)]
+enum List {
+    Nodes(NodeSpec),
+    Cpus(CpuSpec),
 }
 
 fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
     let mut req = Request::default();
+    let mut lists = Vec::new();
     let mut policy_set = false;
     let mut did_spec = false;
     let mut last_spec: Option<String> = None;
@@ -236,7 +251,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
     }
     for opt in opts {
         match opt {
-            Opt::Flag('s') => return Ok(Action::Show(req)),
+            Opt::Flag('s') => return Ok(Action::Show(Asked { request: req, lists })),
             Opt::Flag(VERSION) => {
                 if policy_set {
                     return Err(usage_error("specify policy after --shm/--file"));
@@ -273,6 +288,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
             Opt::Value(c @ ('m' | 'p' | 'P' | 'i' | 'w'), v) => {
                 did_spec = true;
                 let s = node_spec(v)?;
+                lists.push(List::Nodes(s.clone()));
                 let p = match c {
                     'm' => MemoryPolicy::Bind,
                     'p' => MemoryPolicy::Preferred,
@@ -284,12 +300,15 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
             }
             Opt::Value('N' | 'c', v) => {
                 did_spec = true;
-                req.cpus = Some(CpuTarget::Nodes(Nodes::Spec(node_spec(v)?)));
+                let s = node_spec(v)?;
+                lists.push(List::Nodes(s.clone()));
+                req.cpus = Some(CpuTarget::Nodes(Nodes::Spec(s)));
             }
             Opt::Value('C', v) => {
                 did_spec = true;
                 let s = CpuSpec::parse_numactl(&v)
                     .map_err(|e| UsageError { message: e.to_string(), invalid: Some(v.clone()) })?;
+                lists.push(List::Cpus(s.clone()));
                 req.cpus = Some(CpuTarget::Cpus(s));
             }
             Opt::Value(c, _) | Opt::Flag(c) => {
@@ -304,7 +323,7 @@ fn parse(opts: Vec<Opt>) -> Result<Action, UsageError> {
     if hardware {
         return Ok(Action::Hardware { compress });
     }
-    Ok(Action::Run(req))
+    Ok(Action::Run(Asked { request: req, lists }))
 }
 
 /// numactl's command line, run. Every failure exits 1, as numactl's do (scripts test
@@ -341,8 +360,8 @@ fn run_numactl(args: &[OsString]) -> CmdResult {
     };
     let mut host = Host::live();
     match action {
-        Action::Show(req) => {
-            let (resolved, allowed) = resolve(&mut host, &req)?;
+        Action::Show(asked) => {
+            let (resolved, allowed) = resolve(&mut host, &asked)?;
             apply(
                 &mut host,
                 &resolved,
@@ -359,12 +378,12 @@ fn run_numactl(args: &[OsString]) -> CmdResult {
             writeln!(io::stdout().lock(), "{NUMACTL_VERSION}").map_err(io_err)?;
             Ok(ExitCode::SUCCESS)
         }
-        Action::Run(req) => {
+        Action::Run(asked) => {
             let command = &args[cmd..];
             if command.is_empty() {
                 return Err(print_usage(usage_error("")));
             }
-            let (resolved, allowed) = resolve(&mut host, &req)?;
+            let (resolved, allowed) = resolve(&mut host, &asked)?;
             if resolved.memory_policy == Some(MemoryPolicy::Preferred)
                 && resolved.memory_nodes.as_ref().is_some_and(|n| n.len() != 1)
             {
@@ -381,9 +400,9 @@ fn run_numactl(args: &[OsString]) -> CmdResult {
 
 /// The request on this host; numactl refuses a list it cannot resolve as a usage error
 /// (status 1).
-fn resolve(host: &mut Host, req: &Request) -> Result<(Resolved, Allowed), Error> {
+fn resolve(host: &mut Host, asked: &Asked) -> Result<(Resolved, Allowed), Error> {
     let allowed = host.allowed().map_err(LaunchError::Allowed)?;
-    match req.resolve(host, &allowed) {
+    match asked.request.resolve(host, &allowed) {
         Ok(mut r) => {
             // libnuma's numa_set_interleave_mask: an empty mask means the default policy
             // (`-i ''`), for `--show` as for a command.
@@ -395,8 +414,41 @@ fn resolve(host: &mut Host, req: &Request) -> Result<(Resolved, Allowed), Error>
             }
             Ok((r, allowed))
         }
-        Err(e) => Err(print_usage(usage_error(e.message(Dialect::Numactl)))),
+        Err(e) => {
+            let invalid = first_invalid_list(host, asked, &allowed);
+            Err(print_usage(UsageError { message: e.message(Dialect::Numactl), invalid }))
+        }
     }
+}
+
+/// The text of the first list, in command-line order, that does not resolve on its own (an
+/// id outside the cpuset, a device without a node): the one numactl names. `None` when each
+/// list is fine and only their combination failed (nodes without CPUs), which numactl finds
+/// at the system call and reports without naming a list.
+fn first_invalid_list(host: &mut Host, asked: &Asked, allowed: &Allowed) -> Option<String> {
+    let all = asked.request.all;
+    for list in &asked.lists {
+        let bad = match list {
+            List::Nodes(spec) => {
+                let base = if all { host.possible_nodes().ok()? } else { allowed.nodes.clone() };
+                spec.resolve(&base, |d| pinctl_launch::device_nodes(host, d)).is_err()
+            }
+            List::Cpus(spec) => {
+                let base = if all { host.possible_cpus().ok()? } else { allowed.cpus.clone() };
+                spec.resolve(&base, |_| -> Result<_, pinctl_launch::ResolveError> {
+                    unreachable!("CPU lists hold no devices")
+                })
+                .is_err()
+            }
+        };
+        if bad {
+            return Some(match list {
+                List::Nodes(s) => s.text.clone(),
+                List::Cpus(s) => s.text.clone(),
+            });
+        }
+    }
+    None
 }
 
 fn apply(
@@ -607,7 +659,10 @@ mod tests {
     #[test]
     fn numactl_semantics() {
         assert!(matches!(action(&["-s"]), Ok(Action::Show(_))));
-        let Ok(Action::Show(r)) = action(&["-m", "0", "-s", "-i", "0"]) else { panic!() };
+        let Ok(Action::Show(Asked { request: r, .. })) = action(&["-m", "0", "-s", "-i", "0"])
+        else {
+            panic!()
+        };
         assert!(matches!(r.memory, Some((MemoryPolicy::Bind, _))), "options after -s are ignored");
         assert!(matches!(action(&["--hardware"]), Ok(Action::Hardware { compress: false })));
         assert_eq!(action(&["-i", "0", "-m", "0"]).unwrap_err(), "Conflicting policies");
@@ -615,10 +670,14 @@ mod tests {
         assert!(action(&["-m", "same"]).unwrap_err().contains("same needs previous"));
         // -b must come before the policy, as numactl requires.
         assert!(action(&["-m", "0", "-b"]).is_err());
-        let Ok(Action::Run(r)) = action(&["-b", "-N", "0", "-m", "same"]) else { panic!() };
+        let Ok(Action::Run(Asked { request: r, lists })) = action(&["-b", "-N", "0", "-m", "same"])
+        else {
+            panic!()
+        };
+        assert_eq!(lists.len(), 2, "both lists, in order");
         assert!(r.balancing && matches!(r.memory, Some((MemoryPolicy::Bind, Some(_)))));
         assert!(action(&["--shm", "/tmp/k", "-m", "0"]).unwrap_err().contains("not supported"));
-        let Ok(Action::Run(r)) = action(&["-l"]) else { panic!() };
+        let Ok(Action::Run(Asked { request: r, .. })) = action(&["-l"]) else { panic!() };
         assert!(matches!(r.memory, Some((MemoryPolicy::Local, None))));
     }
 
