@@ -33,8 +33,9 @@ for opts in "" "-N 1 -m 1" "-C 2-5 -i 0,2" "-p 3" "--localalloc -N 2" "-m 0-1 -C
     # shape, not that number.
     lacks=$(missing_feature $opts)
     if [ -n "$lacks" ]; then
-        # numactl refuses it too ("without kernel support"); pinctl must say which and why.
-        expect_refused "show$i" "show$i-pinctl" "$lacks"
+        # numactl refuses it too ("without kernel support"), exit 1; pinctl must say which and
+        # why, with numactl's status.
+        expect_refused "show$i" "show$i-pinctl" "$lacks" 1
         continue
     fi
     for tool in numactl pinctl; do
