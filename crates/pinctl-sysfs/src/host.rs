@@ -1,7 +1,7 @@
 //! The few facts of a machine that a launch needs, read on demand under a root (`/` for the
 //! live machine, a captured tree in tests): this process's allowed CPUs and nodes, the CPUs of
-//! a node, online and possible ids, which node(s) a device is on, a node's memory and
-//! distances, the kernel release.
+//! a node, online and possible ids, which node(s) a device is on, which interface the route to
+//! an address uses, a node's memory and distances, the kernel release.
 //!
 //! [`read_topology`](crate::read_topology) reads everything; `pinctl exec` sits in every unit's
 //! start-up and needs a handful of files, so this reader opens only what is asked, through the
