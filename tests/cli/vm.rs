@@ -71,6 +71,11 @@ fn layouts_describe_a_buildable_machine() {
             }
         }
         assert_eq!(seen.len() as u64, cpus, "{name}: every CPU must belong to a node");
+        // `memory_mib: 0` is a memoryless node; the guest needs memory somewhere.
+        let mib =
+            |n: &Value| n.get("memory_mib").map_or(l["node_memory_mib"].as_u64(), Value::as_u64);
+        assert!(nodes.iter().all(|n| mib(n).is_some()), "{name}: memory_mib must be a number");
+        assert!(nodes.iter().any(|n| mib(n) > Some(0)), "{name}: no node has memory");
         let d = l["distances"].as_array().unwrap();
         assert_eq!(d.len(), nodes.len(), "{name}: one distance row per node");
         for (i, row) in d.iter().enumerate() {

@@ -67,25 +67,27 @@ fn since(p: Option<MemoryPolicy>) -> &'static str {
     }
 }
 
-/// What of `req` the kernel lacks, in words, or `None` when it has all of it.
+/// What of `req` the kernel lacks, in words, and the policy when the policy itself (not only a
+/// flag) is missing; `None` when it has all of it.
 fn missing(
     support: &KernelSupport,
     req: &MemoryPolicyRequest,
     resolved: &Resolved,
-) -> Option<String> {
+) -> Option<(String, Option<MemoryPolicy>)> {
     if support.supports(req.mode, req.flags) {
         return None;
     }
     let only_the_flag = req.flags.contains(PolicyFlags::NUMA_BALANCING)
         && support.supports(req.mode, req.flags.without(PolicyFlags::NUMA_BALANCING));
     Some(if only_the_flag {
-        "MPOL_F_NUMA_BALANCING (Linux 5.12+)".to_string()
+        ("MPOL_F_NUMA_BALANCING (Linux 5.12+)".to_string(), None)
     } else {
-        format!(
+        let what = format!(
             "the {} memory policy ({})",
             resolved.memory_policy.map_or("", |p| p.name()),
             since(resolved.memory_policy)
-        )
+        );
+        (what, resolved.memory_policy)
     })
 }
 
@@ -116,9 +118,13 @@ pub fn prepare<K: Kernel + ?Sized>(
         if newer {
             let support =
                 probe_support(kernel, node_bits).map_err(|e| sys(Stage::SetMemoryPolicy, e))?;
-            if let Some(what) = missing(&support, req, resolved) {
+            if let Some((what, lacking)) = missing(&support, req, resolved) {
                 if !launch.ignore_unsupported {
-                    return Err(LaunchError::Unsupported { what, kernel: kernel_release() });
+                    return Err(LaunchError::Unsupported {
+                        what,
+                        kernel: kernel_release(),
+                        policy: lacking,
+                    });
                 }
                 warnings.push(Warning::Unsupported { what });
                 let without_balancing = req.flags.without(PolicyFlags::NUMA_BALANCING);
@@ -196,9 +202,8 @@ pub fn explain(
                                           a missing CAP_SYS_NICE"
             .to_string(),
         (_, pinctl_sys::errno::ENOSYS | pinctl_sys::errno::EOPNOTSUPP) => {
-            "the kernel lacks NUMA support or this policy (pass --if-unsupported=ignore to run \
-             without it)"
-                .to_string()
+            // LaunchError::Setup adds the advice, worded for the caller's command line.
+            "the kernel lacks NUMA support or this policy".to_string()
         }
         (Stage::AffinityMismatch, _) => format!(
             "asked for CPUs {}, the kernel applied {}: the cpuset allows only {}",
@@ -314,6 +319,16 @@ mod tests {
         let (code, m) = message(Stage::SetMemoryPolicy, pinctl_sys::errno::ENOSYS);
         assert_eq!(code, 242);
         assert!(m.contains("--if-unsupported=ignore"), "{m}");
+        // numactl mode rejects --if-unsupported: its message states the fact only.
+        let e = explain(
+            SetupError { stage: Stage::SetMemoryPolicy, errno: pinctl_sys::errno::ENOSYS },
+            &resolved(),
+            &allowed(),
+            None,
+        );
+        let numactl = e.message(crate::Dialect::Numactl);
+        assert_eq!(m, e.message(crate::Dialect::Pinctl));
+        assert!(numactl.contains("lacks NUMA support") && !numactl.contains("--"), "{numactl}");
 
         let (code, m) = message(Stage::AffinityMismatch, 0);
         assert_eq!(code, 215);
@@ -347,6 +362,13 @@ mod tests {
         let e = prepare(&kernel, &r, &allowed(), strict, || "Linux 5.10".into()).unwrap_err();
         assert_eq!(e.exit_status().code(), 242);
         assert!(e.to_string().contains("Linux 5.10") && e.to_string().contains("preferred-many"));
+        assert!(e.to_string().contains("--if-unsupported=ignore"));
+        // numactl mode points at the numactl option every kernel has.
+        let numactl = e.message(crate::Dialect::Numactl);
+        assert!(
+            numactl.ends_with("(--preferred, with one node, works on every kernel)"),
+            "{numactl}"
+        );
 
         let lenient = Launch { verify: true, ignore_unsupported: true };
         let prepared = prepare(&kernel, &r, &allowed(), lenient, || unreachable!()).unwrap();

@@ -4,8 +4,22 @@ use std::path::PathBuf;
 
 use pinctl_sys::SetupError;
 
+use pinctl_topology::MemoryPolicy;
+
 use crate::ExitStatus;
 use crate::request::ResolveError;
+
+/// Whose command line a message's advice names. The facts of a failure are the same in both;
+/// only the options suggested differ, because pinctl invoked as `numactl` rejects pinctl's own
+/// options (`--if-unsupported`, `--cpus`) and a hint naming them would send the user in a
+/// circle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// `pinctl exec` and everything else pinctl does.
+    Pinctl,
+    /// pinctl invoked as `numactl`.
+    Numactl,
+}
 
 /// Why a launch did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -14,14 +28,15 @@ pub enum LaunchError {
     #[error(transparent)]
     Resolve(#[from] ResolveError),
     /// A step of the child setup failed; `cause` says what probably happened.
-    #[error("{error}{}", if cause.is_empty() { String::new() } else { format!(": {cause}") })]
+    #[error("{error}{}{}", setup_cause(cause), setup_advice(error, Dialect::Pinctl))]
     Setup { error: SetupError, cause: String },
-    /// The kernel lacks the requested policy or flag.
+    /// The kernel lacks the requested policy or flag; `policy` is the policy when the policy
+    /// itself is missing (not only a flag of it).
     #[error(
-        "this kernel ({kernel}) does not support {what}; refusing to run unpinned (pass \
-         --if-unsupported=ignore to run without it)"
+        "this kernel ({kernel}) does not support {what}; refusing to run unpinned{}",
+        unsupported_advice(*policy, Dialect::Pinctl)
     )]
-    Unsupported { what: String, kernel: String },
+    Unsupported { what: String, kernel: String, policy: Option<MemoryPolicy> },
     /// The command, or the interpreter its `#!` line names, does not exist; `missing` says
     /// which (`not found in PATH`, `does not exist`, `needs interpreter `/x`, which does not
     /// exist`).
@@ -77,7 +92,51 @@ pub enum LaunchError {
     NearWithoutNode { spec: String, devices: String },
 }
 
+fn setup_cause(cause: &str) -> String {
+    if cause.is_empty() { String::new() } else { format!(": {cause}") }
+}
+
+/// A kernel without NUMA support or without the policy: pinctl can run without it when told;
+/// numactl has no such option, so numactl mode only states the fact.
+fn setup_advice(error: &SetupError, dialect: Dialect) -> &'static str {
+    let missing = matches!(error.errno, pinctl_sys::errno::ENOSYS | pinctl_sys::errno::EOPNOTSUPP);
+    match dialect {
+        Dialect::Pinctl if missing => " (pass --if-unsupported=ignore to run without it)",
+        _ => "",
+    }
+}
+
+/// What to do about a policy this kernel lacks: pinctl can run without it; in numactl's
+/// terms the older policy that every kernel has is the way out.
+fn unsupported_advice(policy: Option<MemoryPolicy>, dialect: Dialect) -> &'static str {
+    match (dialect, policy) {
+        (Dialect::Pinctl, _) => " (pass --if-unsupported=ignore to run without it)",
+        (Dialect::Numactl, Some(MemoryPolicy::PreferredMany)) => {
+            " (--preferred, with one node, works on every kernel)"
+        }
+        (Dialect::Numactl, Some(MemoryPolicy::WeightedInterleave)) => {
+            " (--interleave, which spreads pages evenly, works on every kernel)"
+        }
+        (Dialect::Numactl, _) => "",
+    }
+}
+
 impl LaunchError {
+    /// The message with advice in `dialect`'s options (`to_string` is pinctl's).
+    pub fn message(&self, dialect: Dialect) -> String {
+        match self {
+            LaunchError::Resolve(e) => e.message(dialect),
+            LaunchError::Setup { error, cause } => {
+                format!("{error}{}{}", setup_cause(cause), setup_advice(error, dialect))
+            }
+            LaunchError::Unsupported { what, kernel, policy } => format!(
+                "this kernel ({kernel}) does not support {what}; refusing to run unpinned{}",
+                unsupported_advice(*policy, dialect)
+            ),
+            _ => self.to_string(),
+        }
+    }
+
     /// The status a launcher that stopped here exits with.
     pub fn exit_status(&self) -> ExitStatus {
         match self {

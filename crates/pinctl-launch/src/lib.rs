@@ -22,7 +22,7 @@ pub use apply::{
     Launch, Prepared as PreparedLaunch, Warning, apply_to_self, exec, explain, prepare,
 };
 pub use current::{CurrentPlacement, current_placement};
-pub use error::LaunchError;
+pub use error::{Dialect, LaunchError};
 pub use planned::{
     PlannedInstance, Prepared, live_topology, load_config, near_nodes, near_nodes_on, plan,
     planned_instance, prepare as prepare_plan,

@@ -67,9 +67,15 @@ pub enum ResolveError {
     /// A fact of the host could not be read, or a device has no node.
     #[error(transparent)]
     Host(#[from] HostError),
-    /// numactl's `ip:HOST` (the NIC that routes to a host) is not implemented.
-    #[error("`ip:{0}` is not supported: name the interface the route uses with `netdev:IF`")]
-    IpUnsupported(String),
+    /// numactl's `ip:HOST` names a host that does not resolve.
+    #[error(
+        "`ip:{host}`: cannot resolve `{host}` (a name needs a working resolver; an address does not)"
+    )]
+    Unresolved {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// A `pci:` item that is not a PCI address.
     #[error("`pci:{0}` is not a PCI address (expected [segment:]bus:device[.function])")]
     BadPci(String),
@@ -101,6 +107,17 @@ pub enum ResolveError {
 }
 
 impl ResolveError {
+    /// The message with advice in `dialect`'s options (`to_string` is pinctl's).
+    pub fn message(&self, dialect: crate::Dialect) -> String {
+        match (self, dialect) {
+            (ResolveError::NodesWithoutCpus(nodes), crate::Dialect::Numactl) => format!(
+                "nodes {nodes} have no CPUs to run on (memory-only nodes): choose CPUs with \
+                 --physcpubind"
+            ),
+            _ => self.to_string(),
+        }
+    }
+
     /// The exit status of a launch that stopped here: a CPU outside the cpuset is the CPU
     /// affinity step's failure (215), a node outside it the memory policy's (242), as the
     /// kernel would have refused them; everything else is a bad command line (2).
@@ -123,14 +140,31 @@ pub fn device_nodes(host: &mut Host, device: &Device) -> Result<NodeSet, Resolve
             host.device_nodes(&DeviceRef::Block(name.strip_prefix("/dev/").unwrap_or(name)))?
         }
         Device::File(path) => {
-            use std::os::unix::fs::MetadataExt;
+            use std::os::unix::fs::{FileTypeExt, MetadataExt};
+            // stat(2), as numactl: a device node names its own device (st_rdev), any other
+            // file the device its file system is on (st_dev).
             let meta = std::fs::metadata(path)
                 .map_err(|source| ResolveError::Path { path: path.clone(), source })?;
-            let (major, minor) = pinctl_sysfs::parse::dev_major_minor(meta.dev());
-            if !host.root().join(format!("sys/dev/block/{major}:{minor}")).exists() {
-                return Err(ResolveError::NotOnBlockDevice { path: path.clone(), major, minor });
-            }
-            host.device_nodes(&DeviceRef::Number { major, minor }).map_err(|e| match e {
+            let kind = meta.file_type();
+            let device = if kind.is_block_device() || kind.is_char_device() {
+                let (major, minor) = pinctl_sysfs::parse::dev_major_minor(meta.rdev());
+                if kind.is_block_device() {
+                    DeviceRef::Number { major, minor }
+                } else {
+                    DeviceRef::CharNumber { major, minor }
+                }
+            } else {
+                let (major, minor) = pinctl_sysfs::parse::dev_major_minor(meta.dev());
+                if !host.root().join(format!("sys/dev/block/{major}:{minor}")).exists() {
+                    return Err(ResolveError::NotOnBlockDevice {
+                        path: path.clone(),
+                        major,
+                        minor,
+                    });
+                }
+                DeviceRef::Number { major, minor }
+            };
+            host.device_nodes(&device).map_err(|e| match e {
                 HostError::Device { reason, .. } => {
                     HostError::Device { device: format!("file:{path}"), reason }
                 }
@@ -141,8 +175,36 @@ pub fn device_nodes(host: &mut Host, device: &Device) -> Result<NodeSet, Resolve
             let addr = pci_address(spec).ok_or_else(|| ResolveError::BadPci(spec.clone()))?;
             host.device_nodes(&DeviceRef::Pci(&addr))?
         }
-        Device::Ip(h) => return Err(ResolveError::IpUnsupported(h.clone())),
+        Device::Ip(name) => {
+            let addr = ip_address(name)?;
+            let iface = host.route_interface(addr)?;
+            host.device_nodes(&DeviceRef::Net(&iface)).map_err(|e| match e {
+                HostError::Device { reason, .. } => HostError::Device {
+                    device: format!("ip:{name}"),
+                    reason: format!("routed through `{iface}`: {reason}"),
+                },
+                e => e,
+            })?
+        }
     })
+}
+
+/// numactl's `ip:HOST` as an address: a literal address as is, a name through the system's
+/// resolver (getaddrinfo, as numactl; the first answer, as numactl takes).
+fn ip_address(name: &str) -> Result<std::net::IpAddr, ResolveError> {
+    use std::net::ToSocketAddrs;
+    // `[::1]` as in URLs; numactl's getaddrinfo would refuse the brackets, a person would not.
+    let bare = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    if let Ok(addr) = bare.parse() {
+        return Ok(addr);
+    }
+    let unresolved = |source| ResolveError::Unresolved { host: name.to_string(), source };
+    (bare, 0)
+        .to_socket_addrs()
+        .map_err(unresolved)?
+        .next()
+        .map(|a| a.ip())
+        .ok_or_else(|| unresolved(std::io::Error::other("no address")))
 }
 
 impl Request {
@@ -279,5 +341,74 @@ mod tests {
         let e = nodes.resolve(&mut host, &allowed).unwrap_err();
         assert_eq!(e.exit_status().code(), 242, "{e}");
         assert_eq!(e.to_string(), "node `1` is not allowed here: this process may use nodes 0");
+    }
+
+    /// A sysfs tree whose character device 1:3 (`/dev/null` on every Linux) sits under a PCI
+    /// function on node 1, with `numa_node` as the firmware writes it.
+    fn tree_with_char_device() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        let pci = r.join("sys/devices/pci0000:00/0000:00:05.0");
+        std::fs::create_dir_all(pci.join("misc/null")).unwrap();
+        std::fs::write(pci.join("numa_node"), "1\n").unwrap();
+        std::fs::create_dir_all(r.join("sys/dev/char")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../devices/pci0000:00/0000:00:05.0/misc/null",
+            r.join("sys/dev/char/1:3"),
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_device_node_path_names_its_own_device() {
+        let dir = tree_with_char_device();
+        let mut host = Host::at(dir.path());
+        // numactl's `file:/dev/X`: the device the node names (st_rdev), not the devtmpfs
+        // the node lives on (st_dev).
+        let nodes = device_nodes(&mut host, &Device::File("/dev/null".into())).unwrap();
+        assert_eq!(nodes.to_string(), "1");
+        let e = device_nodes(&mut host, &Device::File("/dev/pinctl-no-such-node".into()));
+        assert!(matches!(e, Err(ResolveError::Path { .. })), "{e:?}");
+        std::fs::remove_file(dir.path().join("sys/dev/char/1:3")).unwrap();
+        let e = device_nodes(&mut host, &Device::File("/dev/null".into())).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with("`file:/dev/null`: ") && text.contains("sys/dev/char/1:3"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn ip_items_take_the_node_of_the_interface_the_route_uses() {
+        let dir = tree_with_char_device();
+        let r = dir.path();
+        let nic = r.join("sys/devices/pci0000:00/0000:00:05.0/net/eth0");
+        std::fs::create_dir_all(&nic).unwrap();
+        std::fs::create_dir_all(r.join("sys/class/net")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../devices/pci0000:00/0000:00:05.0/net/eth0",
+            r.join("sys/class/net/eth0"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(r.join("proc/net")).unwrap();
+        // A default route through eth0 (destination and mask 0 read the same in either byte
+        // order).
+        std::fs::write(
+            r.join("proc/net/route"),
+            "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n\
+             eth0\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+        )
+        .unwrap();
+        let mut host = Host::at(r);
+        let ip = |host: &mut Host, h: &str| device_nodes(host, &Device::Ip(h.into()));
+        assert_eq!(ip(&mut host, "192.0.2.7").unwrap().to_string(), "1");
+        // No IPv6 table in this tree: named.
+        let e = ip(&mut host, "[2001:db8::1]").unwrap_err().to_string();
+        assert!(e.contains("ipv6_route` does not exist"), "{e}");
+        // `localhost` resolves (from /etc/hosts) to a loopback address, routed through `lo`,
+        // which is on no node: refused, naming the host and the interface.
+        let e = ip(&mut host, "localhost").unwrap_err().to_string();
+        assert!(e.starts_with("`ip:localhost`: routed through `lo`: "), "{e}");
     }
 }

@@ -312,11 +312,13 @@ refused_as_expected() {
     echo "PINCTL-VM: REFUSED $SCENARIO/$1"
 }
 
-# expect_refused NAME PREFIX WORD: the command exited 242, its stderr names WORD (the policy)
-# and this kernel's release, and what it was to run never ran (no probe report).
+# expect_refused NAME PREFIX WORD [STATUS]: the command exited STATUS (242, pinctl exec's; numactl
+# mode's is 1), its stderr names WORD (the policy) and this kernel's release, and what it was to
+# run never ran (no probe report).
 expect_refused() {
     _why=""
-    [ "$(rc_of "$2")" = 242 ] || _why="exited $(rc_of "$2"), not 242;"
+    _status=${4:-242}
+    [ "$(rc_of "$2")" = "$_status" ] || _why="exited $(rc_of "$2"), not $_status;"
     grep -q -- "$3" "$2.err" 2>/dev/null || _why="$_why stderr does not name \`$3\`;"
     grep -qF -- "$(uname -r)" "$2.err" 2>/dev/null || _why="$_why stderr does not name the kernel $(uname -r);"
     grep -qx ready "$2.out" 2>/dev/null && _why="$_why the command ran anyway;"

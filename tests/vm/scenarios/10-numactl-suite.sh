@@ -1,4 +1,4 @@
-# layouts: 4node
+# layouts: 4node 8node 4node-odd
 # timeout: 540
 # Scenario 10: numactl's own test scripts (checktopology, checkaffinity, bind_range, regress2,
 # regress from the numactl source of the numactl installed on the host; tests/vm/run fetches and
@@ -11,6 +11,11 @@
 # tests/vm/numactl-known-differences.txt must fail (reported KNOWN, with the listed reason); a
 # listed one that passes fails: the line must go. Each script runs under its own time limit; its output is in
 # /tmp/scenarios/10-numactl-suite/SCRIPT-TOOL.log (--keep, --shell).
+# After the scripts, `forms/...` runs policy forms on every node and numactl's device items
+# (`file:/dev/NVME`, `block:`, `netdev:`, `ip:HOST` through the NIC) under both tools: the exit
+# status and the real `numactl --show` run under each must be the same; `pinctl-only/...`
+# checks what numactl cannot do (`file:` on the NVMe controller's character device). The
+# 4node-odd layout has a node with CPUs but no memory and one with memory but no CPUs.
 SUITE=/vm/numactl-suite
 KNOWN=/vm/numactl-known-differences.txt
 SCRIPTS="checktopology checkaffinity bind_range regress2 regress"
@@ -91,3 +96,84 @@ for s in $SCRIPTS; do
     [ -s "$s.trace.diff" ] || ok=1
     expect_known "$s/exit-statuses" $ok "$differ of $calls numactl calls exit differently with pinctl: $(grep '^[-+][0-9]' "$s.trace.diff" | head -n 6 | tr '\n' ';')"
 done
+
+# ---------------------------------------------------------------- policy forms and devices
+# compare NAME ARGS...: numactl ARGS numactl --show and the same under pinctl print the same
+# and exit alike (numactl exits 1 for every failure; so must pinctl's numactl mode). Blank
+# lines are left out: numactl 2.0.16's error path writes a stray newline to stdout (2.0.19's
+# writes it to stderr, and numactl mode follows 2.0.19).
+compare() {
+    _n=$1
+    shift
+    for _tool in numactl pinctl; do
+        _bin=$NUMACTL
+        [ "$_tool" = pinctl ] && _bin=$PINCTL_NUMACTL
+        "$_bin" "$@" "$NUMACTL" --show >"form-$_n.$_tool.raw" 2>"form-$_n.$_tool.err"
+        _rc=$?
+        grep -v '^$' "form-$_n.$_tool.raw" >"form-$_n.$_tool"
+        echo "$_rc" >>"form-$_n.$_tool"
+    done
+    if cmp -s "form-$_n.numactl" "form-$_n.pinctl"; then pass "forms/$_n"; else
+        fail "forms/$_n" "numactl $* differs: numactl exits $(tail -n 1 "form-$_n.numactl"), pinctl $(tail -n 1 "form-$_n.pinctl")"
+        detail "form-$_n.numactl" "form-$_n.pinctl" "form-$_n.pinctl.err"
+    fi
+}
+for n in $(node_ids | tr ',' ' '); do
+    for form in "-m $n" "-N $n" "-p $n" "-i $n" "-N $n -m $n" "--cpunodebind=$n --localalloc"; do
+        # shellcheck disable=SC2086 # the form is words
+        compare "$(echo "$form" | tr -d ' =-')" $form
+    done
+done
+# Failures outside a list: numactl exits 1 for a missing or non-executable command too.
+compare missing-command -N 0 /vm/no-such-command
+compare not-executable -N 0 "/vm/layouts/$LAYOUT.json"
+
+NVME=$(devices_of_kind nvme | head -n 1)
+NIC=$(devices_of_kind nic | head -n 1)
+if [ -n "$NVME" ]; then
+    ctrl=${NVME%n[0-9]*}
+    dev_node=$(cat "/sys/class/nvme/$ctrl/device/numa_node")
+    mems=$(sed -n 's/^Mems_allowed_list:[[:space:]]*//p' /proc/self/status)
+    if [ "$dev_node" -lt "$(list_expand "$mems" | tr ',' '\n' | grep -c .)" ]; then
+        for item in file:/dev/ block:; do
+            compare "m-${item%%:*}-nvme" -m "$item$NVME"
+            compare "N-${item%%:*}-nvme" -N "$item$NVME"
+        done
+        # A file is the node of the block device its file system is on (/data0: the NVMe's).
+        grep -q ' /data0 ' /proc/mounts && compare m-file-on-nvme -m file:/data0
+    else
+        # libnuma (2.0.16 and 2.0.19) refuses a device whose node id is not below the number
+        # of nodes with memory (sysfs_node_read compares an id with numa_num_task_nodes()), so
+        # numactl cannot name this drive; pinctl binds to its node.
+        for item in file:/dev/ block:; do
+            "$PINCTL_NUMACTL" -m "$item$NVME" "$NUMACTL" --show >"dev-${item%%:*}.out" 2>"dev-${item%%:*}.err"
+            check_eq "pinctl-only/m-${item%%:*}-nvme-on-node-$dev_node" "$dev_node " \
+                "$(sed -n 's/^membind: //p' "dev-${item%%:*}.out")" "dev-${item%%:*}.out" "dev-${item%%:*}.err"
+        done
+    fi
+    # numactl looks a character device up among block devices and fails; pinctl takes the
+    # controller's node.
+    "$PINCTL_NUMACTL" -m "file:/dev/$ctrl" "$NUMACTL" --show >ctrl.out 2>ctrl.err
+    check_eq pinctl-only/file-nvme-controller "$dev_node " "$(sed -n 's/^membind: //p' ctrl.out)" ctrl.out ctrl.err
+fi
+if [ -n "$NIC" ]; then
+    # A connected route through the NIC: ip:HOST is the node of the interface the route to
+    # HOST uses (numactl asks netlink, pinctl reads /proc/net/route and ipv6_route).
+    ip link set "$NIC" up
+    ip addr add 192.0.2.2/24 dev "$NIC"
+    ip -6 addr add 2001:db8:1::2/64 dev "$NIC" nodad 2>/dev/null ||
+        ip -6 addr add 2001:db8:1::2/64 dev "$NIC" 2>/dev/null || true
+    compare m-netdev -m "netdev:$NIC"
+    compare m-ip4 -m ip:192.0.2.9
+    compare N-ip4 -N ip:192.0.2.9
+    # Loopback goes out of `lo`, which is on no node: both refuse.
+    compare m-ip-loopback -m ip:127.0.0.1
+    # An IPv6 prefix route appears once the address is set up (the guest may lack IPv6).
+    if grep -q "^20010db8000100000000000000000000 40 .* $NIC\$" /proc/net/ipv6_route 2>/dev/null; then
+        compare m-ip6 -m ip:2001:db8:1::9
+    else
+        note "no IPv6 route through $NIC in this guest: ip: with an IPv6 address not compared"
+    fi
+    ip addr flush dev "$NIC"
+    ip link set "$NIC" down
+fi
