@@ -380,6 +380,27 @@ pub fn observe(pid: Pid) -> Option<Observed> {
     Some(Observed { start_time, cgroup, cmdline, state })
 }
 
+/// A pidfd for a process that is not our child (an adopted instance): it becomes readable when
+/// the process exits, so its end is seen without polling `/proc`. `ENOSYS` before Linux 5.3.
+pub fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(pid)
+        .ok_or_else(|| io::Error::from_raw_os_error(nix::errno::Errno::ESRCH as i32))?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).map_err(io::Error::from)
+}
+
+/// Blocks until a pidfd turns readable: its process has exited.
+pub fn wait_pidfd(pidfd: &std::os::fd::OwnedFd) -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    loop {
+        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) if !fds[0].revents().is_empty() => return Ok(()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// The process group of `pid`, when it is alive.
 pub fn process_group(pid: Pid) -> Option<i32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
