@@ -568,7 +568,8 @@ impl Supervisor {
             match cgroups.prepare(name, enforce).and_then(|()| cgroups.procs(name)) {
                 Ok(procs) => cgroup = Some((cgroups.path_of(name), procs)),
                 Err(reason) if enforce.is_some() => {
-                    let e = Event::StartFailed { pid: None, reason, code: 215, jitter };
+                    let code = launch::status(pinctl_launch::ExitStatus::CpuAffinity);
+                    let e = Event::StartFailed { pid: None, reason, code, jitter };
                     return self.dispatch(name, e);
                 }
                 Err(reason) => log(name, &format!("no cgroup of its own: {reason}")),
