@@ -7,8 +7,9 @@
 # and then the guest kernel is asked where it all is: the anonymous pages of each server in
 # /proc/PID/numa_maps lie on its planned node under the planned policy, its cgroup's
 # cpuset.cpus / cpuset.mems (and the effective CPUs) are the plan's, and its CPUs as the kernel
-# reports them are the plan's. Each answers DBSIZE with what it was loaded with on its own port,
-# and SIGTERM to pinctl stops both.
+# reports them are the plan's. Each answers DBSIZE with what it was loaded with on its own port.
+# pinctl SIGKILLed and started again adopts both; one killed from outside then is restarted
+# (pidfd watch), the other keeps its process and keys; SIGTERM to pinctl stops both.
 D=/tmp/redis
 KEYS=200000
 mkdir -p "$D"
@@ -136,6 +137,44 @@ for n in $INSTANCES; do
 done
 # Two servers on two different nodes: each instance's data is its own.
 check_eq plan/distinct-nodes 2 "$(for n in $INSTANCES; do planned "$n" nodes; done | sort -u | wc -l)"
+
+# Adoption: pinctl is SIGKILLed and started again; it adopts both servers (their data stays)
+# and watches them through pidfds, so one killed from outside is noticed and started again on
+# its node while the other keeps its process and its keys.
+BEFORE=$(redis_pids)
+check_eq adopt/two-servers-before 2 "$(echo $BEFORE | wc -w)"
+kill -9 $RUN
+wait $RUN 2>/dev/null
+check_eq adopt/servers-survive-sigkill "$BEFORE" "$(redis_pids)"
+"$PINCTL" run -c "$CONFIG" --socket "$D/sock" --state-file "$D/state.json" >"$D/run2.out" 2>"$D/run2.err" &
+RUN=$!
+_i=0
+until "$PINCTL" status --socket "$D/sock" >"$D/status.out" 2>/dev/null || [ $_i -ge 100 ]; do
+    usleep 100000
+    _i=$((_i + 1))
+done
+check_eq adopt/same-pids-no-copies "$BEFORE" "$(redis_pids)" "$D/run2.err"
+check_eq adopt/watched-through-pidfds 2 "$(grep -c 'watched through a pidfd' "$D/run2.err")" "$D/run2.err"
+victim=$(cat "$D/redis-0.pid")
+kill -9 "$victim"
+_i=0
+new=
+while [ $_i -lt 300 ]; do
+    new=$("$CLI" -p 6380 info server 2>/dev/null | sed -n 's/^process_id:\([0-9]*\).*/\1/p')
+    [ -n "$new" ] && [ "$new" != "$victim" ] && break
+    usleep 100000
+    _i=$((_i + 1))
+done
+if [ -n "$new" ] && [ "$new" != "$victim" ]; then pass adopt/killed-server-restarted; else
+    fail adopt/killed-server-restarted "no new server on port 6380 within 30 s of killing adopted PID $victim"
+    detail "$D/run2.err"
+fi
+if [ -n "$new" ]; then
+    check_eq adopt/restarted-in-its-cgroup /pinctl/redis-0 "$(sed -n 's/^0:://p' "/proc/$new/cgroup")"
+    check_list adopt/restarted-on-its-cpus "$(planned redis-0 cpus)" "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$new/status")"
+fi
+check_eq adopt/other-keeps-its-process "$(cat "$D/redis-1.pid")" "$("$CLI" -p 6381 info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p')"
+check_eq adopt/other-keeps-its-keys "$KEYS" "$("$CLI" -p 6381 dbsize)"
 
 # SIGTERM to pinctl stops both servers and pinctl exits 0.
 kill -TERM $RUN
