@@ -10,7 +10,8 @@
 //!   `restart-delay` = `restart-max-delay` = 1ms (the delay is drawn in [d/2, d]) and 50ms.
 //!   The instance is this bench's own binary (`--instance FILE`), which appends the wall-clock
 //!   time to FILE as its first act after exec, so the figure includes its dynamic loading;
-//!   a first row times a plain spawn of that program, the floor under the others.
+//!   the first rows time a plain spawn of that program, unpinned and born pinned to one CPU
+//!   (as each instance is), the floors under the others.
 //!
 //! A 2-CPU machine cannot hold 64 pinned instances: the start and idle rows plan against the
 //! bundled EPYC topology and start instances unpinned (`--unpinned`, the test-only flag), so
@@ -331,18 +332,37 @@ fn starts(file: &Path) -> Vec<(u128, i32)> {
 }
 
 /// The floor under the restart figures: from a plain spawn of the instance program to its
-/// first act, with nobody in between.
-fn spawn_floor(dir: &Path, me: &Path) -> Vec<Duration> {
-    let file = dir.join("floor");
+/// first act, with nobody in between. `pinned`: the child is born pinned to one CPU, taking
+/// the allowed CPUs in turn as the supervisor's two `cpus = 1` instances do, so it waits for
+/// that CPU as they do (on a busy host most of a pinned restart's time is that wait).
+fn spawn_floor(dir: &Path, me: &Path, pinned: bool) -> Vec<Duration> {
+    use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
+    let file = dir.join(if pinned { "floor-pinned" } else { "floor" });
+    let mut allowed = Mask::with_bits(4096);
+    LinuxKernel.get_affinity(&mut allowed).expect("sched_getaffinity");
+    let cpus: Vec<usize> = (0..allowed.bits()).filter(|&c| allowed.is_set(c)).collect();
     let mut out = Vec::new();
     for k in 0..KILLS {
-        let at = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos();
-        let mut child = Command::new(me)
-            .arg("--instance")
-            .arg(&file)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn the instance program");
+        let (me, to) = (me.to_path_buf(), file.clone());
+        let cpu = pinned.then(|| cpus[k % cpus.len()]);
+        // A thread of its own: affinity is per thread, and a fork inherits the caller's.
+        let (at, mut child) = std::thread::spawn(move || {
+            if let Some(cpu) = cpu {
+                let mut one = Mask::with_bits(4096);
+                one.set(cpu);
+                LinuxKernel.set_affinity(&one).expect("sched_setaffinity");
+            }
+            let at = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos();
+            let child = Command::new(&me)
+                .arg("--instance")
+                .arg(&to)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("spawn the instance program");
+            (at, child)
+        })
+        .join()
+        .expect("spawning thread");
         let deadline = Instant::now() + WAIT;
         let started = loop {
             if let Some(&(t, _)) = starts(&file).get(k) {
@@ -378,7 +398,8 @@ fn restarts(dir: &Path, delays: &[Duration]) {
             ms(max.saturating_sub(delay))
         );
     };
-    row("(spawn alone, no supervisor)".into(), spawn_floor(dir, &me), Duration::ZERO);
+    row("(spawn alone, no supervisor)".into(), spawn_floor(dir, &me, false), Duration::ZERO);
+    row("(spawn alone, pinned to 1 CPU)".into(), spawn_floor(dir, &me, true), Duration::ZERO);
     for &delay in delays {
         let file = dir.join("starts");
         let _ = std::fs::remove_file(&file);

@@ -686,3 +686,49 @@ fn detach_leaves_instances_running_for_the_next_supervisor() {
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
+
+#[test]
+fn an_adopted_instance_killed_from_outside_is_noticed_through_its_pidfd_and_restarted() {
+    let config = r#"
+[host]
+keep-free = []
+
+[service.adoptee]
+command = ["sleep", "100011", "{instance}"]
+instances = 2
+cpus = 1
+restart = "on-failure"
+restart-delay = "1ms"
+output = "/dev/null"
+"#;
+    let mut run = Run::new(config);
+    run.start(&unpinned());
+    let mut old = run.child.take().unwrap();
+    old.kill().unwrap();
+    old.wait().unwrap();
+    run.start(&unpinned());
+    let adopted = run.status();
+    for i in adopted.values() {
+        assert_eq!(i["adopted"], true, "{i}");
+    }
+    // Watched through pidfds on any kernel this suite runs on (pidfd_open: Linux 5.3).
+    let stderr = run.stderr();
+    assert!(!stderr.contains("polling /proc"), "{stderr}");
+    assert_eq!(stderr.matches("watched through a pidfd").count(), 2, "{stderr}");
+    let victim = adopted["adoptee-0"]["pid"].as_i64().unwrap() as i32;
+    let restarts = adopted["adoptee-0"]["restarts"].as_u64().unwrap();
+    kill(Pid::from_raw(victim), Signal::SIGKILL).unwrap();
+    // Not our child and not polled: only the pidfd tells the supervisor it is gone.
+    let after = wait_for("the killed adopted instance to be replaced", || {
+        let s = run.status();
+        let i = &s["adoptee-0"];
+        (i["state"] == "active" && i["pid"].as_i64() != Some(victim as i64)).then_some(s)
+    });
+    assert_eq!(after["adoptee-0"]["restarts"].as_u64(), Some(restarts + 1), "{after:?}");
+    assert_eq!(after["adoptee-0"]["adopted"], false, "its replacement is pinctl's own child");
+    assert_eq!(after["adoptee-1"]["pid"], adopted["adoptee-1"]["pid"], "the other is untouched");
+    assert_eq!(after["adoptee-1"]["adopted"], true);
+    assert!(run.stderr().contains("status unknown: adopted process"), "{}", run.stderr());
+    assert!(run.terminate().success(), "{}", run.stderr());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}

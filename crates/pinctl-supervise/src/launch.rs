@@ -214,18 +214,23 @@ pub fn spawn(
     cmd.spawn().map_err(|e| spawn_error(program, &e))
 }
 
+/// An exit status as the lifecycle's `i32` codes.
+pub fn status(s: ExitStatus) -> i32 {
+    i32::from(s.code())
+}
+
 fn spawn_error(program: &str, e: &io::Error) -> SpawnFailure {
     if let Some(setup) = SetupError::from_spawn_error(e) {
-        return fail(i32::from(ExitStatus::from(setup.stage).code()), setup.to_string());
+        return fail(status(ExitStatus::from(setup.stage)), setup.to_string());
     }
     match e.raw_os_error() {
         Some(libc_errno) if libc_errno == nix::errno::Errno::ENOENT as i32 => {
-            fail(127, format!("`{program}` not found: {e}"))
+            fail(status(ExitStatus::NotFound), format!("`{program}` not found: {e}"))
         }
         Some(n)
             if n == nix::errno::Errno::EACCES as i32 || n == nix::errno::Errno::ENOEXEC as i32 =>
         {
-            fail(126, format!("`{program}` cannot be executed: {e}"))
+            fail(status(ExitStatus::NotExecutable), format!("`{program}` cannot be executed: {e}"))
         }
         Some(n)
             if n == nix::errno::Errno::EAGAIN as i32 || n == nix::errno::Errno::ENOMEM as i32 =>
@@ -249,10 +254,13 @@ fn resolve_program(program: &str, path_var: Option<&str>) -> Result<PathBuf, Spa
     if program.contains('/') {
         let p = PathBuf::from(program);
         if !p.exists() {
-            return Err(fail(127, format!("`{program}` does not exist")));
+            return Err(fail(status(ExitStatus::NotFound), format!("`{program}` does not exist")));
         }
         if !executable(&p) {
-            return Err(fail(126, format!("`{program}` is not an executable file")));
+            return Err(fail(
+                status(ExitStatus::NotExecutable),
+                format!("`{program}` is not an executable file"),
+            ));
         }
         return Ok(p);
     }
@@ -264,7 +272,7 @@ fn resolve_program(program: &str, path_var: Option<&str>) -> Result<PathBuf, Spa
             return Ok(candidate);
         }
     }
-    Err(fail(127, format!("`{program}` not found in PATH")))
+    Err(fail(status(ExitStatus::NotFound), format!("`{program}` not found in PATH")))
 }
 
 fn lookup_user(name: &str) -> Result<User, SpawnFailure> {
@@ -333,7 +341,10 @@ pub fn verify(pid: Pid, p: &PlacementSpec) -> Result<(), (String, i32)> {
     if let Ok(allowed) = pinctl_sysfs::read_allowed(root, id) {
         if let Some(cpus) = allowed.cpus {
             if !p.cpus.is_empty() && cpus != p.cpus {
-                return Err((format!("runs on CPUs {cpus}, the plan says {}", p.cpus), 215));
+                return Err((
+                    format!("runs on CPUs {cpus}, the plan says {}", p.cpus),
+                    status(ExitStatus::CpuAffinity),
+                ));
             }
         }
     }
@@ -345,7 +356,7 @@ pub fn verify(pid: Pid, p: &PlacementSpec) -> Result<(), (String, i32)> {
             let seen: Vec<&str> = seen.into_iter().collect();
             return Err((
                 format!("memory policy is `{}`, the plan says `{want}`", seen.join("`, `")),
-                242,
+                status(ExitStatus::MemoryPolicy),
             ));
         }
     }
@@ -378,6 +389,27 @@ pub fn observe(pid: Pid) -> Option<Observed> {
         .ok()
         .and_then(|t| pinctl_sysfs::parse::cgroup_path(&t, None).map(str::to_string));
     Some(Observed { start_time, cgroup, cmdline, state })
+}
+
+/// A pidfd for a process that is not our child (an adopted instance): it becomes readable when
+/// the process exits, so its end is seen without polling `/proc`. `ENOSYS` before Linux 5.3.
+pub fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(pid)
+        .ok_or_else(|| io::Error::from_raw_os_error(nix::errno::Errno::ESRCH as i32))?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).map_err(io::Error::from)
+}
+
+/// Blocks until a pidfd turns readable: its process has exited.
+pub fn wait_pidfd(pidfd: &std::os::fd::OwnedFd) -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    loop {
+        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) if !fds[0].revents().is_empty() => return Ok(()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// The process group of `pid`, when it is alive.
@@ -461,12 +493,21 @@ mod tests {
     #[test]
     fn programs_are_found_or_named() {
         assert!(resolve_program("sh", Some("/nonexistent:/bin:/usr/bin")).is_ok());
-        assert_eq!(resolve_program("no-such-prog-x", Some("/bin")).unwrap_err().code, 127);
-        assert_eq!(resolve_program("/nonexistent/x", None).unwrap_err().code, 127);
+        assert_eq!(
+            resolve_program("no-such-prog-x", Some("/bin")).unwrap_err().code,
+            status(ExitStatus::NotFound)
+        );
+        assert_eq!(
+            resolve_program("/nonexistent/x", None).unwrap_err().code,
+            status(ExitStatus::NotFound)
+        );
         let dir = tempfile::tempdir().unwrap();
         let plain = dir.path().join("data");
         fs::write(&plain, "x").unwrap();
         fs::set_permissions(&plain, fs::Permissions::from_mode(0o644)).unwrap();
-        assert_eq!(resolve_program(plain.to_str().unwrap(), None).unwrap_err().code, 126);
+        assert_eq!(
+            resolve_program(plain.to_str().unwrap(), None).unwrap_err().code,
+            status(ExitStatus::NotExecutable)
+        );
     }
 }

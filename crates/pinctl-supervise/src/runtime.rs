@@ -3,9 +3,11 @@
 //! out the [`Action`]s it returns. No lifecycle decision is made here.
 //!
 //! Exits of the supervisor's own children come from tokio (pidfd or SIGCHLD, then `waitpid`,
-//! so no zombie outlives a reap). An adopted process is not our child: nix 0.30 has no
-//! `pidfd_open`, so its exit is seen by polling `/proc/PID/stat` (PID and start time) every
-//! 500 ms, only while adopted processes exist; init reaps it.
+//! so no zombie outlives a reap). An adopted process is not our child (init reaps it, and its
+//! exit status is lost): its exit is seen through a pidfd (`pidfd_open`, Linux 5.3+) that
+//! turns readable when it exits, so an idle supervisor has no periodic wake-up. Where the
+//! kernel has no `pidfd_open`, `/proc/PID/stat` (PID and start time) is polled every 500 ms
+//! instead, only while adopted processes exist, and the log says so once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write as _};
@@ -231,6 +233,8 @@ struct Supervisor {
     recorded: Vec<(String, Pid)>,
     status_line: String,
     cgroups: Option<Subtree>,
+    /// Whether the log said that adopted processes are polled (no pidfds here).
+    said_polling: bool,
 }
 
 fn log(name: &str, message: &str) {
@@ -254,6 +258,7 @@ impl Supervisor {
             recorded: Vec::new(),
             status_line: String::new(),
             cgroups: None,
+            said_polling: false,
         }
     }
 
@@ -340,7 +345,6 @@ impl Supervisor {
 
     fn adopt(&mut self, entry: Entry, policy: lifecycle::Policy, removing: bool) {
         let pid = entry.process.pid;
-        log(&entry.name, &format!("adopted running process {pid}"));
         let mut unit = Unit::adopted(policy, pid, self.now());
         unit.restarts = entry.restarts;
         let age = launch::process_age(entry.process.start_time).unwrap_or_default();
@@ -356,7 +360,36 @@ impl Supervisor {
             cgroup: entry.process.cgroup.clone(),
         };
         self.insts.insert(entry.name.clone(), inst);
-        tokio::spawn(watch_adopted(entry.name, entry.process, self.tx.clone()));
+        match launch::pidfd_open(pid) {
+            Ok(pidfd) => {
+                log(
+                    &entry.name,
+                    &format!("adopted running process {pid}, watched through a pidfd"),
+                );
+                if let Err(e) =
+                    watch_pidfd(entry.name.clone(), entry.process.clone(), pidfd, self.tx.clone())
+                {
+                    log(&entry.name, &format!("polling /proc: cannot start its watcher: {e}"));
+                    tokio::spawn(poll_adopted(entry.name, entry.process, self.tx.clone()));
+                }
+            }
+            Err(e) => {
+                log(&entry.name, &format!("adopted running process {pid}"));
+                // ESRCH: it exited since the adoption check; the first poll reports it.
+                if e.raw_os_error() != Some(nix::errno::Errno::ESRCH as i32) && !self.said_polling {
+                    self.said_polling = true;
+                    log(
+                        "supervisor",
+                        &format!(
+                            "cannot watch adopted processes through pidfds ({e}; pidfd_open \
+                             needs Linux 5.3): polling /proc every {} ms instead",
+                            POLL.as_millis()
+                        ),
+                    );
+                }
+                tokio::spawn(poll_adopted(entry.name, entry.process, self.tx.clone()));
+            }
+        }
     }
 
     async fn main_loop(
@@ -535,7 +568,8 @@ impl Supervisor {
             match cgroups.prepare(name, enforce).and_then(|()| cgroups.procs(name)) {
                 Ok(procs) => cgroup = Some((cgroups.path_of(name), procs)),
                 Err(reason) if enforce.is_some() => {
-                    let e = Event::StartFailed { pid: None, reason, code: 215, jitter };
+                    let code = launch::status(pinctl_launch::ExitStatus::CpuAffinity);
+                    let e = Event::StartFailed { pid: None, reason, code, jitter };
                     return self.dispatch(name, e);
                 }
                 Err(reason) => log(name, &format!("no cgroup of its own: {reason}")),
@@ -925,15 +959,45 @@ async fn pump(name: String, pipe: impl tokio::io::AsyncRead + Unpin) {
     }
 }
 
-/// Polls an adopted process until it is gone (see the module's comment on pidfds).
-async fn watch_adopted(name: String, process: Recorded, tx: mpsc::UnboundedSender<Msg>) {
-    loop {
-        let alive = launch::observe(process.pid)
-            .is_some_and(|o| o.start_time == process.start_time && o.state != 'Z');
-        if !alive {
+/// How often an adopted process is polled where pidfds are missing.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Whether the recorded process still runs (same PID and start time, not a zombie).
+fn still_runs(process: &Recorded) -> bool {
+    launch::observe(process.pid)
+        .is_some_and(|o| o.start_time == process.start_time && o.state != 'Z' && o.state != 'X')
+}
+
+/// Waits for an adopted process's pidfd to turn readable (it exited), on a thread of its own
+/// that sleeps in poll(2) until then. Not tokio's `AsyncFd`: registering a descriptor with it
+/// is `unsafe` (or deprecated) since tokio 1.5x, and only pinctl-sys may hold `unsafe`. A
+/// blocked thread costs a small stack and no wake-ups. `Err`: no thread could be started.
+fn watch_pidfd(
+    name: String,
+    process: Recorded,
+    pidfd: std::os::fd::OwnedFd,
+    tx: mpsc::UnboundedSender<Msg>,
+) -> io::Result<()> {
+    std::thread::Builder::new().name("pinctl-adopted".into()).stack_size(64 * 1024).spawn(
+        move || {
+            // The PID could have been reused between the adoption check and pidfd_open; the
+            // pidfd now pins whichever process holds it, so one more check settles that it
+            // is ours. A poll that fails (never seen) falls back to polling /proc.
+            if still_runs(&process) && launch::wait_pidfd(&pidfd).is_err() {
+                while still_runs(&process) {
+                    std::thread::sleep(POLL);
+                }
+            }
             let _ = tx.send(Msg::Exited { name, pid: process.pid, exit: Exit::Unknown });
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        },
+    )?;
+    Ok(())
+}
+
+/// Polls an adopted process until it is gone (kernels without `pidfd_open`).
+async fn poll_adopted(name: String, process: Recorded, tx: mpsc::UnboundedSender<Msg>) {
+    while still_runs(&process) {
+        tokio::time::sleep(POLL).await;
     }
+    let _ = tx.send(Msg::Exited { name, pid: process.pid, exit: Exit::Unknown });
 }
