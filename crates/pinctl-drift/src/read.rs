@@ -102,7 +102,29 @@ impl WalkScheduler {
         let spacing = (self.interval - self.interval / 10).max(last.cost * WALK_COST_SHARE);
         now.saturating_sub(last.at) >= spacing && last.cost <= budget_left
     }
+
+    /// Whether to walk an instance sampled through its cgroup, for its mappings' policies
+    /// only: its memory figures come from counters, so the walk, the one cost the cgroup
+    /// path exists to avoid, is made at most once per [`POLICY_WALK_INTERVALS`] intervals
+    /// (policies change only when the process itself calls `mbind`/`set_mempolicy`, unlike
+    /// pages, which the kernel moves all the time), still spaced by its cost and under the
+    /// cycle's budget. A first walk waits for a cycle whose budget is not spent.
+    pub fn should_walk_for_policies(
+        &self,
+        now: Duration,
+        last: Option<&LastWalk>,
+        budget_left: Duration,
+    ) -> bool {
+        let Some(last) = last else { return !budget_left.is_zero() };
+        let every = self.interval * POLICY_WALK_INTERVALS;
+        let spacing = (every - self.interval / 10).max(last.cost * WALK_COST_SHARE);
+        now.saturating_sub(last.at) >= spacing && last.cost <= budget_left
+    }
 }
+
+/// An instance sampled through its cgroup has its numa_maps walked for policies once per this
+/// many watch intervals (5 min at the default 10 s).
+pub const POLICY_WALK_INTERVALS: u32 = 30;
 
 /// Things said once per watcher lifetime (a missing capability, no cgroup v2).
 #[derive(Debug, Default)]
@@ -343,9 +365,26 @@ impl Reader {
         let (memory, source, policies) = match &cgroup {
             Some(dir) => {
                 let memory = self.cgroup_memory(dir)?;
-                // Policies only come from numa_maps: reuse the last walk's, if any.
-                let policies =
-                    self.walks.get(instance).map(|w| w.policies.clone()).unwrap_or_default();
+                // Policies only come from numa_maps: a walk at a much lower rate, else the
+                // last walk's.
+                let last = self.walks.get(instance);
+                let policies = if self.scheduler.should_walk_for_policies(now, last, *budget) {
+                    match self.walk(instance, &pids, now, budget) {
+                        Ok((_, p)) => p,
+                        // The counters need no ptrace access, the walk does: keep the figures.
+                        Err(SampleError::Permission { capability, .. }) => {
+                            self.notices.once(format!(
+                                "reading other processes' memory maps needs {capability}: \
+                                 instances sampled through their cgroup are not judged on \
+                                 their memory policies"
+                            ));
+                            Vec::new()
+                        }
+                        Err(e) => return Err(e),
+                    }
+                } else {
+                    last.map(|w| w.policies.clone()).unwrap_or_default()
+                };
                 (memory, MemorySource::Cgroup, policies)
             }
             None => self.walked(instance, &pids, now, budget)?,
@@ -374,6 +413,19 @@ impl Reader {
             let last = last.expect("should_walk walks when there is no previous walk");
             return Ok((last.memory.clone(), MemorySource::NumaMapsCached, last.policies.clone()));
         }
+        let (memory, policies) = self.walk(instance, pids, now, budget)?;
+        Ok((memory, MemorySource::NumaMaps, policies))
+    }
+
+    /// Walks the numa_maps of every process of an instance now, remembering the walk and
+    /// taking its cost off `budget`.
+    fn walk(
+        &mut self,
+        instance: &str,
+        pids: &[u32],
+        now: Duration,
+        budget: &mut Duration,
+    ) -> Result<(NodeMemory, Vec<PolicyUse>), SampleError> {
         let started = Instant::now();
         let mut memory = NodeMemory::default();
         let mut maps = Vec::new();
@@ -394,7 +446,7 @@ impl Reader {
             instance.to_string(),
             LastWalk { at: now, cost, memory: memory.clone(), policies: policies.clone() },
         );
-        Ok((memory, MemorySource::NumaMaps, policies))
+        Ok((memory, policies))
     }
 
     /// Forgets an instance's last walk (it exited or restarted).
@@ -527,12 +579,36 @@ pub(crate) mod tests {
         assert_eq!(s.threads.len(), 2);
         assert_eq!((s.threads[1].tid, s.threads[1].last_cpu), (101, 6));
         assert_eq!(s.threads[1].allowed.to_string(), "0-7");
-        assert_eq!(budget, Duration::from_millis(100), "no walk was made");
+        // The first sample walks numa_maps once for the mappings' policies, not for figures.
+        assert_eq!(s.policies.len(), 2, "{:?}", s.policies);
         assert!(r.notices.take().is_empty());
-        // By unit: the same cgroup, found from the unit name.
+        // By unit: the same cgroup, found from the unit name; no second walk this soon.
         let unit = Locator { pid_file: None, unit: Some("db.service".into()) };
-        let s = r.sample("db", &unit, Duration::ZERO, &mut budget).unwrap();
+        let before = budget;
+        let s = r.sample("db", &unit, Duration::from_secs(10), &mut budget).unwrap();
         assert_eq!((s.pids.as_slice(), s.source), (&[100][..], MemorySource::Cgroup));
+        assert_eq!(budget, before, "no walk was made");
+        assert_eq!(s.policies.len(), 2, "the last walk's policies are kept");
+    }
+
+    #[test]
+    fn a_cgroup_sampled_instance_is_walked_for_policies_at_a_low_rate() {
+        let d = tree(true);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        // A spent budget defers even the first walk: the policies are not known yet.
+        let mut spent = Duration::ZERO;
+        let s = r.sample("db", &by_pid_file(), Duration::ZERO, &mut spent).unwrap();
+        assert_eq!((s.source, s.policies.len()), (MemorySource::Cgroup, 0));
+        let mut budget = Duration::from_secs(1);
+        r.sample("db", &by_pid_file(), Duration::from_secs(10), &mut budget).unwrap();
+        // A new policy on the mapping: seen only after POLICY_WALK_INTERVALS intervals.
+        write(d.path(), "proc/100/numa_maps", "1000 interleave:0-1 anon=3 N0=2 N1=1\n");
+        let at = |k: u32| Duration::from_secs(10) * (1 + k);
+        let s = r.sample("db", &by_pid_file(), at(POLICY_WALK_INTERVALS - 1), &mut budget).unwrap();
+        assert_eq!(s.policies.len(), 2, "{:?}", s.policies);
+        let s = r.sample("db", &by_pid_file(), at(POLICY_WALK_INTERVALS), &mut budget).unwrap();
+        assert_eq!(s.policies.len(), 1, "{:?}", s.policies);
+        assert_eq!(s.memory.0[&0].anon, 8192, "figures still from the cgroup");
     }
 
     #[test]
