@@ -177,7 +177,7 @@ fn cycle_of_64() {
                 policy_nodes: Default::default(),
             },
             settings: DriftSettings::default(),
-            locator: Locator { pid_file: Some(pid_file), unit: None },
+            locator: Locator { pid_file: Some(pid_file), ..Locator::default() },
         });
     }
     let interval = Duration::from_secs(10);

@@ -27,6 +27,18 @@ pub struct Locator {
     pub pid_file: Option<PathBuf>,
     /// A systemd unit: its processes are `/sys/fs/cgroup/system.slice/<unit>/cgroup.procs`.
     pub unit: Option<String>,
+    /// Started by a supervisor (`pinctl run`), which knows its process (or that it has none).
+    pub supervised: Option<Supervised>,
+}
+
+/// What a supervisor knows of one of its instances.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Supervised {
+    /// The main process; `None` while the instance is not running.
+    pub pid: Option<u32>,
+    /// Its cgroup v2 path as `/proc/PID/cgroup` names it (`/pinctl/db-0`), when it has one of
+    /// its own: every process in it is the instance's.
+    pub cgroup: Option<String>,
 }
 
 /// Why an instance could not be sampled.
@@ -181,6 +193,29 @@ impl Reader {
 
     /// The instance's processes, the main one first.
     pub fn pids(&mut self, locator: &Locator) -> Result<Vec<u32>, SampleError> {
+        if let Some(sup) = &locator.supervised {
+            let Some(main) = sup.pid else {
+                return Err(SampleError::NotRunning("not running under the supervisor".into()));
+            };
+            if !self.fs.is_dir(&format!("proc/{main}")) {
+                return Err(SampleError::NotRunning(format!("PID `{main}` is not running")));
+            }
+            let mut pids = vec![main];
+            // The processes it forked share its cgroup; the main one stays first.
+            let others = sup
+                .cgroup
+                .as_ref()
+                .and_then(|c| self.cgroup_dir(c))
+                .and_then(|dir| self.fs.read(&format!("{dir}/cgroup.procs")).ok().flatten());
+            if let Some(text) = others {
+                pids.extend(
+                    text.lines()
+                        .filter_map(|l| l.trim().parse::<u32>().ok())
+                        .filter(|p| *p != main),
+                );
+            }
+            return Ok(pids);
+        }
         if let Some(file) = &locator.pid_file {
             let rel = self.under_root(file);
             let text = self.fs.read(&rel)?.ok_or_else(|| {
@@ -207,6 +242,12 @@ impl Reader {
             return Err(SampleError::NotRunning(format!("unit `{unit}` has no processes")));
         }
         Ok(pids)
+    }
+
+    /// The folder (relative to the root) of a cgroup v2 path such as `/pinctl/db-0`.
+    fn cgroup_dir(&self, path: &str) -> Option<String> {
+        let path = path.trim_matches('/');
+        (!path.is_empty()).then(|| format!("{CGROUP_ROOT}/{path}"))
     }
 
     /// Whether `/sys/fs/cgroup` is cgroup v2 with the memory controller (said once when not).
@@ -246,6 +287,11 @@ impl Reader {
             return None;
         }
         let dir = format!("{CGROUP_ROOT}/{path}");
+        // A supervisor's cgroup of the instance is its own, whatever it has forked.
+        let supervised = locator.supervised.as_ref().and_then(|s| s.cgroup.as_deref());
+        if supervised.is_some_and(|c| c.trim_matches('/') == path) {
+            return Some(dir);
+        }
         let procs: Vec<u32> = self
             .fs
             .read(&format!("{dir}/cgroup.procs"))
@@ -563,7 +609,7 @@ pub(crate) mod tests {
     }
 
     fn by_pid_file() -> Locator {
-        Locator { pid_file: Some("/run/db.pid".into()), unit: None }
+        Locator { pid_file: Some("/run/db.pid".into()), ..Locator::default() }
     }
 
     #[test]
@@ -583,7 +629,7 @@ pub(crate) mod tests {
         assert_eq!(s.policies.len(), 2, "{:?}", s.policies);
         assert!(r.notices.take().is_empty());
         // By unit: the same cgroup, found from the unit name; no second walk this soon.
-        let unit = Locator { pid_file: None, unit: Some("db.service".into()) };
+        let unit = Locator { unit: Some("db.service".into()), ..Locator::default() };
         let before = budget;
         let s = r.sample("db", &unit, Duration::from_secs(10), &mut budget).unwrap();
         assert_eq!((s.pids.as_slice(), s.source), (&[100][..], MemorySource::Cgroup));
@@ -674,9 +720,9 @@ pub(crate) mod tests {
         write(d.path(), "run/db.pid", "200\n");
         let e = r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap_err();
         assert_eq!(e.to_string(), "not running: PID `200` of `/run/db.pid` is not running");
-        let gone = Locator { pid_file: Some("/run/none.pid".into()), unit: None };
+        let gone = Locator { pid_file: Some("/run/none.pid".into()), ..Locator::default() };
         assert!(matches!(r.pids(&gone), Err(SampleError::NotRunning(_))));
-        let unit = Locator { pid_file: None, unit: Some("other.service".into()) };
+        let unit = Locator { unit: Some("other.service".into()), ..Locator::default() };
         let e = r.pids(&unit).unwrap_err();
         assert_eq!(e.to_string(), "not running: unit `other.service` has no processes");
         // A thread that vanished between the listing and its files is left out.
@@ -721,7 +767,7 @@ pub(crate) mod tests {
         fs::write(&pid_file, std::process::id().to_string()).unwrap();
         let mut r = Reader::new(Path::new("/"), Duration::from_secs(10));
         let mut budget = Duration::from_secs(1);
-        let loc = Locator { pid_file: Some(pid_file), unit: None };
+        let loc = Locator { pid_file: Some(pid_file), ..Locator::default() };
         let s = r.sample("self", &loc, Duration::ZERO, &mut budget).unwrap();
         assert!(s.memory.total() > 0);
         assert!(s.threads.iter().any(|t| t.tid == std::process::id()));

@@ -60,6 +60,7 @@ pub fn targets(config: &Config, plan: &Plan) -> Vec<Target> {
                 locator: Locator {
                     pid_file: config.watch.pid_files.get(&p.instance).cloned(),
                     unit,
+                    supervised: None,
                 },
             }
         })
@@ -238,6 +239,12 @@ impl Watcher {
             interval,
             last_rebalance: BTreeMap::new(),
         }
+    }
+
+    /// Forgets what was read of an instance's process (a supervisor restarted it: the last
+    /// numa_maps walk belongs to the old process).
+    pub fn forget(&mut self, instance: &str) {
+        self.reader.forget(instance);
     }
 
     /// One cycle at `now` (the watcher's monotonic time). With `control`, instances whose
@@ -465,7 +472,7 @@ mod tests {
                 min_memory: 1 << 20,
                 ..DriftSettings::default()
             },
-            locator: Locator { pid_file: Some("/run/db.pid".into()), unit: None },
+            locator: Locator { pid_file: Some("/run/db.pid".into()), ..Locator::default() },
         }
     }
 
