@@ -280,6 +280,14 @@ impl Reader {
         if let Some(unit) = &locator.unit {
             return Some(format!("{CGROUP_ROOT}/system.slice/{unit}"));
         }
+        // A supervisor's cgroup of the instance is its own, whatever it has forked: trusted
+        // while the main process is in it.
+        if let Some(dir) = locator.supervised.as_ref().and_then(|s| s.cgroup.as_deref()) {
+            let dir = self.cgroup_dir(dir)?;
+            let main = pids.first()?.to_string();
+            let procs = self.fs.read(&format!("{dir}/cgroup.procs")).ok()??;
+            return procs.lines().any(|l| l.trim() == main).then_some(dir);
+        }
         let main = *pids.first()?;
         let text = self.fs.read(&format!("proc/{main}/cgroup")).ok()??;
         let path = parse::cgroup_path(text, None)?.trim_matches('/').to_string();
@@ -287,11 +295,6 @@ impl Reader {
             return None;
         }
         let dir = format!("{CGROUP_ROOT}/{path}");
-        // A supervisor's cgroup of the instance is its own, whatever it has forked.
-        let supervised = locator.supervised.as_ref().and_then(|s| s.cgroup.as_deref());
-        if supervised.is_some_and(|c| c.trim_matches('/') == path) {
-            return Some(dir);
-        }
         let procs: Vec<u32> = self
             .fs
             .read(&format!("{dir}/cgroup.procs"))
@@ -635,6 +638,35 @@ pub(crate) mod tests {
         assert_eq!((s.pids.as_slice(), s.source), (&[100][..], MemorySource::Cgroup));
         assert_eq!(budget, before, "no walk was made");
         assert_eq!(s.policies.len(), 2, "the last walk's policies are kept");
+    }
+
+    #[test]
+    fn a_supervised_instance_is_its_pid_and_the_supervisors_cgroup() {
+        let d = tree(true);
+        let r = d.path();
+        // The supervisor's cgroup of the instance: the main process and one it forked.
+        let cg = "sys/fs/cgroup/pinctl/db-0";
+        write(r, &format!("{cg}/cgroup.procs"), "101\n100\n");
+        write(r, &format!("{cg}/memory.numa_stat"), "anon N0=4096 N1=0\n");
+        write(r, "proc/101/stat", &stat(101, 100, 0));
+        let mut reader = Reader::new(r, Duration::from_secs(10));
+        let sup = |pid| Locator {
+            supervised: Some(Supervised { pid, cgroup: Some("/pinctl/db-0".into()) }),
+            ..Locator::default()
+        };
+        let mut budget = Duration::from_secs(1);
+        let s = reader.sample("db-0", &sup(Some(100)), Duration::ZERO, &mut budget).unwrap();
+        assert_eq!(s.pids, vec![100, 101], "the main process first");
+        assert_eq!(s.source, MemorySource::Cgroup);
+        assert_eq!(s.cgroup.as_deref(), Some("/sys/fs/cgroup/pinctl/db-0"));
+        assert_eq!(s.memory.0[&0].anon, 4096);
+        // Not running under the supervisor: said so, not "no pid-file".
+        let e = reader.sample("db-0", &sup(None), Duration::ZERO, &mut budget).unwrap_err();
+        assert!(e.to_string().contains("not running under the supervisor"), "{e}");
+        // A cgroup that does not hold the main process (moved out by hand) is not its own.
+        write(r, &format!("{cg}/cgroup.procs"), "101\n");
+        let s = reader.sample("db-0", &sup(Some(100)), Duration::from_secs(60), &mut budget);
+        assert_eq!(s.unwrap().source, MemorySource::NumaMaps);
     }
 
     #[test]
