@@ -10,6 +10,15 @@
 //!    first cycle (every numa_maps walked) and steady cycles 10 s apart (wall and CPU time),
 //!    and the share of one CPU that steady cycles take at that interval.
 //!
+//! 3. The same cycle on the cgroup path, as `pinctl run` makes it: 64 `sleep` processes, each
+//!    the main process of a supervised instance with its own cgroup v2. This host may have no
+//!    cgroup v2 memory controller, so the cgroup tree is fake (a regular `memory.numa_stat` in
+//!    the kernel's v2 format, every key for every node, in a temporary folder): `/proc` and
+//!    the node directories are the live ones, through symlinks, so thread, process and host
+//!    reads cost what they cost. What the fake tree cannot show, the kernel's cost of
+//!    generating `memory.numa_stat` (an rstat flush and the print), is measured apart on the
+//!    live cgroup file there is (v2 or v1).
+//!
 //! Run with `cargo bench --bench drift` (scripts/bench drift). Numbers are reported, never
 //! asserted; docs/drift.md quotes them.
 
@@ -19,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pinctl_config::DriftSettings;
-use pinctl_drift::read::{Locator, Reader};
+use pinctl_drift::read::{Locator, Reader, Supervised};
 use pinctl_drift::rules::Planned;
 use pinctl_drift::sample::NodeMemory;
 use pinctl_drift::watch::{Target, Watcher, Watermark};
@@ -213,6 +222,145 @@ fn cycle_of_64() {
     );
 }
 
+/// The keys of a cgroup v2 `memory.numa_stat` (Linux 6.x), each with a value per node.
+const NUMA_STAT_KEYS: [&str; 27] = [
+    "anon",
+    "file",
+    "kernel_stack",
+    "pagetables",
+    "sec_pagetables",
+    "shmem",
+    "file_mapped",
+    "file_dirty",
+    "file_writeback",
+    "swapcached",
+    "anon_thp",
+    "file_thp",
+    "shmem_thp",
+    "inactive_anon",
+    "active_anon",
+    "inactive_file",
+    "active_file",
+    "unevictable",
+    "slab_reclaimable",
+    "slab_unreclaimable",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "workingset_activate_anon",
+    "workingset_activate_file",
+    "workingset_restore_anon",
+    "workingset_restore_file",
+    "workingset_nodereclaim",
+];
+
+fn cycle_of_64_cgroup() {
+    use std::os::unix::fs::symlink;
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    symlink("/proc", r.join("proc")).unwrap();
+    std::fs::create_dir_all(r.join("sys/devices/system")).unwrap();
+    symlink("/sys/devices/system/node", r.join("sys/devices/system/node")).unwrap();
+    let cg = r.join("sys/fs/cgroup");
+    std::fs::create_dir_all(&cg).unwrap();
+    std::fs::write(cg.join("cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
+    let cpus: pinctl_topology::CpuSet =
+        std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim().parse().unwrap();
+    let nodes: pinctl_topology::NodeSet =
+        std::fs::read_to_string("/sys/devices/system/node/online").unwrap().trim().parse().unwrap();
+    let numa_stat: String = NUMA_STAT_KEYS
+        .iter()
+        .enumerate()
+        .map(|(k, key)| {
+            let per_node: Vec<String> =
+                nodes.iter().map(|n| format!("N{n}={}", (k as u64 + 1) * 40_960_000)).collect();
+            format!("{key} {}\n", per_node.join(" "))
+        })
+        .collect();
+    let mut guards = Vec::new();
+    let mut targets = Vec::new();
+    for i in 0..64 {
+        let child = Command::new("sleep").arg("600").spawn().expect("sleep");
+        let dir = cg.join(format!("pinctl/i-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), format!("{}\n", child.id())).unwrap();
+        std::fs::write(dir.join("memory.numa_stat"), &numa_stat).unwrap();
+        targets.push(Target {
+            instance: format!("i-{i}"),
+            service: "i".into(),
+            planned: Planned {
+                cpus: cpus.clone(),
+                nodes: nodes.clone(),
+                policy: MemoryPolicy::Default,
+                policy_nodes: Default::default(),
+            },
+            settings: DriftSettings::default(),
+            locator: Locator {
+                supervised: Some(Supervised {
+                    pid: Some(child.id()),
+                    cgroup: Some(format!("/pinctl/i-{i}")),
+                }),
+                ..Locator::default()
+            },
+        });
+        guards.push(Guard(child));
+    }
+    let interval = Duration::from_secs(10);
+    let mut w = Watcher::new(r, targets, interval, Watermark::default());
+    let first = time(|| {
+        let r = w.cycle(Duration::ZERO, None);
+        assert!(
+            r.instances.iter().all(|i| i.sample.as_ref().is_some_and(|s| s.cgroup.is_some())),
+            "an instance was not sampled through its cgroup: {:?}",
+            r.instances.iter().find(|i| i.sample.as_ref().is_none_or(|s| s.cgroup.is_none()))
+        );
+    });
+    // 120 cycles 10 s apart: four of them (every 30th) walk numa_maps for policies.
+    const STEADY: u32 = 120;
+    let mut walked = Vec::new();
+    let mut counters_only = Vec::new();
+    let cpu_before = cpu_time();
+    for k in 1..=STEADY {
+        let t = Instant::now();
+        let report = w.cycle(interval * k, None);
+        let took = t.elapsed();
+        if k % pinctl_drift::read::POLICY_WALK_INTERVALS == 0 {
+            walked.push(took);
+        } else {
+            counters_only.push(took);
+        }
+        drop(report);
+    }
+    let cpu_per_cycle = (cpu_time() - cpu_before) / STEADY;
+    println!("a watch cycle over 64 instances (cgroup path, fake cgroup v2 tree, live /proc):");
+    println!(
+        "  first cycle (counters, and numa_maps walked for policies) {:>10.1} us",
+        first.as_secs_f64() * 1e6
+    );
+    println!(
+        "  steady cycle, counters only: wall                    {:>10.1} us",
+        median(counters_only).as_secs_f64() * 1e6
+    );
+    println!(
+        "  steady cycle with the policy walks (1 in {}): wall    {:>10.1} us",
+        pinctl_drift::read::POLICY_WALK_INTERVALS,
+        median(walked).as_secs_f64() * 1e6
+    );
+    println!(
+        "  CPU time per cycle (user + system over {STEADY})          {:>10.1} us",
+        cpu_per_cycle.as_secs_f64() * 1e6
+    );
+    // The kernel's side of the counters, on the live cgroup file this host has.
+    let own = std::process::id();
+    if let Some((file, what)) = cgroup_numa_stat(own) {
+        let reads: Vec<Duration> =
+            (0..200).map(|_| time(|| drop(std::fs::read_to_string(&file).unwrap()))).collect();
+        println!(
+            "  reading a live {what} (this process's cgroup)  {:>10.1} us",
+            median(reads).as_secs_f64() * 1e6
+        );
+    }
+}
+
 /// User and system time of this process so far (`/proc/self/stat` fields 14 and 15, in clock
 /// ticks of 10 ms, so it is measured over many cycles).
 fn cpu_time() -> Duration {
@@ -226,4 +374,5 @@ fn main() {
     // `cargo bench` passes --bench; a plain run takes no arguments either.
     large_instance();
     cycle_of_64();
+    cycle_of_64_cgroup();
 }
