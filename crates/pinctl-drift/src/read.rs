@@ -8,6 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
 use pinctl_sysfs::parse::{self, NumaMapsEntry};
 use pinctl_sysfs::{DiscoveryError, FsRoot};
 use pinctl_topology::NodeId;
@@ -168,6 +169,9 @@ pub struct Reader {
     walks: BTreeMap<String, LastWalk>,
     pub scheduler: WalkScheduler,
     pub notices: Notices,
+    /// Bits of the kernel's CPU mask, when threads' allowed CPUs are asked of the live kernel
+    /// (`sched_getaffinity`) instead of read from `status`; `None` under any other root.
+    affinity_bits: Option<usize>,
 }
 
 impl Reader {
@@ -179,6 +183,25 @@ impl Reader {
             walks: BTreeMap::new(),
             scheduler: WalkScheduler { interval },
             notices: Notices::default(),
+            // On the live machine a thread's allowed CPUs come from one `sched_getaffinity`
+            // instead of its `status` file, which the kernel formats whole (signal masks,
+            // memory counters, ~55 lines) for one line: the largest cost of a cycle on the
+            // cgroup path. (The syscall answers the mask less offline CPUs, where no thread
+            // can run anyway.)
+            affinity_bits: (root == Path::new("/"))
+                .then(|| LinuxKernel.cpu_mask_bits().ok())
+                .flatten(),
+        }
+    }
+
+    /// A thread's allowed CPUs from the kernel: `None` when the thread is gone, `Err` for
+    /// anything else (the caller falls back to `status`).
+    fn affinity_of(&self, bits: usize, tid: u32) -> io::Result<Option<pinctl_topology::CpuSet>> {
+        let mut mask = Mask::with_bits(bits);
+        match LinuxKernel.get_affinity_of(tid, &mut mask) {
+            Ok(()) => Ok(Some(mask.to_set())),
+            Err(e) if e.raw_os_error() == Some(3) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -367,10 +390,21 @@ impl Reader {
         let mut out = Vec::with_capacity(tids.len());
         for tid in tids {
             let stat = self.fs.parsed(&format!("{dir}/{tid}/stat"), parse::proc_stat);
-            let status = self.fs.parsed(&format!("{dir}/{tid}/status"), parse::status_allowed);
+            let from_kernel = match self.affinity_bits {
+                Some(bits) => self.affinity_of(bits, tid).ok(),
+                None => None,
+            };
+            let status = match from_kernel {
+                Some(Some(cpus)) => Ok(Some(Some(cpus))),
+                Some(None) => Ok(None),
+                None => self
+                    .fs
+                    .parsed(&format!("{dir}/{tid}/status"), parse::status_allowed)
+                    .map(|s| s.map(|s| s.cpus)),
+            };
             match (stat, status) {
-                (Ok(Some(stat)), Ok(Some(status))) => {
-                    if let Some(allowed) = status.cpus {
+                (Ok(Some(stat)), Ok(Some(allowed))) => {
+                    if let Some(allowed) = allowed {
                         out.push(ThreadSample {
                             tid,
                             allowed,
