@@ -74,8 +74,8 @@ while [ $(($(cut -d. -f1 /proc/uptime) - _start)) -lt 150 ]; do
     mostly_on "$(instance_pages)" "$N" && break
     sleep 1
 done
-# The cycle prints its drift lines and the rebalance's report once the rebalance is over, which
-# can be after the pages are back above 90 %: wait for the report (bounded) before stopping it.
+# The rebalance's report is printed once the move is over, which can be after the pages are
+# back above 90 %: wait for it (bounded) before stopping the watcher.
 _start=$(cut -d. -f1 /proc/uptime)
 while [ $(($(cut -d. -f1 /proc/uptime) - _start)) -lt 60 ] && ! grep -q "^rebalance.*instance=db" "$D/watch.out"; do
     sleep 1

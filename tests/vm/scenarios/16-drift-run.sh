@@ -77,8 +77,8 @@ if [ "$(pages_on "$moved" "$N")" -lt "$(pages_on "$moved" "$OTHER")" ]; then pas
 fi
 wait_until 150 check_back
 back=$(instance_pages)
-# The cycle logs its drift lines and the rebalance's report once the rebalance is over, which
-# can be after the pages are back above 90 %: wait for the report (bounded).
+# The rebalance's report is logged once the move is over, which can be after the pages are
+# back above 90 %: wait for it (bounded).
 wait_until 60 said "pinctl: watch: rebalance instance=db"
 if mostly_on "$back" "$N"; then pass rebalance/pages-back-on-node-$N; else
     fail rebalance/pages-back-on-node-$N "pages per node after watching: $back; run said: $(grep 'pinctl: watch' "$D/run.err" | tail -5 | tr '\n' ' ')"

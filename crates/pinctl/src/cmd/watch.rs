@@ -209,31 +209,39 @@ impl Watching {
     }
 
     /// One cycle at `now` (time since the loop started): sample, judge, rebalance where asked,
-    /// then say it.
+    /// then say it. Drift lines and alerts go out as each instance is judged, before its
+    /// rebalance.
     pub(crate) fn cycle(&mut self, now: Duration) {
-        let report = self.watcher.cycle(now, Some((&mut self.control, &mut self.clock)));
+        let Watching { watcher, to, alerts, control, clock, .. } = self;
+        let to = *to;
+        let report = watcher.cycle_telling(now, Some((control, clock)), &mut |t, e| {
+            if e.action == "ignore" {
+                return;
+            }
+            if to == (LogTo::Stdout { json: true }) {
+                line_to(to, &serde_json::json!({ "drift": e }).to_string());
+            } else {
+                log_to(to, "drift", &event_fields(e));
+            }
+            if let (true, Some(argv)) = (e.alert, t.settings.alert_command.as_ref()) {
+                let what = format!("{} {}", e.instance, e.kind.name());
+                if let Err(err) = alerts.start(argv, &e.alert_env(), &what) {
+                    log_to(
+                        to,
+                        "alert-error",
+                        &[
+                            ("instance", e.instance.clone()),
+                            ("message", format!("cannot start `{}`: {err}", argv[0])),
+                        ],
+                    );
+                }
+            }
+        });
         for n in &report.notices {
             self.log("notice", &[("message", n.clone())]);
         }
         for i in &report.instances {
             self.instance_status(i);
-        }
-        for e in &report.events {
-            if e.action == "ignore" {
-                continue;
-            }
-            if self.json() {
-                self.line(&serde_json::json!({ "drift": e }).to_string());
-            } else {
-                self.log("drift", &event_fields(e));
-            }
-            if e.alert {
-                self.alert(
-                    &e.instance,
-                    &e.alert_env(),
-                    &format!("{} {}", e.instance, e.kind.name()),
-                );
-            }
         }
         for r in &report.rebalances {
             self.rebalance_line(r);
