@@ -60,10 +60,13 @@ else
     fail watch/sampled-through-its-cgroup "no cgroup sample of $PID: $(grep 'pinctl: watch' "$D/run.err" | head -5 | tr '\n' ' ')"
 fi
 
-# The instance's pages per node over its whole numa_maps, and whether 90 % (min-locality's
-# default, where the rebalancer stops) are on node $2.
+# The instance's anonymous pages per node (numa_maps lines with no file behind them): what its
+# cgroup is charged for and the watcher measures on this path (the binary's shared file pages
+# are charged to whoever read them first), and whether 90 % (min-locality's default, where the
+# rebalancer stops) are on node $2.
 instance_pages() {
-    tr ' ' '\n' <"/proc/$PID/numa_maps" 2>/dev/null | awk -F'[N=]' '/^N[0-9]+=/ { p[$2] += $3 }
+    grep -v ' file=' "/proc/$PID/numa_maps" 2>/dev/null | grep ' anon=' | tr ' ' '\n' |
+        awk -F'[N=]' '/^N[0-9]+=/ { p[$2] += $3 }
         END { s = ""; for (n in p) { s = s (s == "" ? "" : ",") n ":" p[n] }; print s }'
 }
 pages_total() { echo "$1" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s + 0 }'; }
