@@ -10,6 +10,14 @@
 //!    first cycle (every numa_maps walked) and steady cycles 10 s apart (wall and CPU time),
 //!    and the share of one CPU that steady cycles take at that interval.
 //!
+//! 3. The same cycle on the cgroup path, composed from live parts, because this host may have
+//!    no cgroup v2 memory controller (and a fake tree is read through the confined root's
+//!    link resolution, which the live `/` never pays): the cycle over the same 64 processes
+//!    when no numa_maps walk is due (threads, processes, host counters: what a cgroup-path
+//!    cycle reads besides the counters), plus 64 times a live `memory.numa_stat` read (v2, or
+//!    v1's, which the kernel fills from the same per-node counters) and the parse of a v2
+//!    `memory.numa_stat` with every key for every node.
+//!
 //! Run with `cargo bench --bench drift` (scripts/bench drift). Numbers are reported, never
 //! asserted; docs/drift.md quotes them.
 
@@ -154,8 +162,8 @@ fn large_instance() {
     }
 }
 
-fn cycle_of_64() {
-    let dir = tempfile::tempdir().unwrap();
+/// 64 `sleep` processes found through PID files in `dir`, planned on every CPU and node.
+fn sleepers(dir: &Path) -> (Vec<Target>, Vec<Guard>) {
     let mut guards = Vec::new();
     let mut targets = Vec::new();
     let cpus: pinctl_topology::CpuSet =
@@ -164,7 +172,7 @@ fn cycle_of_64() {
         std::fs::read_to_string("/sys/devices/system/node/online").unwrap().trim().parse().unwrap();
     for i in 0..64 {
         let child = Command::new("sleep").arg("600").spawn().expect("sleep");
-        let pid_file = dir.path().join(format!("{i}.pid"));
+        let pid_file = dir.join(format!("{i}.pid"));
         std::fs::write(&pid_file, child.id().to_string()).unwrap();
         guards.push(Guard(child));
         targets.push(Target {
@@ -177,9 +185,15 @@ fn cycle_of_64() {
                 policy_nodes: Default::default(),
             },
             settings: DriftSettings::default(),
-            locator: Locator { pid_file: Some(pid_file), unit: None },
+            locator: Locator { pid_file: Some(pid_file), ..Locator::default() },
         });
     }
+    (targets, guards)
+}
+
+fn cycle_of_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let (targets, _guards) = sleepers(dir.path());
     let interval = Duration::from_secs(10);
     let mut w = Watcher::new(Path::new("/"), targets, interval, Watermark::default());
     let first = time(|| {
@@ -213,6 +227,120 @@ fn cycle_of_64() {
     );
 }
 
+/// The keys of a cgroup v2 `memory.numa_stat` (Linux 6.x), each with a value per node.
+const NUMA_STAT_KEYS: [&str; 27] = [
+    "anon",
+    "file",
+    "kernel_stack",
+    "pagetables",
+    "sec_pagetables",
+    "shmem",
+    "file_mapped",
+    "file_dirty",
+    "file_writeback",
+    "swapcached",
+    "anon_thp",
+    "file_thp",
+    "shmem_thp",
+    "inactive_anon",
+    "active_anon",
+    "inactive_file",
+    "active_file",
+    "unevictable",
+    "slab_reclaimable",
+    "slab_unreclaimable",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "workingset_activate_anon",
+    "workingset_activate_file",
+    "workingset_restore_anon",
+    "workingset_restore_file",
+    "workingset_nodereclaim",
+];
+
+fn cycle_of_64_cgroup() {
+    // Everything a cgroup-path cycle reads but the counters, on the live /proc: the same 64
+    // processes, cycles 10 ms apart against a 10 s interval, so no numa_maps walk is due
+    // and the figures are the last walk's.
+    let dir = tempfile::tempdir().unwrap();
+    let (targets, guards) = sleepers(dir.path());
+    let interval = Duration::from_secs(10);
+    let mut w = Watcher::new(Path::new("/"), targets, interval, Watermark::default());
+    drop(w.cycle(Duration::ZERO, None));
+    const CYCLES: u32 = 200;
+    let cpu_before = cpu_time();
+    let walls: Vec<Duration> = (1..=CYCLES)
+        .map(|k| {
+            time(|| {
+                let r = w.cycle(Duration::from_millis(10) * k, None);
+                let walked = r.instances.iter().find(|i| {
+                    i.sample.as_ref().is_none_or(|s| {
+                        s.source != pinctl_drift::sample::MemorySource::NumaMapsCached
+                    })
+                });
+                assert!(walked.is_none(), "sampled afresh or not at all: {walked:?}");
+            })
+        })
+        .collect();
+    let rest_cpu = (cpu_time() - cpu_before) / CYCLES;
+    let rest_wall = median(walls);
+    drop(guards);
+    // The counters: the kernel's side is read on the live memory cgroup file this host has
+    // (v2, or v1's, filled from the same per-node counters); the parse is of the v2 format,
+    // every key for every node of this host.
+    let nodes: pinctl_topology::NodeSet =
+        std::fs::read_to_string("/sys/devices/system/node/online").unwrap().trim().parse().unwrap();
+    let v2_text: String = NUMA_STAT_KEYS
+        .iter()
+        .enumerate()
+        .map(|(k, key)| {
+            let per_node: Vec<String> =
+                nodes.iter().map(|n| format!("N{n}={}", (k as u64 + 1) * 40_960_000)).collect();
+            format!("{key} {}\n", per_node.join(" "))
+        })
+        .collect();
+    let parse = median(
+        (0..2000)
+            .map(|_| {
+                time(|| {
+                    let lines = pinctl_sysfs::parse::memory_numa_stat(&v2_text).unwrap();
+                    assert_eq!(lines.len(), NUMA_STAT_KEYS.len());
+                })
+            })
+            .collect(),
+    );
+    let own = std::process::id();
+    let live = cgroup_numa_stat(own).map(|(file, what)| {
+        let reads: Vec<Duration> =
+            (0..500).map(|_| time(|| drop(std::fs::read_to_string(&file).unwrap()))).collect();
+        (median(reads), what)
+    });
+    println!("a watch cycle over 64 instances (cgroup path, composed on this host):");
+    println!(
+        "  everything but the counters (threads, processes, host): wall {:>8.1} us, CPU {:>8.1} us",
+        rest_wall.as_secs_f64() * 1e6,
+        rest_cpu.as_secs_f64() * 1e6
+    );
+    println!(
+        "  parsing one v2 memory.numa_stat ({} keys x {} nodes)              {:>8.2} us",
+        NUMA_STAT_KEYS.len(),
+        nodes.len(),
+        parse.as_secs_f64() * 1e6
+    );
+    if let Some((read, what)) = live {
+        println!("  reading a live {what}: {:>8.2} us", read.as_secs_f64() * 1e6);
+        let total = rest_cpu + (read + parse) * 64;
+        println!(
+            "  cycle over 64 = the rest + 64 x (read + parse)                  {:>8.1} us",
+            total.as_secs_f64() * 1e6
+        );
+    }
+    println!(
+        "  (every {} cycles, a numa_maps walk per instance for its policies comes on top)",
+        pinctl_drift::read::POLICY_WALK_INTERVALS
+    );
+}
+
 /// User and system time of this process so far (`/proc/self/stat` fields 14 and 15, in clock
 /// ticks of 10 ms, so it is measured over many cycles).
 fn cpu_time() -> Duration {
@@ -224,6 +352,10 @@ fn cpu_time() -> Duration {
 
 fn main() {
     // `cargo bench` passes --bench; a plain run takes no arguments either.
-    large_instance();
-    cycle_of_64();
+    // PINCTL_BENCH_ONLY=cgroup-cycle runs the last part alone (for a profiler).
+    if std::env::var("PINCTL_BENCH_ONLY").as_deref() != Ok("cgroup-cycle") {
+        large_instance();
+        cycle_of_64();
+    }
+    cycle_of_64_cgroup();
 }

@@ -255,3 +255,130 @@ fn an_alert_service_alerts_once_per_episode_and_is_not_touched() {
         seen.join("\n")
     );
 }
+
+/// A `pinctl run` whose drift lines (stderr) are read on a thread; dropped, it stops the
+/// supervisor (SIGTERM, then KILL after a bounded wait) and kills every probe it started, by
+/// PID, after checking the PID is still a probe.
+struct Supervisor {
+    child: Option<Child>,
+    probes: Vec<u32>,
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        if let Some(mut child) = self.child.take() {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            let deadline = Instant::now() + WAIT;
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for &pid in &self.probes {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains("pinctl-alloc-probe") {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// The PID of a `pinctl: probe: started as PID on ...` line.
+fn started_pid(line: &str) -> u32 {
+    let rest = line.split("started as ").nth(1).unwrap();
+    rest.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// One `GET /metrics` over a plain socket (classic text format).
+fn scrape(url_line: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url_line.split("http://").nth(1).unwrap().trim_end_matches("/metrics");
+    let mut s = std::net::TcpStream::connect(addr.trim()).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text
+}
+
+#[test]
+fn pinctl_run_watches_its_instances_repins_a_moved_thread_and_follows_restarts() {
+    needs_two_cpus();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pinctl.toml");
+    let text = format!(
+        "[host]\nkeep-free = []\nwatch-interval = \"200ms\"\nmetrics-listen = \"127.0.0.1:0\"\n\n\
+         [service.probe]\ncommand = [\"{}\", \"--mib\", \"4\", \"--hold\"]\ncpus = 1\n\
+         memory-policy = \"bind\"\nmin-memory = \"1MiB\"\non-drift = \"rebalance\"\n\
+         drift-hold = \"0s\"\nrebalance-cooldown = \"0s\"\n",
+        probe().display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut child = Command::new(crate::support::PINCTL)
+        .arg("run")
+        .arg("-c")
+        .arg(&config)
+        .arg("--socket")
+        .arg(dir.path().join("pinctl.sock"))
+        .arg("--state-file")
+        .arg(dir.path().join("state.json"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut sup = Supervisor { child: Some(child), probes: Vec::new() };
+    let mut seen = Vec::new();
+    let listen = wait_for(&rx, &["pinctl: watch: metrics", "listen=http://"], &mut seen);
+    let pid = started_pid(&wait_for(&rx, &["pinctl: probe: started as"], &mut seen));
+    sup.probes.push(pid);
+    wait_for(&rx, &["pinctl: watch: instance", &format!("pids={pid} ")], &mut seen);
+    let planned = allowed_cpus(pid);
+    let all = every_cpu();
+    assert_ne!(planned, all, "the plan gave the probe every CPU");
+    // An operator (or a tool) moves the supervised instance's thread.
+    taskset(&all, pid);
+    wait_for(&rx, &["pinctl: watch: drift", "edge=start", "instance=probe", "kind=cpu"], &mut seen);
+    let line = wait_for(
+        &rx,
+        &["pinctl: watch: rebalance", "instance=probe", "threads_repinned=1"],
+        &mut seen,
+    );
+    assert!(line.contains("threads_complete=true"), "{line}");
+    assert_eq!(allowed_cpus(pid), planned, "the supervised instance was not re-pinned");
+    wait_for(&rx, &["pinctl: watch: drift", "edge=end", "kind=cpu"], &mut seen);
+    // Killed, restarted by the supervisor: the watcher follows the new process.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let again = started_pid(&wait_for(&rx, &["pinctl: probe: started as"], &mut seen));
+    sup.probes.push(again);
+    assert_ne!(again, pid);
+    wait_for(&rx, &["pinctl: watch: instance", &format!("pids={again} ")], &mut seen);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = scrape(&listen);
+        if text.contains("pinctl_instance_restarts_total{service_instance=\"probe\"} 1") {
+            assert!(text.contains("pinctl_instance_up{service_instance=\"probe\"} 1"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no restart counted in the metrics:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(sup);
+}

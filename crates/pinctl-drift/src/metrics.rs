@@ -71,6 +71,9 @@ pub struct Metrics {
     node_foreign: Family<NodeLabels, Counter>,
     balancing_migrated: Counter,
     cycle_seconds: FloatGauge,
+    restarts: Family<InstanceLabels, Counter>,
+    /// Last restart counts the supervisor gave, to add their increase.
+    last_restarts: BTreeMap<String, u32>,
     /// Last values of the kernel's counters, to add their increase.
     last_kernel: BTreeMap<(String, &'static str), u64>,
 }
@@ -103,6 +106,7 @@ impl Metrics {
         let node_foreign = Family::<NodeLabels, Counter>::default();
         let balancing_migrated = Counter::default();
         let cycle_seconds = FloatGauge::default();
+        let restarts = Family::<InstanceLabels, Counter>::default();
         r.register_with_unit(
             "pinctl_instance_memory",
             "Resident memory of an instance on a node, by kind (anon, file, shmem, huge)",
@@ -196,6 +200,11 @@ impl Metrics {
             Unit::Seconds,
             cycle_seconds.clone(),
         );
+        r.register(
+            "pinctl_instance_restarts",
+            "Automatic restarts of the instance by the supervisor (pinctl run only)",
+            restarts.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             memory,
@@ -216,6 +225,8 @@ impl Metrics {
             node_foreign,
             balancing_migrated,
             cycle_seconds,
+            restarts,
+            last_restarts: BTreeMap::new(),
             last_kernel: BTreeMap::new(),
         }
     }
@@ -234,6 +245,15 @@ impl Metrics {
     fn kernel_counter(&mut self, key: (String, &'static str), value: u64, counter: &Counter) {
         let last = self.last_kernel.insert(key, value).unwrap_or(0);
         counter.inc_by(value.saturating_sub(last));
+    }
+
+    /// Takes the supervisor's restart count of each instance (`pinctl run`).
+    pub fn set_restarts<'a>(&mut self, counts: impl IntoIterator<Item = (&'a str, u32)>) {
+        for (instance, n) in counts {
+            let last = self.last_restarts.insert(instance.to_string(), n).unwrap_or(0);
+            let labels = InstanceLabels { service_instance: instance.to_string() };
+            self.restarts.get_or_create(&labels).inc_by(u64::from(n.saturating_sub(last)));
+        }
     }
 
     /// Updates every metric from a cycle.

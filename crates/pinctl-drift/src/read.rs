@@ -8,6 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
 use pinctl_sysfs::parse::{self, NumaMapsEntry};
 use pinctl_sysfs::{DiscoveryError, FsRoot};
 use pinctl_topology::NodeId;
@@ -27,6 +28,18 @@ pub struct Locator {
     pub pid_file: Option<PathBuf>,
     /// A systemd unit: its processes are `/sys/fs/cgroup/system.slice/<unit>/cgroup.procs`.
     pub unit: Option<String>,
+    /// Started by a supervisor (`pinctl run`), which knows its process (or that it has none).
+    pub supervised: Option<Supervised>,
+}
+
+/// What a supervisor knows of one of its instances.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Supervised {
+    /// The main process; `None` while the instance is not running.
+    pub pid: Option<u32>,
+    /// Its cgroup v2 path as `/proc/PID/cgroup` names it (`/pinctl/db-0`), when it has one of
+    /// its own: every process in it is the instance's.
+    pub cgroup: Option<String>,
 }
 
 /// Why an instance could not be sampled.
@@ -102,7 +115,29 @@ impl WalkScheduler {
         let spacing = (self.interval - self.interval / 10).max(last.cost * WALK_COST_SHARE);
         now.saturating_sub(last.at) >= spacing && last.cost <= budget_left
     }
+
+    /// Whether to walk an instance sampled through its cgroup, for its mappings' policies
+    /// only: its memory figures come from counters, so the walk, the one cost the cgroup
+    /// path exists to avoid, is made at most once per [`POLICY_WALK_INTERVALS`] intervals
+    /// (policies change only when the process itself calls `mbind`/`set_mempolicy`, unlike
+    /// pages, which the kernel moves all the time), still spaced by its cost and under the
+    /// cycle's budget. A first walk waits for a cycle whose budget is not spent.
+    pub fn should_walk_for_policies(
+        &self,
+        now: Duration,
+        last: Option<&LastWalk>,
+        budget_left: Duration,
+    ) -> bool {
+        let Some(last) = last else { return !budget_left.is_zero() };
+        let every = self.interval * POLICY_WALK_INTERVALS;
+        let spacing = (every - self.interval / 10).max(last.cost * WALK_COST_SHARE);
+        now.saturating_sub(last.at) >= spacing && last.cost <= budget_left
+    }
 }
+
+/// An instance sampled through its cgroup has its numa_maps walked for policies once per this
+/// many watch intervals (5 min at the default 10 s).
+pub const POLICY_WALK_INTERVALS: u32 = 30;
 
 /// Things said once per watcher lifetime (a missing capability, no cgroup v2).
 #[derive(Debug, Default)]
@@ -134,6 +169,9 @@ pub struct Reader {
     walks: BTreeMap<String, LastWalk>,
     pub scheduler: WalkScheduler,
     pub notices: Notices,
+    /// Bits of the kernel's CPU mask, when threads' allowed CPUs are asked of the live kernel
+    /// (`sched_getaffinity`) instead of read from `status`; `None` under any other root.
+    affinity_bits: Option<usize>,
 }
 
 impl Reader {
@@ -145,6 +183,25 @@ impl Reader {
             walks: BTreeMap::new(),
             scheduler: WalkScheduler { interval },
             notices: Notices::default(),
+            // On the live machine a thread's allowed CPUs come from one `sched_getaffinity`
+            // instead of its `status` file, which the kernel formats whole (signal masks,
+            // memory counters, ~55 lines) for one line: the largest cost of a cycle on the
+            // cgroup path. (The syscall answers the mask less offline CPUs, where no thread
+            // can run anyway.)
+            affinity_bits: (root == Path::new("/"))
+                .then(|| LinuxKernel.cpu_mask_bits().ok())
+                .flatten(),
+        }
+    }
+
+    /// A thread's allowed CPUs from the kernel: `None` when the thread is gone, `Err` for
+    /// anything else (the caller falls back to `status`).
+    fn affinity_of(&self, bits: usize, tid: u32) -> io::Result<Option<pinctl_topology::CpuSet>> {
+        let mut mask = Mask::with_bits(bits);
+        match LinuxKernel.get_affinity_of(tid, &mut mask) {
+            Ok(()) => Ok(Some(mask.to_set())),
+            Err(e) if e.raw_os_error() == Some(3) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -159,6 +216,29 @@ impl Reader {
 
     /// The instance's processes, the main one first.
     pub fn pids(&mut self, locator: &Locator) -> Result<Vec<u32>, SampleError> {
+        if let Some(sup) = &locator.supervised {
+            let Some(main) = sup.pid else {
+                return Err(SampleError::NotRunning("not running under the supervisor".into()));
+            };
+            if !self.fs.is_dir(&format!("proc/{main}")) {
+                return Err(SampleError::NotRunning(format!("PID `{main}` is not running")));
+            }
+            let mut pids = vec![main];
+            // The processes it forked share its cgroup; the main one stays first.
+            let others = sup
+                .cgroup
+                .as_ref()
+                .and_then(|c| self.cgroup_dir(c))
+                .and_then(|dir| self.fs.read(&format!("{dir}/cgroup.procs")).ok().flatten());
+            if let Some(text) = others {
+                pids.extend(
+                    text.lines()
+                        .filter_map(|l| l.trim().parse::<u32>().ok())
+                        .filter(|p| *p != main),
+                );
+            }
+            return Ok(pids);
+        }
         if let Some(file) = &locator.pid_file {
             let rel = self.under_root(file);
             let text = self.fs.read(&rel)?.ok_or_else(|| {
@@ -185,6 +265,12 @@ impl Reader {
             return Err(SampleError::NotRunning(format!("unit `{unit}` has no processes")));
         }
         Ok(pids)
+    }
+
+    /// The folder (relative to the root) of a cgroup v2 path such as `/pinctl/db-0`.
+    fn cgroup_dir(&self, path: &str) -> Option<String> {
+        let path = path.trim_matches('/');
+        (!path.is_empty()).then(|| format!("{CGROUP_ROOT}/{path}"))
     }
 
     /// Whether `/sys/fs/cgroup` is cgroup v2 with the memory controller (said once when not).
@@ -216,6 +302,14 @@ impl Reader {
         }
         if let Some(unit) = &locator.unit {
             return Some(format!("{CGROUP_ROOT}/system.slice/{unit}"));
+        }
+        // A supervisor's cgroup of the instance is its own, whatever it has forked: trusted
+        // while the main process is in it.
+        if let Some(dir) = locator.supervised.as_ref().and_then(|s| s.cgroup.as_deref()) {
+            let dir = self.cgroup_dir(dir)?;
+            let main = pids.first()?.to_string();
+            let procs = self.fs.read(&format!("{dir}/cgroup.procs")).ok()??;
+            return procs.lines().any(|l| l.trim() == main).then_some(dir);
         }
         let main = *pids.first()?;
         let text = self.fs.read(&format!("proc/{main}/cgroup")).ok()??;
@@ -296,10 +390,21 @@ impl Reader {
         let mut out = Vec::with_capacity(tids.len());
         for tid in tids {
             let stat = self.fs.parsed(&format!("{dir}/{tid}/stat"), parse::proc_stat);
-            let status = self.fs.parsed(&format!("{dir}/{tid}/status"), parse::status_allowed);
+            let from_kernel = match self.affinity_bits {
+                Some(bits) => self.affinity_of(bits, tid).ok(),
+                None => None,
+            };
+            let status = match from_kernel {
+                Some(Some(cpus)) => Ok(Some(Some(cpus))),
+                Some(None) => Ok(None),
+                None => self
+                    .fs
+                    .parsed(&format!("{dir}/{tid}/status"), parse::status_allowed)
+                    .map(|s| s.map(|s| s.cpus)),
+            };
             match (stat, status) {
-                (Ok(Some(stat)), Ok(Some(status))) => {
-                    if let Some(allowed) = status.cpus {
+                (Ok(Some(stat)), Ok(Some(allowed))) => {
+                    if let Some(allowed) = allowed {
                         out.push(ThreadSample {
                             tid,
                             allowed,
@@ -343,9 +448,26 @@ impl Reader {
         let (memory, source, policies) = match &cgroup {
             Some(dir) => {
                 let memory = self.cgroup_memory(dir)?;
-                // Policies only come from numa_maps: reuse the last walk's, if any.
-                let policies =
-                    self.walks.get(instance).map(|w| w.policies.clone()).unwrap_or_default();
+                // Policies only come from numa_maps: a walk at a much lower rate, else the
+                // last walk's.
+                let last = self.walks.get(instance);
+                let policies = if self.scheduler.should_walk_for_policies(now, last, *budget) {
+                    match self.walk(instance, &pids, now, budget) {
+                        Ok((_, p)) => p,
+                        // The counters need no ptrace access, the walk does: keep the figures.
+                        Err(SampleError::Permission { capability, .. }) => {
+                            self.notices.once(format!(
+                                "reading other processes' memory maps needs {capability}: \
+                                 instances sampled through their cgroup are not judged on \
+                                 their memory policies"
+                            ));
+                            Vec::new()
+                        }
+                        Err(e) => return Err(e),
+                    }
+                } else {
+                    last.map(|w| w.policies.clone()).unwrap_or_default()
+                };
                 (memory, MemorySource::Cgroup, policies)
             }
             None => self.walked(instance, &pids, now, budget)?,
@@ -374,6 +496,19 @@ impl Reader {
             let last = last.expect("should_walk walks when there is no previous walk");
             return Ok((last.memory.clone(), MemorySource::NumaMapsCached, last.policies.clone()));
         }
+        let (memory, policies) = self.walk(instance, pids, now, budget)?;
+        Ok((memory, MemorySource::NumaMaps, policies))
+    }
+
+    /// Walks the numa_maps of every process of an instance now, remembering the walk and
+    /// taking its cost off `budget`.
+    fn walk(
+        &mut self,
+        instance: &str,
+        pids: &[u32],
+        now: Duration,
+        budget: &mut Duration,
+    ) -> Result<(NodeMemory, Vec<PolicyUse>), SampleError> {
         let started = Instant::now();
         let mut memory = NodeMemory::default();
         let mut maps = Vec::new();
@@ -394,7 +529,7 @@ impl Reader {
             instance.to_string(),
             LastWalk { at: now, cost, memory: memory.clone(), policies: policies.clone() },
         );
-        Ok((memory, MemorySource::NumaMaps, policies))
+        Ok((memory, policies))
     }
 
     /// Forgets an instance's last walk (it exited or restarted).
@@ -511,7 +646,7 @@ pub(crate) mod tests {
     }
 
     fn by_pid_file() -> Locator {
-        Locator { pid_file: Some("/run/db.pid".into()), unit: None }
+        Locator { pid_file: Some("/run/db.pid".into()), ..Locator::default() }
     }
 
     #[test]
@@ -527,12 +662,65 @@ pub(crate) mod tests {
         assert_eq!(s.threads.len(), 2);
         assert_eq!((s.threads[1].tid, s.threads[1].last_cpu), (101, 6));
         assert_eq!(s.threads[1].allowed.to_string(), "0-7");
-        assert_eq!(budget, Duration::from_millis(100), "no walk was made");
+        // The first sample walks numa_maps once for the mappings' policies, not for figures.
+        assert_eq!(s.policies.len(), 2, "{:?}", s.policies);
         assert!(r.notices.take().is_empty());
-        // By unit: the same cgroup, found from the unit name.
-        let unit = Locator { pid_file: None, unit: Some("db.service".into()) };
-        let s = r.sample("db", &unit, Duration::ZERO, &mut budget).unwrap();
+        // By unit: the same cgroup, found from the unit name; no second walk this soon.
+        let unit = Locator { unit: Some("db.service".into()), ..Locator::default() };
+        let before = budget;
+        let s = r.sample("db", &unit, Duration::from_secs(10), &mut budget).unwrap();
         assert_eq!((s.pids.as_slice(), s.source), (&[100][..], MemorySource::Cgroup));
+        assert_eq!(budget, before, "no walk was made");
+        assert_eq!(s.policies.len(), 2, "the last walk's policies are kept");
+    }
+
+    #[test]
+    fn a_supervised_instance_is_its_pid_and_the_supervisors_cgroup() {
+        let d = tree(true);
+        let r = d.path();
+        // The supervisor's cgroup of the instance: the main process and one it forked.
+        let cg = "sys/fs/cgroup/pinctl/db-0";
+        write(r, &format!("{cg}/cgroup.procs"), "101\n100\n");
+        write(r, &format!("{cg}/memory.numa_stat"), "anon N0=4096 N1=0\n");
+        write(r, "proc/101/stat", &stat(101, 100, 0));
+        let mut reader = Reader::new(r, Duration::from_secs(10));
+        let sup = |pid| Locator {
+            supervised: Some(Supervised { pid, cgroup: Some("/pinctl/db-0".into()) }),
+            ..Locator::default()
+        };
+        let mut budget = Duration::from_secs(1);
+        let s = reader.sample("db-0", &sup(Some(100)), Duration::ZERO, &mut budget).unwrap();
+        assert_eq!(s.pids, vec![100, 101], "the main process first");
+        assert_eq!(s.source, MemorySource::Cgroup);
+        assert_eq!(s.cgroup.as_deref(), Some("/sys/fs/cgroup/pinctl/db-0"));
+        assert_eq!(s.memory.0[&0].anon, 4096);
+        // Not running under the supervisor: said so, not "no pid-file".
+        let e = reader.sample("db-0", &sup(None), Duration::ZERO, &mut budget).unwrap_err();
+        assert!(e.to_string().contains("not running under the supervisor"), "{e}");
+        // A cgroup that does not hold the main process (moved out by hand) is not its own.
+        write(r, &format!("{cg}/cgroup.procs"), "101\n");
+        let s = reader.sample("db-0", &sup(Some(100)), Duration::from_secs(60), &mut budget);
+        assert_eq!(s.unwrap().source, MemorySource::NumaMaps);
+    }
+
+    #[test]
+    fn a_cgroup_sampled_instance_is_walked_for_policies_at_a_low_rate() {
+        let d = tree(true);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        // A spent budget defers even the first walk: the policies are not known yet.
+        let mut spent = Duration::ZERO;
+        let s = r.sample("db", &by_pid_file(), Duration::ZERO, &mut spent).unwrap();
+        assert_eq!((s.source, s.policies.len()), (MemorySource::Cgroup, 0));
+        let mut budget = Duration::from_secs(1);
+        r.sample("db", &by_pid_file(), Duration::from_secs(10), &mut budget).unwrap();
+        // A new policy on the mapping: seen only after POLICY_WALK_INTERVALS intervals.
+        write(d.path(), "proc/100/numa_maps", "1000 interleave:0-1 anon=3 N0=2 N1=1\n");
+        let at = |k: u32| Duration::from_secs(10) * (1 + k);
+        let s = r.sample("db", &by_pid_file(), at(POLICY_WALK_INTERVALS - 1), &mut budget).unwrap();
+        assert_eq!(s.policies.len(), 2, "{:?}", s.policies);
+        let s = r.sample("db", &by_pid_file(), at(POLICY_WALK_INTERVALS), &mut budget).unwrap();
+        assert_eq!(s.policies.len(), 1, "{:?}", s.policies);
+        assert_eq!(s.memory.0[&0].anon, 8192, "figures still from the cgroup");
     }
 
     #[test]
@@ -598,9 +786,9 @@ pub(crate) mod tests {
         write(d.path(), "run/db.pid", "200\n");
         let e = r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap_err();
         assert_eq!(e.to_string(), "not running: PID `200` of `/run/db.pid` is not running");
-        let gone = Locator { pid_file: Some("/run/none.pid".into()), unit: None };
+        let gone = Locator { pid_file: Some("/run/none.pid".into()), ..Locator::default() };
         assert!(matches!(r.pids(&gone), Err(SampleError::NotRunning(_))));
-        let unit = Locator { pid_file: None, unit: Some("other.service".into()) };
+        let unit = Locator { unit: Some("other.service".into()), ..Locator::default() };
         let e = r.pids(&unit).unwrap_err();
         assert_eq!(e.to_string(), "not running: unit `other.service` has no processes");
         // A thread that vanished between the listing and its files is left out.
@@ -645,7 +833,7 @@ pub(crate) mod tests {
         fs::write(&pid_file, std::process::id().to_string()).unwrap();
         let mut r = Reader::new(Path::new("/"), Duration::from_secs(10));
         let mut budget = Duration::from_secs(1);
-        let loc = Locator { pid_file: Some(pid_file), unit: None };
+        let loc = Locator { pid_file: Some(pid_file), ..Locator::default() };
         let s = r.sample("self", &loc, Duration::ZERO, &mut budget).unwrap();
         assert!(s.memory.total() > 0);
         assert!(s.threads.iter().any(|t| t.tid == std::process::id()));

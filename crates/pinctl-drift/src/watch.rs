@@ -60,6 +60,7 @@ pub fn targets(config: &Config, plan: &Plan) -> Vec<Target> {
                 locator: Locator {
                     pid_file: config.watch.pid_files.get(&p.instance).cloned(),
                     unit,
+                    supervised: None,
                 },
             }
         })
@@ -240,12 +241,30 @@ impl Watcher {
         }
     }
 
+    /// Forgets what was read of an instance's process (a supervisor restarted it: the last
+    /// numa_maps walk belongs to the old process).
+    pub fn forget(&mut self, instance: &str) {
+        self.reader.forget(instance);
+    }
+
     /// One cycle at `now` (the watcher's monotonic time). With `control`, instances whose
     /// action is `rebalance` are moved back; without, nothing is changed.
     pub fn cycle(
         &mut self,
         now: Duration,
+        control: Option<(&mut dyn ProcessControl, &mut dyn Clock)>,
+    ) -> CycleReport {
+        self.cycle_telling(now, control, &mut |_, _| {})
+    }
+
+    /// [`Watcher::cycle`], handing each drift event (with its target) to `on_event` as soon as
+    /// it is known, before the instance is rebalanced: a rebalance can take seconds, and the
+    /// drift's log line and alert must not wait for it. The report still carries every event.
+    pub fn cycle_telling(
+        &mut self,
+        now: Duration,
         mut control: Option<(&mut dyn ProcessControl, &mut dyn Clock)>,
+        on_event: &mut dyn FnMut(&Target, &DriftEvent),
     ) -> CycleReport {
         let started = Instant::now();
         let mut notices = Vec::new();
@@ -284,7 +303,9 @@ impl Watcher {
                 .as_ref()
                 .and_then(|s| local_fraction(&s.memory, t.planned.memory_nodes(), th.min_memory));
             for (kind, tr) in transitions {
-                events.push(event(t, kind, tr, fraction));
+                let e = event(t, kind, tr, fraction);
+                on_event(t, &e);
+                events.push(e);
             }
             if let (Some(s), Some((ctl, clock))) = (&sample, control.as_mut()) {
                 let last = self.last_rebalance.get(&t.instance).copied();
@@ -465,7 +486,7 @@ mod tests {
                 min_memory: 1 << 20,
                 ..DriftSettings::default()
             },
-            locator: Locator { pid_file: Some("/run/db.pid".into()), unit: None },
+            locator: Locator { pid_file: Some("/run/db.pid".into()), ..Locator::default() },
         }
     }
 
@@ -534,6 +555,71 @@ mod tests {
         let calls = ctl.calls.len();
         w.cycle(Duration::from_secs(10_000), None);
         assert_eq!(ctl.calls.len(), calls);
+    }
+
+    /// Forwards to a fake, counting the calls where a callback can see them.
+    struct Counting<'a>(&'a mut FakeControl, std::rc::Rc<std::cell::Cell<usize>>);
+
+    impl ProcessControl for Counting<'_> {
+        fn threads(&mut self, pid: u32) -> std::io::Result<Vec<u32>> {
+            self.1.set(self.1.get() + 1);
+            self.0.threads(pid)
+        }
+        fn set_thread_affinity(
+            &mut self,
+            tid: u32,
+            cpus: &pinctl_topology::CpuSet,
+        ) -> std::io::Result<()> {
+            self.1.set(self.1.get() + 1);
+            self.0.set_thread_affinity(tid, cpus)
+        }
+        fn page_nodes(&mut self, pid: u32, p: &[usize], st: &mut [i32]) -> std::io::Result<()> {
+            self.1.set(self.1.get() + 1);
+            self.0.page_nodes(pid, p, st)
+        }
+        fn move_pages(
+            &mut self,
+            pid: u32,
+            p: &[usize],
+            node: NodeId,
+            st: &mut [i32],
+        ) -> std::io::Result<()> {
+            self.1.set(self.1.get() + 1);
+            self.0.move_pages(pid, p, node, st)
+        }
+    }
+
+    #[test]
+    fn drift_events_are_told_before_the_rebalance_they_cause() {
+        let d = host(16384, 5, "0-7");
+        let mut w = Watcher::new(
+            d.path(),
+            vec![target(OnDrift::Rebalance)],
+            Duration::from_secs(10),
+            Watermark::default(),
+        );
+        let mut fake = FakeControl { listings: vec![vec![100]], ..Default::default() };
+        for i in 0..16384usize {
+            fake.pages.insert(0x10000 + (16384 + i) * 4096, 1);
+        }
+        let mut fake_clock = FakeClock(fake.clock.clone());
+        let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut ctl = Counting(&mut fake, calls.clone());
+        let mut told = Vec::new();
+        let mut rebalances = 0;
+        for i in 0..3 {
+            let r = w.cycle_telling(
+                Duration::from_secs(i * 10),
+                Some((&mut ctl, &mut fake_clock)),
+                &mut |t, e| told.push((t.instance.clone(), e.kind, calls.get())),
+            );
+            rebalances += r.rebalances.len();
+        }
+        assert_eq!(rebalances, 1);
+        assert!(!told.is_empty());
+        // Every start was told with no call made on the instance yet.
+        assert!(told.iter().all(|(i, _, c)| i == "db" && *c == 0), "{told:?}");
+        assert!(calls.get() > 0, "the rebalance came after");
     }
 
     #[test]

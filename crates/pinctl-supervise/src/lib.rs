@@ -16,9 +16,10 @@ mod cgroup;
 pub mod launch;
 pub mod lifecycle;
 pub mod notify;
+pub mod observe;
 pub mod protocol;
 pub mod runtime;
 pub mod spec;
 pub mod statefile;
 
-pub use runtime::{Options, Outcome, Planner, RunError, run};
+pub use runtime::{Options, Outcome, Planner, RunError, run, run_observed};

@@ -30,6 +30,7 @@ use crate::cgroup::Subtree;
 use crate::launch;
 use crate::lifecycle::{self, Action, Event, Exit, Pid, State, Time, Unit};
 use crate::notify::Notifier;
+use crate::observe::{Observed, Observer};
 use crate::protocol::{InstanceStatus, Request, Response};
 use crate::spec::{Change, InstanceSpec, diff};
 use crate::statefile::{self, Entry, StateFile};
@@ -84,6 +85,16 @@ pub fn run(
     initial: Vec<InstanceSpec>,
     planner: Planner,
 ) -> Result<Outcome, RunError> {
+    run_observed(options, initial, planner, None)
+}
+
+/// [`run`], telling `observer` of the instances after every change (the drift watcher).
+pub fn run_observed(
+    options: Options,
+    initial: Vec<InstanceSpec>,
+    planner: Planner,
+    observer: Option<Box<dyn Observer>>,
+) -> Result<Outcome, RunError> {
     let listener = bind(&options.socket)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -98,6 +109,7 @@ pub fn run(
         // Signals are caught from here on: a SIGTERM while instances start stops them.
         let signals = Signals::new();
         let mut sup = Supervisor::new(options.clone(), tx, planner);
+        sup.observer = observer;
         sup.start(initial);
         Ok(sup.main_loop(rx, signals).await)
     });
@@ -235,6 +247,8 @@ struct Supervisor {
     cgroups: Option<Subtree>,
     /// Whether the log said that adopted processes are polled (no pidfds here).
     said_polling: bool,
+    observer: Option<Box<dyn Observer>>,
+    observed: Vec<Observed>,
 }
 
 fn log(name: &str, message: &str) {
@@ -259,6 +273,8 @@ impl Supervisor {
             status_line: String::new(),
             cgroups: None,
             said_polling: false,
+            observer: None,
+            observed: Vec::new(),
         }
     }
 
@@ -684,6 +700,31 @@ impl Supervisor {
         if line != self.status_line {
             self.notifier.send(&format!("STATUS={line}"));
             self.status_line = line;
+        }
+        self.tell_observer();
+    }
+
+    /// Tells the observer of the instances when anything it sees changed.
+    fn tell_observer(&mut self) {
+        let Some(observer) = self.observer.as_mut() else { return };
+        let now: Vec<Observed> = self
+            .order
+            .iter()
+            .filter_map(|n| {
+                let i = self.insts.get(n)?;
+                Some(Observed {
+                    name: n.clone(),
+                    service: i.spec.service.clone(),
+                    pid: i.unit.state.pid().and_then(|p| u32::try_from(p).ok()),
+                    cgroup: i.cgroup.clone(),
+                    placement: i.spec.placement.clone(),
+                    restarts: i.unit.restarts,
+                })
+            })
+            .collect();
+        if now != self.observed {
+            observer.instances(&now);
+            self.observed = now;
         }
     }
 

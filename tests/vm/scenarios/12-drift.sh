@@ -74,6 +74,12 @@ while [ $(($(cut -d. -f1 /proc/uptime) - _start)) -lt 150 ]; do
     mostly_on "$(instance_pages)" "$N" && break
     sleep 1
 done
+# The rebalance's report is printed once the move is over, which can be after the pages are
+# back above 90 %: wait for it (bounded) before stopping the watcher.
+_start=$(cut -d. -f1 /proc/uptime)
+while [ $(($(cut -d. -f1 /proc/uptime) - _start)) -lt 60 ] && ! grep -q "^rebalance.*instance=db" "$D/watch.out"; do
+    sleep 1
+done
 kill $WATCH 2>/dev/null
 wait $WATCH 2>/dev/null
 back=$(instance_pages)

@@ -93,7 +93,15 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     let planner = Box::new(move |running: &BTreeMap<String, CurrentPlacement>| {
         plan_specs(&path, topology.as_deref(), strict, running).map(|(specs, _, _)| specs)
     });
-    match pinctl_supervise::run(options, specs, planner) {
+    // The drift watcher samples the instances where the plan put them on this machine: not
+    // when they run unpinned or were planned for another topology (tests only).
+    let observer: Option<Box<dyn pinctl_supervise::observe::Observer>> =
+        if args.unpinned || args.topology.is_some() {
+            None
+        } else {
+            Some(Box::new(super::watch::SupervisedWatch::new(&config).map_err(Error::failure)?))
+        };
+    match pinctl_supervise::run_observed(options, specs, planner, observer) {
         Ok(Outcome::Stopped { clean: true } | Outcome::Detached) => Ok(ExitCode::SUCCESS),
         Ok(Outcome::Stopped { clean: false }) => Err(Error::failure(anyhow::anyhow!(
             "stopped, but some instance needed KILL after its stop-timeout"

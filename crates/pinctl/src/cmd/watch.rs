@@ -23,6 +23,12 @@ use pinctl_drift::watch::{
 use pinctl_drift::{DriftKind, Edge};
 
 use crate::error::CmdResult;
+use pinctl_config::WatchConfig;
+use pinctl_drift::Planned;
+use pinctl_drift::read::{Locator, Supervised};
+use pinctl_drift::watch::Target;
+use pinctl_supervise::observe::{Observed, Observer};
+use std::sync::{Arc, Mutex};
 
 /// Arguments of `pinctl watch`.
 #[derive(Debug, clap::Args)]
@@ -44,12 +50,12 @@ pub(crate) fn run(args: WatchArgs) -> CmdResult {
     let plan = pinctl_launch::plan(&prepared)?;
     let config = &prepared.config;
     let interval = config.watch.interval;
-    let mut watcher =
+    let watcher =
         Watcher::new(Path::new("/"), targets(config, &plan), interval, Watermark::of(config));
-    let stdout = io::stdout();
     if args.once {
+        let mut watcher = watcher;
         let report = watcher.cycle(Duration::ZERO, None);
-        let mut out = io::BufWriter::new(stdout.lock());
+        let mut out = io::BufWriter::new(io::stdout().lock());
         if args.json {
             serde_json::to_writer_pretty(&mut out, &report).context("writing to stdout")?;
             writeln!(out).context("writing to stdout")?;
@@ -59,7 +65,7 @@ pub(crate) fn run(args: WatchArgs) -> CmdResult {
         out.flush().context("writing to stdout")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut metrics = Metrics::new();
+    let mut watching = Watching::new(watcher, LogTo::Stdout { json: args.json }, Metrics::new());
     // The runtime lives as long as the loop; the server runs on its worker thread.
     let _runtime = match config.watch.metrics_listen {
         Some(addr) => {
@@ -72,107 +78,40 @@ pub(crate) fn run(args: WatchArgs) -> CmdResult {
                 .block_on(metrics::bind(addr))
                 .with_context(|| format!("cannot listen on `{addr}` (metrics-listen)"))?;
             let bound = listener.local_addr().context("reading the metrics address")?;
-            log(&args, "metrics", &[("listen", format!("http://{bound}/metrics"))]);
-            rt.spawn(metrics::serve(listener, metrics.registry()));
+            watching.log("metrics", &[("listen", format!("http://{bound}/metrics"))]);
+            rt.spawn(metrics::serve(listener, watching.metrics.registry()));
             Some(rt)
         }
         None => None,
     };
-    let mut alerts = AlertRunner::default();
-    let mut control = LinuxControl::live();
-    let mut clock = SystemClock::default();
-    let mut status: BTreeMap<String, String> = BTreeMap::new();
-    let started = Instant::now();
-    let mut next = Duration::ZERO;
-    log(
-        &args,
+    watching.log(
         "watch",
         &[
-            ("instances", watcher.targets.len().to_string()),
+            ("instances", watching.watcher.targets.len().to_string()),
             ("interval_seconds", interval.as_secs_f64().to_string()),
         ],
     );
+    let started = Instant::now();
+    let mut next = Duration::ZERO;
     loop {
-        let report = watcher.cycle(started.elapsed(), Some((&mut control, &mut clock)));
-        for n in &report.notices {
-            log(&args, "notice", &[("message", n.clone())]);
-        }
-        for i in &report.instances {
-            instance_status(&args, i, &mut status);
-        }
-        for e in &report.events {
-            if e.action == "ignore" {
-                continue;
-            }
-            if args.json {
-                println!("{}", serde_json::json!({ "drift": e }));
-            } else {
-                log(&args, "drift", &event_fields(e));
-            }
-            if !e.alert {
-                continue;
-            }
-            let target = watcher.targets.iter().find(|t| t.instance == e.instance);
-            if let Some(argv) = target.and_then(|t| t.settings.alert_command.as_ref()) {
-                let what = format!("{} {}", e.instance, e.kind.name());
-                if let Err(err) = alerts.start(argv, &e.alert_env(), &what) {
-                    log(
-                        &args,
-                        "alert-error",
-                        &[
-                            ("instance", e.instance.clone()),
-                            ("message", format!("cannot start `{}`: {err}", argv[0])),
-                        ],
-                    );
-                }
-            }
-        }
-        for r in &report.rebalances {
-            rebalance_line(&args, r);
-            if r.blocked_by_full_node() {
-                let target = watcher.targets.iter().find(|t| t.instance == r.instance);
-                if let Some(argv) = target.and_then(|t| t.settings.alert_command.as_ref()) {
-                    let env = vec![
-                        ("PINCTL_INSTANCE".to_string(), r.instance.clone()),
-                        ("PINCTL_DRIFT_KIND".to_string(), "rebalance-blocked".to_string()),
-                        (
-                            "PINCTL_DETAIL".to_string(),
-                            "no planned node has the free memory to move pages back".to_string(),
-                        ),
-                    ];
-                    if let Err(err) = alerts.start(argv, &env, &format!("{} rebalance", r.instance))
-                    {
-                        log(
-                            &args,
-                            "alert-error",
-                            &[
-                                ("instance", r.instance.clone()),
-                                ("message", format!("cannot start `{}`: {err}", argv[0])),
-                            ],
-                        );
-                    }
-                }
-            }
-        }
-        for problem in alerts.reap() {
-            log(&args, "alert-error", &[("message", problem)]);
-        }
-        metrics.record(&report);
-        next += interval;
-        let now = started.elapsed();
-        if next > now {
-            std::thread::sleep(next - now);
-        } else {
-            // A cycle longer than the interval: start the next one now, without catching up.
-            next = now;
-        }
+        watching.cycle(started.elapsed());
+        next = watching.wait_for_next(started, next, interval);
     }
 }
 
-/// One log line: `pinctl watch: kind key=value ...` (values with blanks quoted), or a JSON
-/// object with `"event": kind` under `--json`.
-fn log(args: &WatchArgs, kind: &str, fields: &[(&str, String)]) {
-    let line = if args.json {
+/// Where the watch loop's lines go: `pinctl watch` writes them to stdout (one JSON object each
+/// under `--json`); `pinctl run` writes them to stderr after `pinctl: watch: `, like the
+/// supervisor's own lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogTo {
+    Stdout { json: bool },
+    Supervisor,
+}
+
+/// One line: `kind key=value ...` (values with blanks quoted), or a JSON object with
+/// `"event": kind` under `--json`.
+fn log_to(to: LogTo, kind: &str, fields: &[(&str, String)]) {
+    let line = if to == (LogTo::Stdout { json: true }) {
         let mut m = serde_json::Map::new();
         m.insert("event".into(), kind.into());
         for (k, v) in fields {
@@ -190,10 +129,354 @@ fn log(args: &WatchArgs, kind: &str, fields: &[(&str, String)]) {
         }
         line
     };
-    let mut out = io::stdout().lock();
-    // A closed stdout must not stop the watcher: metrics and alerts go on.
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    line_to(to, &line);
+}
+
+fn line_to(to: LogTo, line: &str) {
+    // A closed output must not stop the watcher: metrics and alerts go on.
+    match to {
+        LogTo::Stdout { .. } => {
+            let mut out = io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+        LogTo::Supervisor => {
+            let _ = writeln!(io::stderr().lock(), "pinctl: watch: {line}");
+        }
+    }
+}
+
+/// The watch loop of `pinctl watch` and `pinctl run`: one cycle of the watcher, then its log
+/// lines, alert commands, rebalance reports and metrics.
+pub(crate) struct Watching {
+    pub(crate) watcher: Watcher,
+    pub(crate) metrics: Metrics,
+    to: LogTo,
+    alerts: AlertRunner,
+    control: LinuxControl,
+    clock: SystemClock,
+    /// What was last said of each instance (found, missing), so it is said once per change.
+    status: BTreeMap<String, String>,
+    /// When each instance's last `rebalance-blocked` alert ran: those follow `alert-cooldown`
+    /// like episode alerts, or a blocked rebalance would alert on every cycle.
+    blocked_alerted: BTreeMap<String, Instant>,
+}
+
+impl Watching {
+    pub(crate) fn new(watcher: Watcher, to: LogTo, metrics: Metrics) -> Watching {
+        Watching {
+            watcher,
+            metrics,
+            to,
+            alerts: AlertRunner::default(),
+            control: LinuxControl::live(),
+            clock: SystemClock::default(),
+            status: BTreeMap::new(),
+            blocked_alerted: BTreeMap::new(),
+        }
+    }
+
+    /// One line: `kind key=value ...` (values with blanks quoted), or a JSON object with
+    /// `"event": kind` under `--json`.
+    pub(crate) fn log(&self, kind: &str, fields: &[(&str, String)]) {
+        log_to(self.to, kind, fields);
+    }
+
+    fn line(&self, line: &str) {
+        line_to(self.to, line);
+    }
+
+    fn json(&self) -> bool {
+        self.to == (LogTo::Stdout { json: true })
+    }
+
+    /// Sleeps until `next + interval` on the clock that started at `started`, and returns that
+    /// time; a cycle longer than the interval starts the next one now, without catching up.
+    pub(crate) fn wait_for_next(
+        &self,
+        started: Instant,
+        next: Duration,
+        interval: Duration,
+    ) -> Duration {
+        let next = next + interval;
+        let now = started.elapsed();
+        if next > now {
+            std::thread::sleep(next - now);
+            next
+        } else {
+            now
+        }
+    }
+
+    /// One cycle at `now` (time since the loop started): sample, judge, rebalance where asked,
+    /// then say it. Drift lines and alerts go out as each instance is judged, before its
+    /// rebalance.
+    pub(crate) fn cycle(&mut self, now: Duration) {
+        let Watching { watcher, to, alerts, control, clock, .. } = self;
+        let to = *to;
+        let report = watcher.cycle_telling(now, Some((control, clock)), &mut |t, e| {
+            if e.action == "ignore" {
+                return;
+            }
+            if to == (LogTo::Stdout { json: true }) {
+                line_to(to, &serde_json::json!({ "drift": e }).to_string());
+            } else {
+                log_to(to, "drift", &event_fields(e));
+            }
+            if let (true, Some(argv)) = (e.alert, t.settings.alert_command.as_ref()) {
+                let what = format!("{} {}", e.instance, e.kind.name());
+                if let Err(err) = alerts.start(argv, &e.alert_env(), &what) {
+                    log_to(
+                        to,
+                        "alert-error",
+                        &[
+                            ("instance", e.instance.clone()),
+                            ("message", format!("cannot start `{}`: {err}", argv[0])),
+                        ],
+                    );
+                }
+            }
+        });
+        for n in &report.notices {
+            self.log("notice", &[("message", n.clone())]);
+        }
+        for i in &report.instances {
+            self.instance_status(i);
+        }
+        for r in &report.rebalances {
+            self.rebalance_line(r);
+            if r.blocked_by_full_node() && self.blocked_alert_due(&r.instance) {
+                let env = vec![
+                    ("PINCTL_INSTANCE".to_string(), r.instance.clone()),
+                    ("PINCTL_DRIFT_KIND".to_string(), "rebalance-blocked".to_string()),
+                    (
+                        "PINCTL_DETAIL".to_string(),
+                        "no planned node has the free memory to move pages back".to_string(),
+                    ),
+                ];
+                self.alert(&r.instance, &env, &format!("{} rebalance", r.instance));
+            }
+        }
+        for problem in self.alerts.reap() {
+            self.log("alert-error", &[("message", problem)]);
+        }
+        self.metrics.record(&report);
+    }
+
+    /// Whether a `rebalance-blocked` alert of `instance` is outside its `alert-cooldown` (and
+    /// records it as sent when it is).
+    fn blocked_alert_due(&mut self, instance: &str) -> bool {
+        let Some(t) = self.watcher.targets.iter().find(|t| t.instance == instance) else {
+            return false;
+        };
+        let cooldown = t.settings.alert_cooldown;
+        let due = self.blocked_alerted.get(instance).is_none_or(|at| at.elapsed() >= cooldown);
+        if due {
+            self.blocked_alerted.insert(instance.to_string(), Instant::now());
+        }
+        due
+    }
+
+    /// Starts the instance's `alert-command`, if it has one.
+    fn alert(&mut self, instance: &str, env: &[(String, String)], what: &str) {
+        let target = self.watcher.targets.iter().find(|t| t.instance == instance);
+        let Some(argv) = target.and_then(|t| t.settings.alert_command.clone()) else { return };
+        if let Err(err) = self.alerts.start(&argv, env, what) {
+            self.log(
+                "alert-error",
+                &[
+                    ("instance", instance.to_string()),
+                    ("message", format!("cannot start `{}`: {err}", argv[0])),
+                ],
+            );
+        }
+    }
+
+    /// Logs an instance that appears or disappears (once per change, not every cycle).
+    fn instance_status(&mut self, i: &InstanceReport) {
+        let now = match (&i.sample, &i.error) {
+            (Some(s), _) => format!("found pids={:?} source={}", s.pids, s.source.name()),
+            (None, Some(e)) => format!("missing {e}"),
+            (None, None) => "missing".to_string(),
+        };
+        if self.status.get(&i.instance) == Some(&now) {
+            return;
+        }
+        self.status.insert(i.instance.clone(), now);
+        let mut fields = vec![("instance", i.instance.clone())];
+        match (&i.sample, &i.error) {
+            (Some(s), _) => {
+                fields.push(("status", "found".into()));
+                fields.push((
+                    "pids",
+                    s.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                ));
+                fields.push(("source", s.source.name().into()));
+            }
+            (None, e) => {
+                fields.push(("status", "missing".into()));
+                fields.push(("reason", e.clone().unwrap_or_default()));
+            }
+        }
+        self.log("instance", &fields);
+    }
+
+    fn rebalance_line(&self, r: &RebalanceReport) {
+        if self.json() {
+            self.line(&serde_json::json!({ "rebalance": r }).to_string());
+            return;
+        }
+        let mut f = vec![("instance", r.instance.clone()), ("pid", r.pid.to_string())];
+        if let Some(t) = &r.threads {
+            f.push(("threads_repinned", t.repinned.to_string()));
+            f.push(("threads_complete", t.complete.to_string()));
+        }
+        if let Some(m) = &r.memory {
+            f.push(("pages_moved", m.pages_moved.to_string()));
+            f.push(("pages_failed", m.pages_failed.to_string()));
+            f.push(("seconds", format!("{:.3}", m.took.as_secs_f64())));
+            f.push((
+                "worst_batch_stall_ms",
+                format!("{:.2}", m.worst_stall.as_secs_f64() * 1000.0),
+            ));
+            f.push((
+                "stop",
+                serde_json::to_value(&m.stop).map_or_else(
+                    |_| String::new(),
+                    |v| v["reason"].as_str().unwrap_or("").to_string(),
+                ),
+            ));
+        }
+        if let Some(e) = &r.error {
+            f.push(("error", e.clone()));
+        }
+        self.log("rebalance", &f);
+    }
+}
+
+/// The drift watcher of `pinctl run`: told of the supervisor's instances (PID, cgroup,
+/// placement) after every change, it samples them on its own thread every `watch-interval`
+/// with the same rules, keys, log lines, alerts and rebalancing as `pinctl watch`, so a slow
+/// sample or a rebalance never holds up the supervisor's runtime. Its metrics are served on
+/// the supervisor's runtime.
+pub(crate) struct SupervisedWatch {
+    latest: Arc<Mutex<Vec<Observed>>>,
+    /// What the thread starts from, taken when the first instances are known. (The watcher
+    /// itself is built on the thread: its reader is not `Send`.)
+    pending: Option<(Metrics, WatchConfig, Watermark)>,
+    /// The metrics socket, bound before the supervisor starts (so a taken port refuses
+    /// `pinctl run` at once), served from the first call on the runtime.
+    listener: Option<std::net::TcpListener>,
+}
+
+impl SupervisedWatch {
+    /// Binds `metrics-listen` when set; nothing is sampled until the supervisor calls.
+    pub(crate) fn new(config: &pinctl_config::Config) -> anyhow::Result<SupervisedWatch> {
+        let watch = config.watch.clone();
+        let listener = match watch.metrics_listen {
+            Some(addr) => {
+                let l = std::net::TcpListener::bind(addr)
+                    .with_context(|| format!("cannot listen on `{addr}` (metrics-listen)"))?;
+                l.set_nonblocking(true).context("setting up the metrics socket")?;
+                let bound = l.local_addr().context("reading the metrics address")?;
+                log_to(
+                    LogTo::Supervisor,
+                    "metrics",
+                    &[("listen", format!("http://{bound}/metrics"))],
+                );
+                Some(l)
+            }
+            None => None,
+        };
+        Ok(SupervisedWatch {
+            latest: Arc::default(),
+            pending: Some((Metrics::new(), watch, Watermark::of(config))),
+            listener,
+        })
+    }
+}
+
+/// A watch target for a supervised instance: its placement from the supervisor, its drift
+/// settings from the file.
+fn supervised_target(o: &Observed, watch: &WatchConfig) -> Target {
+    let p = &o.placement;
+    Target {
+        instance: o.name.clone(),
+        service: o.service.clone(),
+        planned: Planned {
+            cpus: p.cpus.clone(),
+            nodes: p.nodes.clone(),
+            policy: p.memory_policy,
+            policy_nodes: p.memory_nodes.clone(),
+        },
+        settings: watch.drift(&o.service),
+        locator: Locator {
+            supervised: Some(Supervised { pid: o.pid, cgroup: o.cgroup.clone() }),
+            ..Locator::default()
+        },
+    }
+}
+
+impl Observer for SupervisedWatch {
+    fn instances(&mut self, instances: &[Observed]) {
+        if let Ok(mut latest) = self.latest.lock() {
+            *latest = instances.to_vec();
+        }
+        if let Some(listener) = self.listener.take() {
+            let registry = self.pending.as_ref().map(|(m, _, _)| m.registry());
+            match (tokio::net::TcpListener::from_std(listener), registry) {
+                (Ok(l), Some(registry)) => {
+                    tokio::spawn(metrics::serve(l, registry));
+                }
+                (Err(e), _) => {
+                    log_to(
+                        LogTo::Supervisor,
+                        "metrics-error",
+                        &[("message", format!("cannot serve metrics: {e}"))],
+                    );
+                }
+                (Ok(_), None) => {}
+            }
+        }
+        let Some((metrics, watch, watermark)) = self.pending.take() else { return };
+        let latest = self.latest.clone();
+        log_to(
+            LogTo::Supervisor,
+            "watch",
+            &[
+                ("instances", instances.len().to_string()),
+                ("interval_seconds", watch.interval.as_secs_f64().to_string()),
+            ],
+        );
+        let spawned = std::thread::Builder::new().name("pinctl-watch".into()).spawn(move || {
+            let watcher = Watcher::new(Path::new("/"), Vec::new(), watch.interval, watermark);
+            let mut watching = Watching::new(watcher, LogTo::Supervisor, metrics);
+            let started = Instant::now();
+            let mut next = Duration::ZERO;
+            loop {
+                let now: Vec<Observed> = latest.lock().map(|l| l.clone()).unwrap_or_default();
+                let targets: Vec<Target> =
+                    now.iter().map(|o| supervised_target(o, &watch)).collect();
+                for t in &targets {
+                    let old = watching.watcher.targets.iter().find(|o| o.instance == t.instance);
+                    if old.is_some_and(|o| o.locator != t.locator) {
+                        watching.watcher.forget(&t.instance);
+                    }
+                }
+                watching.watcher.targets = targets;
+                watching.metrics.set_restarts(now.iter().map(|o| (o.name.as_str(), o.restarts)));
+                watching.cycle(started.elapsed());
+                next = watching.wait_for_next(started, next, watch.interval);
+            }
+        });
+        if let Err(e) = spawned {
+            log_to(
+                LogTo::Supervisor,
+                "watch-error",
+                &[("message", format!("cannot start the watcher's thread: {e}"))],
+            );
+        }
+    }
 }
 
 fn event_fields(e: &pinctl_drift::watch::DriftEvent) -> Vec<(&'static str, String)> {
@@ -217,59 +500,6 @@ fn event_fields(e: &pinctl_drift::watch::DriftEvent) -> Vec<(&'static str, Strin
     f.push(("alert", if e.alert { "yes" } else { "no" }.to_string()));
     f.push(("detail", e.detail.clone()));
     f
-}
-
-/// Logs an instance that appears or disappears (once per change, not every cycle).
-fn instance_status(args: &WatchArgs, i: &InstanceReport, seen: &mut BTreeMap<String, String>) {
-    let now = match (&i.sample, &i.error) {
-        (Some(s), _) => format!("found pids={:?} source={}", s.pids, s.source.name()),
-        (None, Some(e)) => format!("missing {e}"),
-        (None, None) => "missing".to_string(),
-    };
-    if seen.get(&i.instance) == Some(&now) {
-        return;
-    }
-    seen.insert(i.instance.clone(), now);
-    let mut fields = vec![("instance", i.instance.clone())];
-    match (&i.sample, &i.error) {
-        (Some(s), _) => {
-            fields.push(("status", "found".into()));
-            fields.push(("pids", s.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
-            fields.push(("source", s.source.name().into()));
-        }
-        (None, e) => {
-            fields.push(("status", "missing".into()));
-            fields.push(("reason", e.clone().unwrap_or_default()));
-        }
-    }
-    log(args, "instance", &fields);
-}
-
-fn rebalance_line(args: &WatchArgs, r: &RebalanceReport) {
-    if args.json {
-        println!("{}", serde_json::json!({ "rebalance": r }));
-        return;
-    }
-    let mut f = vec![("instance", r.instance.clone()), ("pid", r.pid.to_string())];
-    if let Some(t) = &r.threads {
-        f.push(("threads_repinned", t.repinned.to_string()));
-        f.push(("threads_complete", t.complete.to_string()));
-    }
-    if let Some(m) = &r.memory {
-        f.push(("pages_moved", m.pages_moved.to_string()));
-        f.push(("pages_failed", m.pages_failed.to_string()));
-        f.push(("seconds", format!("{:.3}", m.took.as_secs_f64())));
-        f.push(("worst_batch_stall_ms", format!("{:.2}", m.worst_stall.as_secs_f64() * 1000.0)));
-        f.push((
-            "stop",
-            serde_json::to_value(&m.stop)
-                .map_or_else(|_| String::new(), |v| v["reason"].as_str().unwrap_or("").to_string()),
-        ));
-    }
-    if let Some(e) = &r.error {
-        f.push(("error", e.clone()));
-    }
-    log(args, "rebalance", &f);
 }
 
 fn mib(bytes: u64) -> String {
