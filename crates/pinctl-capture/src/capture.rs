@@ -28,7 +28,7 @@ pub struct CaptureSummary {
 
 /// Reads the topology under `root` while recording every file, link and folder discovery
 /// touched (plus the routing tables `default_route_interfaces` reads, and the identity and
-/// locality of every PCI function: [`record_pci_functions`]), and writes them to a
+/// locality of every PCI function, `record_pci_functions`), and writes them to a
 /// gzip-compressed tarball at `out` under one top-level folder. `out` is written whole or not
 /// at all (a temporary file beside it, fsynced, renamed over it).
 pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, SourceError> {
