@@ -78,8 +78,15 @@ for s in $SCRIPTS; do
     run_script numactl "$s"
     run_script pinctl "$s"
     nrc=$(cat "$s-numactl.rc") prc=$(cat "$s-pinctl.rc")
-    # The invocations whose exit status differs (numactl's trace against pinctl's).
-    diff "$s-numactl.trace" "$s-pinctl.trace" >"$s.trace.diff"
+    # The invocations whose exit status differs (numactl's trace against pinctl's). Numbers in
+    # the arguments are compared as one: regress picks the nodes with enough free memory as
+    # `numactl --hardware` shows them at that moment, so on 128 MiB nodes the two runs can
+    # bind to other nodes (seen on 7.2/8node: `--cpubind=2` under numactl, `=1` under pinctl,
+    # both exit 0). A call's status still has to match the call in the same place.
+    for _t in numactl pinctl; do
+        awk '{ status = $1; $1 = ""; gsub(/[0-9]+/, "N"); print status $0 }' "$s-$_t.trace" >"$s-$_t.trace.shape"
+    done
+    diff "$s-numactl.trace.shape" "$s-pinctl.trace.shape" >"$s.trace.diff"
     calls=$(wc -l <"$s-numactl.trace")
     differ=$(grep -c '^+[0-9]' "$s.trace.diff")
     # One line per script for the host's side-by-side table.
