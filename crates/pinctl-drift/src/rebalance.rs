@@ -229,21 +229,53 @@ pub fn ranges_off(maps: &[MapsEntry], numa_maps: &[NumaMapsEntry], nodes: &NodeS
         .collect()
 }
 
-/// Sizes `move_pages` batches from what the last batches cost, so that one batch stays under
-/// the stall bound: the next batch is the number of pages that fit in 3/4 of the bound at the
-/// measured cost per page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Sizes `move_pages` batches from what the last batches cost, so that no batch holds the
+/// instance's pages longer than the stall bound.
+///
+/// A call costs a part per call plus a part per page. The per-call part is the kernel's own
+/// preparation (it drains every CPU's page lists and waits for an RCU grace period before it
+/// moves anything), which on a loaded or virtual machine alone takes tens of milliseconds but
+/// touches none of the instance's pages; the instance waits on the pages in flight. So the
+/// batch is the number of pages whose part fits in 3/4 of the bound, the per-page cost being
+/// the slope of a least-squares line through the last batches (their sizes differ as the
+/// sizer moves; while they are all the same size the last estimate stands). Fitting a line
+/// rather than dividing a batch's time by its pages matters: a per-call cost read as per-page
+/// shrinks batches to single pages, thousands of calls each as slow as a large batch.
+#[derive(Debug, Clone, PartialEq)]
 pub struct BatchSizer {
     pub stall: Duration,
     pub size: usize,
     pub min: usize,
     pub max: usize,
+    /// The last batches, as (pages, seconds).
+    recent: std::collections::VecDeque<(f64, f64)>,
+    /// Estimated seconds per page and per call.
+    per_page: Option<f64>,
+    per_call: f64,
 }
+
+/// Batches the per-page cost is fitted over: enough to average out a noisy machine, few
+/// enough to follow a change of load within a second or so of moving.
+const SIZER_WINDOW: usize = 16;
 
 impl BatchSizer {
     /// A sizer that starts small (64 pages) and grows to at most 4096 pages.
     pub fn new(stall: Duration) -> BatchSizer {
-        BatchSizer { stall, size: 64, min: 1, max: 4096 }
+        BatchSizer {
+            stall,
+            size: 64,
+            min: 1,
+            max: 4096,
+            recent: std::collections::VecDeque::with_capacity(SIZER_WINDOW),
+            per_page: None,
+            per_call: 0.0,
+        }
+    }
+
+    /// The estimated cost of one call and of one page, as the batches so far measured them.
+    pub fn costs(&self) -> (Duration, Duration) {
+        let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
+        (secs(self.per_call), secs(self.per_page.unwrap_or(0.0)))
     }
 
     /// Takes the time `pages` pages took into account.
@@ -251,9 +283,29 @@ impl BatchSizer {
         if pages == 0 {
             return;
         }
-        let per_page = took.as_secs_f64() / pages as f64;
+        if self.recent.len() == SIZER_WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((pages as f64, took.as_secs_f64()));
+        let k = self.recent.len() as f64;
+        let mean_n = self.recent.iter().map(|(n, _)| n).sum::<f64>() / k;
+        let mean_t = self.recent.iter().map(|(_, t)| t).sum::<f64>() / k;
+        let var_n: f64 = self.recent.iter().map(|(n, _)| (n - mean_n).powi(2)).sum();
+        if var_n > 0.0 {
+            let cov: f64 = self.recent.iter().map(|(n, t)| (n - mean_n) * (t - mean_t)).sum();
+            // A falling line is noise: no measurable per-page cost.
+            let per_page = (cov / var_n).max(0.0);
+            self.per_page = Some(per_page);
+            self.per_call = (mean_t - per_page * mean_n).max(0.0);
+        } else if self.per_page.is_none() {
+            // One size seen so far: all of it counts per page until sizes differ.
+            self.per_page = Some(mean_t / mean_n);
+        }
         let target = self.stall.as_secs_f64() * 0.75;
-        let fit = if per_page > 0.0 { (target / per_page) as usize } else { self.max };
+        let fit = match self.per_page {
+            Some(b) if b > 0.0 => (target / b) as usize,
+            _ => self.max,
+        };
         // Grow at most 2x at a time: one cheap batch says little about the next.
         self.size = fit.clamp(self.min, self.max).min(self.size.saturating_mul(2).max(self.min));
     }
@@ -476,6 +528,8 @@ pub(crate) mod tests {
         pub gone: BTreeSet<u32>,
         pub pages: BTreeMap<usize, NodeId>,
         pub per_page: Duration,
+        /// What each `move_pages` call costs besides its pages.
+        pub per_call: Duration,
         /// The clock a move's stalls advance, shared with [`FakeClock`].
         pub clock: std::rc::Rc<std::cell::Cell<Duration>>,
         pub calls: Vec<String>,
@@ -513,7 +567,7 @@ pub(crate) mod tests {
             status: &mut [i32],
         ) -> io::Result<()> {
             self.calls.push(format!("move {} to {node}", pages.len()));
-            self.clock.set(self.clock.get() + self.per_page * pages.len() as u32);
+            self.clock.set(self.clock.get() + self.per_call + self.per_page * pages.len() as u32);
             for (p, s) in pages.iter().zip(status.iter_mut()) {
                 self.pages.insert(*p, node);
                 *s = node as i32;
@@ -566,15 +620,69 @@ pub(crate) mod tests {
         assert_eq!(s.size, 128);
         s.observe(128, Duration::from_millis(2));
         assert_eq!(s.size, 256);
-        // A slow batch: 256 pages in 40 ms -> 15 ms fit 96.
+        // A slow batch: the line through the three is 0.22 ms a page, and 15 ms fit 69.
         s.observe(256, Duration::from_millis(40));
-        assert_eq!(s.size, 96);
+        assert_eq!(s.size, 69);
         // Never below one page, never above the maximum.
-        s.observe(1, Duration::from_secs(1));
-        assert_eq!(s.size, 1);
+        let mut one = BatchSizer::new(Duration::from_millis(20));
+        one.observe(64, Duration::from_secs(1));
+        assert_eq!(one.size, 1);
         let mut s = BatchSizer { size: 4096, ..BatchSizer::new(Duration::from_millis(20)) };
         s.observe(4096, Duration::ZERO);
         assert_eq!(s.size, 4096);
+    }
+
+    /// Feeds `s` batches costing `cost(pages, i)` and returns the sizes it chose.
+    fn feed(
+        s: &mut BatchSizer,
+        batches: usize,
+        cost: impl Fn(usize, usize) -> Duration,
+    ) -> Vec<usize> {
+        (0..batches)
+            .map(|i| {
+                s.observe(s.size, cost(s.size, i));
+                s.size
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_per_call_cost_is_told_from_the_per_page_cost() {
+        // Calls cost 5 ms plus 50 us a page.
+        let mut s = BatchSizer::new(Duration::from_millis(20));
+        feed(&mut s, 8, |n, _| Duration::from_millis(5) + Duration::from_micros(50) * n as u32);
+        let (call, page) = s.costs();
+        assert!(call.abs_diff(Duration::from_millis(5)) < Duration::from_micros(1), "{call:?}");
+        assert!(page.abs_diff(Duration::from_micros(50)) < Duration::from_nanos(10), "{page:?}");
+        // The instance waits on the pages in flight: 15 ms / 50 us = 300 of them.
+        assert_eq!(s.size, 300);
+        // A call that alone takes longer than the bound (40 ms, as on a loaded virtual machine)
+        // does not shrink the batches, once the window holds only the slow calls.
+        let sizes = feed(&mut s, 2 * SIZER_WINDOW, |n, _| {
+            Duration::from_millis(40) + Duration::from_micros(50) * n as u32
+        });
+        assert!(sizes.iter().all(|&n| n >= 150), "{sizes:?}");
+        assert!((299..=300).contains(sizes.last().unwrap()), "{sizes:?}");
+    }
+
+    #[test]
+    fn a_noisy_slow_call_does_not_shrink_batches_to_single_pages() {
+        // What a loaded TCG guest showed: calls of 30-90 ms whatever their size, pages at 10 us.
+        // Dividing each call's time by its pages settled at one page a call.
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut noise = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            Duration::from_micros(seed % 60_000)
+        };
+        let jitter: Vec<Duration> = (0..64).map(|_| noise()).collect();
+        let mut s = BatchSizer::new(Duration::from_millis(20));
+        let sizes = feed(&mut s, 64, |n, i| {
+            Duration::from_millis(30) + jitter[i] + Duration::from_micros(10) * n as u32
+        });
+        let late = &sizes[32..];
+        assert!(late.iter().all(|&n| n >= 256), "{sizes:?}");
     }
 
     #[test]
@@ -635,6 +743,21 @@ pub(crate) mod tests {
         assert!(
             ctl.calls.iter().all(|c| c.split(' ').nth(1).unwrap().parse::<u32>().unwrap() <= 150)
         );
+    }
+
+    #[test]
+    fn a_slow_call_does_not_shrink_batches_to_single_pages() {
+        // Every call costs 30 ms before its first page (beyond the 20 ms bound): the old sizer
+        // fell to one page per call, 3000 calls of 30 ms for 3000 pages.
+        let mut ctl = fake_with_remote_pages(3000);
+        ctl.per_call = Duration::from_millis(30);
+        ctl.per_page = Duration::from_micros(10);
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let r = run(&mut ctl, &[range(3000)], &rooms, &limits(3000));
+        assert_eq!((r.pages_moved, r.stop.clone()), (3000, MoveStop::LocalityRestored));
+        assert!(r.batches < 20, "{} batches", r.batches);
+        // The call's own 30 ms plus at most the bound for its pages.
+        assert!(r.worst_stall <= Duration::from_millis(50), "{:?}", r.worst_stall);
     }
 
     #[test]

@@ -92,6 +92,7 @@ if cat "$D/watch.out" "$D/watch.err" | grep -q "drift.*edge=start.*kind=locality
     fail watch/locality-drift-logged "no locality drift start in: $(head -c 600 "$D/watch.out" | tr '\n' ' ')"
 fi
 moved_line=$(cat "$D/watch.out" "$D/watch.err" | grep "^rebalance.*instance=db" | head -1)
+note "$moved_line"
 pages=$(echo "$moved_line" | sed -n 's/.*pages_moved=\([0-9]*\).*/\1/p')
 if [ "${pages:-0}" -gt 0 ]; then pass watch/rebalance-reported-pages; else
     fail watch/rebalance-reported-pages "no rebalance line with moved pages: \`$moved_line\`"

@@ -334,6 +334,7 @@ impl Watching {
         if let Some(m) = &r.memory {
             f.push(("pages_moved", m.pages_moved.to_string()));
             f.push(("pages_failed", m.pages_failed.to_string()));
+            f.push(("batches", m.batches.to_string()));
             f.push(("seconds", format!("{:.3}", m.took.as_secs_f64())));
             f.push((
                 "worst_batch_stall_ms",
