@@ -144,9 +144,32 @@ fn capture_of_the_live_machine_reads_back() {
     let cap = dir.path().join("here.tar.gz");
     let msg = ok(&["topology", "--capture", cap.to_str().unwrap()]);
     assert!(msg.starts_with("captured "), "{msg}");
-    let live = json(&["topology", "--json"]);
+    let mut live = json(&["topology", "--json"]);
     let back = json(&["topology", "--topology", cap.to_str().unwrap(), "--json"]);
+    // The kernel's policies are probed on the machine pinctl runs on, never read from a capture.
+    assert!(live["host"]["memory_policies"].is_object(), "{live}");
+    assert_eq!(back["host"]["memory_policies"], Value::Null);
+    live["host"]["memory_policies"] = Value::Null;
     assert_eq!(without_memory_figures(back), without_memory_figures(live));
+}
+
+/// The live topology says which newer memory policies the kernel accepts, and another
+/// machine's topology says it was not probed.
+#[test]
+fn the_live_kernel_policies_are_probed() {
+    let live = json(&["topology", "--json"]);
+    let support = &live["host"]["memory_policies"];
+    // Weighted interleave and its weights folder came with the same kernel series (6.9): the
+    // folder says what the probe must find.
+    let weighted = std::path::Path::new("/sys/kernel/mm/mempolicy/weighted_interleave").is_dir();
+    assert_eq!(support["weighted_interleave"], Value::Bool(weighted), "{support}");
+    let text = ok(&["topology"]);
+    let line = text.lines().find(|l| l.starts_with("memory policies: ")).unwrap_or_default();
+    let said = if weighted { "weighted-interleave yes" } else { "weighted-interleave no" };
+    assert!(line.contains(said) && line.contains("preferred-many "), "{text}");
+    let other =
+        ok(&["topology", "--topology", &shared_tarball("G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax")]);
+    assert!(other.contains("memory policies: not probed"), "{other}");
 }
 
 #[test]

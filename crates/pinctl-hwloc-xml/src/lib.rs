@@ -399,8 +399,9 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         allowed_cpus: Some(allowed_cpus),
         allowed_nodes: Some(allowed_nodes),
         offline_nodes: NodeSet::new(),
-        // hwloc records no MemTotal of the machine.
+        // hwloc records no MemTotal of the machine, nor what its kernel's policies are.
         memory_bytes: None,
+        memory_policies: None,
     };
 
     let mut topology = Topology {

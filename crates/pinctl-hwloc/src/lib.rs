@@ -230,6 +230,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         offline_nodes: NodeSet::new(),
         // hwloc's total is the sum of its nodes: nothing to check them against.
         memory_bytes: None,
+        memory_policies: None,
     };
 
     let mut topology = Topology {

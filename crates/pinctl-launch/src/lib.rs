@@ -14,6 +14,7 @@ mod apply;
 mod current;
 mod error;
 mod planned;
+mod policies;
 mod request;
 pub mod spec;
 mod status;
@@ -27,5 +28,6 @@ pub use planned::{
     PlannedInstance, Prepared, live_topology, load_config, near_nodes, near_nodes_on, plan,
     planned_instance, prepare as prepare_plan,
 };
+pub use policies::probe_memory_policies;
 pub use request::{CpuTarget, Nodes, Request, ResolveError, Resolved, device_nodes};
 pub use status::ExitStatus;

@@ -45,6 +45,7 @@ pub fn prepare(
     diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
     let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
     resolve_near_entries(&config, &loaded, strict, &mut inputs, &mut diagnostics);
+    crate::policies::unsupported_policies(&config, &loaded, &mut diagnostics);
     if config.host.keep_free.is_none() {
         inputs.default_keep_free = default_keep_free(&config, &loaded, &mut diagnostics)?;
     }

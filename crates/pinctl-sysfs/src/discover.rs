@@ -509,6 +509,7 @@ fn read_host(
         allowed_nodes,
         offline_nodes,
         memory_bytes,
+        memory_policies: None,
     })
 }
 

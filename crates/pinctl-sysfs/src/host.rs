@@ -12,7 +12,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
-use pinctl_topology::{CpuSet, IdKind, IdSet, MAX_NODE_ID, NodeId, NodeSet};
+use pinctl_topology::{CpuSet, IdKind, IdSet, MAX_NODE_ID, NodeId, NodeSet, NodeWeight};
 
 use crate::devices::{nodes_of_cpus, walk_up};
 use crate::error::DiscoveryError;
@@ -261,6 +261,23 @@ impl Host {
             device: format!("ip:{dest}"),
             reason: format!("no route to {dest} in `{}`", self.fs.full(rel).display()),
         })
+    }
+
+    /// Each node's weight for weighted interleave
+    /// (`/sys/kernel/mm/mempolicy/weighted_interleave/nodeN`, Linux 6.9), in node order; empty
+    /// where the kernel has no such folder.
+    pub fn interleave_weights(&mut self) -> Result<Vec<NodeWeight>, HostError> {
+        const DIR: &str = "sys/kernel/mm/mempolicy/weighted_interleave";
+        let mut nodes = crate::discover::numbered_folders(&mut self.fs, DIR, "node", MAX_NODE_ID)?;
+        nodes.sort_unstable();
+        nodes
+            .into_iter()
+            .map(|node| {
+                let weight =
+                    self.required(&format!("{DIR}/node{node}"), parse::interleave_weight)?;
+                Ok(NodeWeight { node, weight })
+            })
+            .collect()
     }
 
     /// Reads a list of ids from a file under the root (for callers with their own files).

@@ -135,6 +135,15 @@ pub fn distance_row(text: &str) -> Result<Vec<u32>, ParseError> {
         .collect()
 }
 
+/// A weighted-interleave weight (`weighted_interleave/nodeN`): 1 to 255.
+pub fn interleave_weight(text: &str) -> Result<u8, ParseError> {
+    let w = text.trim();
+    match w.parse::<u8>() {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err(ParseError::new(1, w, "a weight from 1 to 255")),
+    }
+}
+
 /// The counters of `nodeN/numastat`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NumaStat {
@@ -650,6 +659,16 @@ impl fmt::Display for PerNode<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interleave_weights_are_1_to_255() {
+        assert_eq!(interleave_weight("1\n").unwrap(), 1);
+        assert_eq!(interleave_weight("255").unwrap(), 255);
+        for bad in ["0", "256", "", "-1", "x"] {
+            let e = interleave_weight(bad).unwrap_err().to_string();
+            assert!(e.contains("a weight from 1 to 255"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn lists_and_masks() {

@@ -216,6 +216,54 @@ pub struct HostFacts {
     /// up to. `None` where the source has none (hwloc XML, documents of older pinctl).
     #[serde(default)]
     pub memory_bytes: Option<u64>,
+    /// The newer memory policies the running kernel accepts, probed on the live machine (by
+    /// trying each on pinctl's own thread), never guessed from the version. `None` where
+    /// nothing was probed: another machine's capture, a snapshot, hwloc XML.
+    #[serde(default)]
+    pub memory_policies: Option<PolicySupport>,
+}
+
+/// What the running kernel's `set_mempolicy` accepts beyond the original four modes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PolicySupport {
+    /// MPOL_PREFERRED_MANY (`preferred-many`, Linux 5.15).
+    pub preferred_many: bool,
+    /// MPOL_WEIGHTED_INTERLEAVE (`weighted-interleave`, Linux 6.9).
+    pub weighted_interleave: bool,
+    /// MPOL_F_NUMA_BALANCING with `bind` (Linux 5.12): automatic NUMA balancing may move
+    /// pages within the bound nodes.
+    pub numa_balancing_flag: bool,
+    /// Each node's weight for weighted interleave
+    /// (`/sys/kernel/mm/mempolicy/weighted_interleave/nodeN`), in node order; empty where the
+    /// kernel has no such folder.
+    #[serde(default)]
+    pub interleave_weights: Vec<NodeWeight>,
+}
+
+impl PolicySupport {
+    /// Whether the kernel accepts `policy` (the original four and `local` it always does).
+    pub fn supports(&self, policy: MemoryPolicy) -> bool {
+        match policy {
+            MemoryPolicy::PreferredMany => self.preferred_many,
+            MemoryPolicy::WeightedInterleave => self.weighted_interleave,
+            MemoryPolicy::Default
+            | MemoryPolicy::Bind
+            | MemoryPolicy::Preferred
+            | MemoryPolicy::Interleave
+            | MemoryPolicy::Local => true,
+        }
+    }
+}
+
+/// A node's weight in weighted interleave (1-255: pages placed on it per round).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NodeWeight {
+    pub node: NodeId,
+    pub weight: u8,
 }
 
 /// A node set as an array of node ids, read from that or from a list string (`"0-1"`).

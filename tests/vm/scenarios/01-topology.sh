@@ -33,7 +33,9 @@ jq -r '
     (.devices[] | "device_\(.name)=\(.node)/\(.kind)"),
     "discovery_warnings=\(.discovery_warnings // [] | map("\(.file) \(.problem)") | join("; "))",
     "machine_memory=\(.host.memory_bytes)",
-    "memory_warnings=\([.warnings[] | select(startswith("the nodes'"'"' memory"))] | length)"
+    "memory_warnings=\([.warnings[] | select(startswith("the nodes'"'"' memory"))] | length)",
+    "policies=\(.host.memory_policies | "preferred-many:\(.preferred_many) weighted-interleave:\(.weighted_interleave) numa-balancing-flag:\(.numa_balancing_flag)")",
+    "weights=\([.host.memory_policies.interleave_weights[] | "\(.node):\(.weight)"] | join(","))"
 ' topo.out >topo.facts 2>topo.jq-err
 fact() { sed -n "s/^$1=//p" topo.facts; }
 if [ "$(rc_of topo)" = 0 ] && [ -s topo.facts ]; then pass pinctl/ran; else
@@ -54,6 +56,16 @@ done
 kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 check_eq pinctl/machine-memory "$((kb * 1024))" "$(fact machine_memory)"
 check_eq pinctl/no-memory-disagreement 0 "$(fact memory_warnings)"
+# The memory-policy features pinctl probes, against the kernel versions that brought them
+# (Debian's kernels backport none of them): preferred-many 5.15, the NUMA-balancing flag 5.12,
+# weighted interleave 6.9, whose weights are the files of its sysfs folder.
+has() { if kernel_has "$1"; then echo true; else echo false; fi; }
+check_eq pinctl/memory-policies \
+    "preferred-many:$(has preferred-many) weighted-interleave:$(has weighted-interleave) numa-balancing-flag:$(has balancing)" \
+    "$(fact policies)"
+WI=/sys/kernel/mm/mempolicy/weighted_interleave
+want=$(for f in "$WI"/node*; do [ -f "$f" ] && echo "${f##*/node}:$(cat "$f")"; done | sort -n | paste -sd, -)
+check_eq pinctl/interleave-weights "$want" "$(fact weights)"
 want=$(for n in $(node_ids | tr ',' ' '); do echo "[$(sed 's/ /,/g' /sys/devices/system/node/node$n/distance)]"; done | paste -sd, -)
 check_eq pinctl/distances "[$want]" "$(fact distances)"
 want=$(for c in /sys/devices/system/cpu/cpu[0-9]*; do

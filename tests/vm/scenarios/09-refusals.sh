@@ -69,6 +69,15 @@ else
     check_list weighted-ignored/cpus-still-applied "$(all_cpus)" "$(kv weighted-ignored cpus_allowed_list)"
 fi
 
+# `check` on the live machine says so ahead of time, at the key, from the probed kernel.
+printf '[host]\nkeep-free = []\n\n[service.wi]\ncommand = ["true"]\nnodes = 2\nmemory-policy = "weighted-interleave"\n' >wi.toml
+run_to wi-check "$PINCTL" check -c wi.toml
+check_eq weighted/check-exits-0 0 "$(rc_of wi-check)" wi-check.out wi-check.err
+if kernel_has weighted-interleave; then warned=0; else warned=1; fi
+check_eq weighted/check-warns-when-unsupported "$warned" \
+    "$(cat wi-check.out wi-check.err | grep -c 'memory-policy `weighted-interleave` is not supported by this kernel')" \
+    wi-check.out wi-check.err
+
 # preferred-many (5.15) the same way: applied where the kernel has it, refused where it does not.
 run_to preferred-many "$PINCTL" exec --nodes 1-2 --mem preferred-many -- "$PROBE" --mib 4
 if kernel_has preferred-many; then

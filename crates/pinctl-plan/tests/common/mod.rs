@@ -27,6 +27,7 @@ fn seed(t: SyntheticTopology) -> Topology {
         allowed_nodes: None,
         offline_nodes: NodeSet::new(),
         memory_bytes: None,
+        memory_policies: None,
     };
     let mut t = t.host(host).build();
     t.refresh_warnings();

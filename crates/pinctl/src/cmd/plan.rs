@@ -136,7 +136,8 @@ pub(crate) fn prepare(
         Err(e) => return Ok(Err(e.render(false))),
     };
     let source = TopologySource::from_arg(topology).map_err(Error::failure)?;
-    let loaded = load_topology(&source).map_err(Error::failure)?;
+    let mut loaded = load_topology(&source).map_err(Error::failure)?;
+    pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
     match pinctl_launch::prepare_plan(config, loaded, strict) {
         Ok(prepared) => Ok(Ok(prepared)),
         Err(LaunchError::Rejected { report }) => Ok(Err(report)),

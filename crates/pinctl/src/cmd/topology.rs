@@ -9,7 +9,7 @@ use anyhow::Context;
 use pinctl_capture::{capture_topology, load_topology};
 use pinctl_sysfs::TopologySource;
 use pinctl_topology::text::escaped;
-use pinctl_topology::{Device, Locality, Topology};
+use pinctl_topology::{Device, Locality, PolicySupport, Topology};
 
 use crate::error::{CmdResult, Error};
 
@@ -55,7 +55,8 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
         out.flush().context("writing to stdout")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let loaded = load_topology(&source).map_err(Error::failure)?;
+    let mut loaded = load_topology(&source).map_err(Error::failure)?;
+    pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
     if args.json {
         serde_json::to_writer_pretty(&mut out, &loaded.topology).context("writing JSON")?;
         writeln!(out).context("writing to stdout")?;
@@ -89,6 +90,7 @@ pub(crate) fn render(
         s.as_ref().map_or_else(|| "unknown".to_string(), |s| s.to_string())
     }
     writeln!(out, "allowed: cpus {}, nodes {}", set(&h.allowed_cpus), set(&h.allowed_nodes))?;
+    writeln!(out, "memory policies: {}", policies(h.memory_policies.as_ref()))?;
     writeln!(out, "available: {} nodes ({})", t.nodes.len(), t.node_ids())?;
     if !h.offline_nodes.is_empty() {
         writeln!(out, "offline nodes: {}", h.offline_nodes)?;
@@ -167,6 +169,28 @@ pub(crate) fn render(
         }
     }
     Ok(())
+}
+
+/// The newer policies the kernel accepts, as probed: `preferred-many yes, weighted-interleave
+/// yes (weights 0:1 1:1), numa-balancing flag yes`.
+fn policies(support: Option<&PolicySupport>) -> String {
+    let Some(s) = support else {
+        return "not probed (not the machine pinctl runs on)".to_string();
+    };
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let weights = if s.interleave_weights.is_empty() {
+        String::new()
+    } else {
+        let w: Vec<String> =
+            s.interleave_weights.iter().map(|w| format!("{}:{}", w.node, w.weight)).collect();
+        format!(" (weights {})", w.join(" "))
+    };
+    format!(
+        "preferred-many {}, weighted-interleave {}{weights}, numa-balancing flag {}",
+        yes(s.preferred_many),
+        yes(s.weighted_interleave),
+        yes(s.numa_balancing_flag)
+    )
 }
 
 fn mib(bytes: Option<u64>) -> String {
