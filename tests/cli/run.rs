@@ -732,3 +732,67 @@ output = "/dev/null"
     assert!(run.terminate().success(), "{}", run.stderr());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
+
+/// `pinctl status` shows what the watcher of `pinctl run` last found of each instance: the
+/// share of its memory on its planned nodes and its drift, here a thread moved off its planned
+/// CPU with `taskset` (an `alert` service: reported, never moved back).
+#[test]
+fn status_shows_each_instance_local_fraction_and_drift() {
+    let mut run = Run::new(
+        r#"
+[host]
+keep-free = []
+watch-interval = "200ms"
+
+[service.db]
+command = ["sleep", "100011"]
+cpus = 1
+memory-policy = "bind"
+min-memory = "4KiB"
+drift-hold = "200ms"
+"#,
+    );
+    run.start(&[]);
+    let pid = run.status()["db"]["pid"].as_i64().unwrap();
+    let planned = run.status()["db"]["cpus"].as_str().unwrap().to_string();
+    let in_place = wait_for("a first sample", || {
+        let s = run.status();
+        let d = s["db"]["drift"].clone();
+        d.is_object().then_some(d)
+    });
+    // One node here: every page of a bound instance is on it.
+    assert_eq!(in_place["local_fraction"].as_f64(), Some(1.0), "{in_place}");
+    assert_eq!(in_place["drifting"], serde_json::json!([]), "{in_place}");
+    let text = String::from_utf8_lossy(&run.ctl(&["status"]).stdout).to_string();
+    let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert!(header.windows(2).any(|w| w == ["LOCAL", "DRIFT"]), "{text}");
+    let row = text.lines().find(|l| l.starts_with("db ")).unwrap();
+    assert!(row.contains("100.0%") && row.contains("in-place"), "{text}");
+
+    // Every CPU of this machine: the thread may now run outside the planned one.
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let moved = Command::new("taskset")
+        .args(["-p", "-c", online.trim(), &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    if online.trim() == planned {
+        // A one-CPU machine cannot move a thread anywhere else; the in-place state was shown.
+        return;
+    }
+    let drifting = wait_for("the CPU drift in status", || {
+        let s = run.status();
+        let d = s["db"]["drift"].clone();
+        (d["drifting"] == serde_json::json!(["cpu"])).then_some(d)
+    });
+    assert_eq!(drifting["threads_out_of_place"].as_u64(), Some(1), "{drifting}");
+    let text = String::from_utf8_lossy(&run.ctl(&["status"]).stdout).to_string();
+    let row = text.lines().find(|l| l.starts_with("db ")).unwrap();
+    assert!(row.contains(" cpu "), "{text}");
+    // `alert` (the default) never re-pins.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap();
+    assert_eq!(cpus.trim(), online.trim());
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}

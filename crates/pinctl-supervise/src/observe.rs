@@ -3,6 +3,7 @@
 //! told on the supervisor's runtime, after every change, and must return at once: anything
 //! slow (sampling, moving pages) belongs on its own thread.
 
+use crate::protocol::DriftState;
 use crate::spec::PlacementSpec;
 
 /// One instance as the supervisor knows it.
@@ -24,4 +25,10 @@ pub trait Observer {
     /// Every instance, in the file's order. Called on the supervisor's runtime thread (so a
     /// task may be spawned from here); must not block.
     fn instances(&mut self, instances: &[Observed]);
+
+    /// What the observer last found of `instance`, for `pinctl status`. Called on the
+    /// runtime thread: must not block.
+    fn drift(&self, _instance: &str) -> Option<DriftState> {
+        None
+    }
 }

@@ -58,6 +58,25 @@ pub struct InstanceStatus {
     /// Resident memory of the running process (`VmRSS`), in bytes.
     #[serde(default)]
     pub rss_bytes: Option<u64>,
+    /// What the drift watcher found at its last sample; `None` when nothing watches the
+    /// instance (not sampled yet, or `pinctl run` started without a watcher).
+    #[serde(default)]
+    pub drift: Option<DriftState>,
+}
+
+/// An instance's drift as the watcher of `pinctl run` last sampled it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DriftState {
+    /// Share of its memory on its planned nodes; `None` under `min-memory` or unsampled.
+    pub local_fraction: Option<f64>,
+    /// Kinds with an episode going on (`locality`, `cpu`, `policy`, `node-pressure`); empty
+    /// when the instance is where it was planned.
+    pub drifting: Vec<String>,
+    /// Threads allowed or running outside the planned CPUs.
+    pub threads_out_of_place: usize,
+    /// Why the last sample failed, when it did.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// One line of a reload's difference.

@@ -839,6 +839,7 @@ impl Supervisor {
                     memory_nodes: p.memory_nodes.to_string(),
                     cpu_s: usage.map(|(cpu, _)| cpu),
                     rss_bytes: usage.and_then(|(_, rss)| rss),
+                    drift: self.observer.as_ref().and_then(|o| o.drift(n)),
                 })
             })
             .collect();

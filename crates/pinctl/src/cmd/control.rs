@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use pinctl_supervise::protocol::{InstanceStatus, Request, Response};
+use pinctl_supervise::protocol::{DriftState, InstanceStatus, Request, Response};
 
 use crate::error::{CmdResult, Error};
 
@@ -171,6 +171,21 @@ fn rss(bytes: u64) -> String {
     }
 }
 
+/// The share of memory on the planned nodes at the watcher's last sample.
+fn local(drift: Option<&DriftState>) -> String {
+    drift.and_then(|d| d.local_fraction).map_or("-".into(), |f| format!("{:.1}%", f * 100.0))
+}
+
+/// `in-place`, the kinds of drift going on, or `-` where nothing watched the instance.
+fn drift(drift: Option<&DriftState>) -> String {
+    match drift {
+        None => "-".into(),
+        Some(d) if d.error.is_some() => "unsampled".into(),
+        Some(d) if d.drifting.is_empty() => "in-place".into(),
+        Some(d) => d.drifting.join(","),
+    }
+}
+
 fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> {
     let header = [
         "INSTANCE",
@@ -183,9 +198,11 @@ fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> 
         "NODES",
         "CPUS",
         "MEMORY",
+        "LOCAL",
+        "DRIFT",
         "LAST EXIT",
     ];
-    let rows: Vec<[String; 11]> = instances
+    let rows: Vec<[String; 13]> = instances
         .iter()
         .map(|i| {
             let memory = if i.memory_nodes.is_empty() {
@@ -204,6 +221,8 @@ fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> 
                 i.nodes.clone(),
                 i.cpus.clone(),
                 memory,
+                local(i.drift.as_ref()),
+                drift(i.drift.as_ref()),
                 i.last_exit.clone().unwrap_or_else(|| "-".into()),
             ]
         })
@@ -230,6 +249,9 @@ fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> 
         writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
         if let Some(reason) = &i.reason {
             writeln!(out, "    failed: {reason}")?;
+        }
+        if let Some(error) = i.drift.as_ref().and_then(|d| d.error.as_ref()) {
+            writeln!(out, "    not sampled: {error}")?;
         }
     }
     Ok(())

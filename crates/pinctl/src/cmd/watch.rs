@@ -28,6 +28,7 @@ use pinctl_drift::Planned;
 use pinctl_drift::read::{Locator, Supervised};
 use pinctl_drift::watch::Target;
 use pinctl_supervise::observe::{Observed, Observer};
+use pinctl_supervise::protocol::DriftState;
 use std::sync::{Arc, Mutex};
 
 /// Arguments of `pinctl watch`.
@@ -211,7 +212,9 @@ impl Watching {
     /// One cycle at `now` (time since the loop started): sample, judge, rebalance where asked,
     /// then say it. Drift lines and alerts go out as each instance is judged, before its
     /// rebalance.
-    pub(crate) fn cycle(&mut self, now: Duration) {
+    /// One cycle: samples, rules, log lines, alerts, rebalances and metrics; returns what it
+    /// found.
+    pub(crate) fn cycle(&mut self, now: Duration) -> CycleReport {
         let Watching { watcher, to, alerts, control, clock, .. } = self;
         let to = *to;
         let report = watcher.cycle_telling(now, Some((control, clock)), &mut |t, e| {
@@ -261,6 +264,7 @@ impl Watching {
             self.log("alert-error", &[("message", problem)]);
         }
         self.metrics.record(&report);
+        report
     }
 
     /// Whether a `rebalance-blocked` alert of `instance` is outside its `alert-cooldown` (and
@@ -362,6 +366,8 @@ impl Watching {
 /// the supervisor's runtime.
 pub(crate) struct SupervisedWatch {
     latest: Arc<Mutex<Vec<Observed>>>,
+    /// Each instance's drift at the watcher's last cycle, for `pinctl status`.
+    states: Arc<Mutex<BTreeMap<String, DriftState>>>,
     /// What the thread starts from, taken when the first instances are known. (The watcher
     /// itself is built on the thread: its reader is not `Send`.)
     pending: Option<(Metrics, WatchConfig, Watermark)>,
@@ -391,6 +397,7 @@ impl SupervisedWatch {
         };
         Ok(SupervisedWatch {
             latest: Arc::default(),
+            states: Arc::default(),
             pending: Some((Metrics::new(), watch, Watermark::of(config))),
             listener,
         })
@@ -418,7 +425,21 @@ fn supervised_target(o: &Observed, watch: &WatchConfig) -> Target {
     }
 }
 
+/// What `pinctl status` shows of an instance's last sample.
+fn drift_state(i: &InstanceReport) -> DriftState {
+    DriftState {
+        local_fraction: i.local_fraction,
+        drifting: i.drifting.iter().map(|k| k.name().to_string()).collect(),
+        threads_out_of_place: i.threads_out_of_place,
+        error: i.error.clone(),
+    }
+}
+
 impl Observer for SupervisedWatch {
+    fn drift(&self, instance: &str) -> Option<DriftState> {
+        self.states.lock().ok()?.get(instance).cloned()
+    }
+
     fn instances(&mut self, instances: &[Observed]) {
         if let Ok(mut latest) = self.latest.lock() {
             *latest = instances.to_vec();
@@ -441,6 +462,7 @@ impl Observer for SupervisedWatch {
         }
         let Some((metrics, watch, watermark)) = self.pending.take() else { return };
         let latest = self.latest.clone();
+        let states = self.states.clone();
         log_to(
             LogTo::Supervisor,
             "watch",
@@ -466,7 +488,14 @@ impl Observer for SupervisedWatch {
                 }
                 watching.watcher.targets = targets;
                 watching.metrics.set_restarts(now.iter().map(|o| (o.name.as_str(), o.restarts)));
-                watching.cycle(started.elapsed());
+                let report = watching.cycle(started.elapsed());
+                if let Ok(mut states) = states.lock() {
+                    *states = report
+                        .instances
+                        .iter()
+                        .map(|i| (i.instance.clone(), drift_state(i)))
+                        .collect();
+                }
                 next = watching.wait_for_next(started, next, watch.interval);
             }
         });
