@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
 use pinctl_sysfs::parse::{self, NumaMapsEntry};
 use pinctl_sysfs::{DiscoveryError, FsRoot};
-use pinctl_topology::NodeId;
+use pinctl_topology::{CpuSet, NodeId};
 
 use crate::sample::{
     HostSample, InstanceSample, MemorySource, NodeMemory, NodeSample, PolicyUse, ThreadSample,
@@ -196,7 +196,7 @@ impl Reader {
 
     /// A thread's allowed CPUs from the kernel: `None` when the thread is gone, `Err` for
     /// anything else (the caller falls back to `status`).
-    fn affinity_of(&self, bits: usize, tid: u32) -> io::Result<Option<pinctl_topology::CpuSet>> {
+    fn affinity_of(&self, bits: usize, tid: u32) -> io::Result<Option<CpuSet>> {
         let mut mask = Mask::with_bits(bits);
         match LinuxKernel.get_affinity_of(tid, &mut mask) {
             Ok(()) => Ok(Some(mask.to_set())),
@@ -376,9 +376,14 @@ impl Reader {
         }
     }
 
-    /// Every thread of a process: allowed CPUs and last CPU. Threads that exit while they are
-    /// read are left out.
-    pub fn threads(&mut self, pid: u32) -> Result<Vec<ThreadSample>, SampleError> {
+    /// Every thread of a process: allowed CPUs and, unless they are all within `planned`
+    /// (a thread confined to the plan cannot run outside it), last CPU. Threads that exit
+    /// while they are read are left out.
+    pub fn threads(
+        &mut self,
+        pid: u32,
+        planned: Option<&CpuSet>,
+    ) -> Result<Vec<ThreadSample>, SampleError> {
         let dir = format!("proc/{pid}/task");
         let Some(names) =
             self.fs.list(&dir).map_err(|e| SampleError::of(pid, e, "read access to /proc"))?
@@ -389,7 +394,6 @@ impl Reader {
         tids.sort_unstable();
         let mut out = Vec::with_capacity(tids.len());
         for tid in tids {
-            let stat = self.fs.parsed(&format!("{dir}/{tid}/stat"), parse::proc_stat);
             let from_kernel = match self.affinity_bits {
                 Some(bits) => self.affinity_of(bits, tid).ok(),
                 None => None,
@@ -402,18 +406,27 @@ impl Reader {
                     .parsed(&format!("{dir}/{tid}/status"), parse::status_allowed)
                     .map(|s| s.map(|s| s.cpus)),
             };
+            // The thread's `stat` (last CPU, state) matters only when it may run outside the
+            // plan: `do_task_stat` is the largest part of a thread's sample.
+            let confined = |allowed: &Option<CpuSet>| {
+                planned.zip(allowed.as_ref()).is_some_and(|(p, a)| a.is_subset(p))
+            };
+            let stat = match &status {
+                Ok(Some(allowed)) if confined(allowed) => Ok(Some(None)),
+                Ok(Some(_)) => self
+                    .fs
+                    .parsed(&format!("{dir}/{tid}/stat"), parse::proc_stat)
+                    .map(|s| s.map(Some)),
+                _ => Ok(None),
+            };
             match (stat, status) {
-                (Ok(Some(stat)), Ok(Some(allowed))) => {
-                    if let Some(allowed) = allowed {
-                        out.push(ThreadSample {
-                            tid,
-                            allowed,
-                            last_cpu: stat.processor,
-                            running: stat.state == 'R',
-                        });
-                    }
-                }
-                (Ok(None), _) | (_, Ok(None)) => {}
+                (Ok(Some(stat)), Ok(Some(Some(allowed)))) => out.push(ThreadSample {
+                    tid,
+                    allowed,
+                    last_cpu: stat.as_ref().map(|s| s.processor),
+                    running: stat.is_some_and(|s| s.state == 'R'),
+                }),
+                (Ok(None), _) | (_, Ok(None)) | (_, Ok(Some(None))) => {}
                 (Err(e), _) | (_, Err(e)) => {
                     match SampleError::of(tid, e, "read access to /proc") {
                         SampleError::Vanished { .. } => {}
@@ -426,11 +439,13 @@ impl Reader {
     }
 
     /// One sample of an instance. `budget` is what is left of this cycle's numa_maps time;
-    /// a walk made here is taken off it.
+    /// a walk made here is taken off it. Threads confined to `planned_cpus` are not asked
+    /// where they last ran.
     pub fn sample(
         &mut self,
         instance: &str,
         locator: &Locator,
+        planned_cpus: Option<&CpuSet>,
         now: Duration,
         budget: &mut Duration,
     ) -> Result<InstanceSample, SampleError> {
@@ -438,7 +453,7 @@ impl Reader {
         let pids = self.pids(locator)?;
         let mut threads = Vec::new();
         for &pid in &pids {
-            match self.threads(pid) {
+            match self.threads(pid, planned_cpus) {
                 Ok(t) => threads.extend(t),
                 Err(SampleError::Vanished { .. }) if pid != pids[0] => {}
                 Err(e) => return Err(e),
@@ -654,21 +669,30 @@ pub(crate) mod tests {
         let d = tree(true);
         let mut r = Reader::new(d.path(), Duration::from_secs(10));
         let mut budget = Duration::from_millis(100);
-        let s = r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap();
+        let s = r.sample("db", &by_pid_file(), None, Duration::ZERO, &mut budget).unwrap();
         assert_eq!(s.source, MemorySource::Cgroup);
         assert_eq!(s.cgroup.as_deref(), Some("/sys/fs/cgroup/system.slice/db.service"));
         assert_eq!(s.memory.0[&0].anon, 8192);
         assert_eq!(s.memory.0[&0].huge, 2 << 20);
         assert_eq!(s.threads.len(), 2);
-        assert_eq!((s.threads[1].tid, s.threads[1].last_cpu), (101, 6));
+        assert_eq!((s.threads[1].tid, s.threads[1].last_cpu), (101, Some(6)));
         assert_eq!(s.threads[1].allowed.to_string(), "0-7");
+        // Planned on 0-7, both threads are confined to the plan: where they ran is not read.
+        let all: CpuSet = "0-7".parse().unwrap();
+        let mut r2 = Reader::new(d.path(), Duration::from_secs(10));
+        let s2 = r2.sample("db", &by_pid_file(), Some(&all), Duration::ZERO, &mut budget).unwrap();
+        assert!(s2.threads.iter().all(|t| t.last_cpu.is_none()), "{:?}", s2.threads);
+        // Planned on 0-3: the thread allowed 0-7 is asked where it ran.
+        let half: CpuSet = "0-3".parse().unwrap();
+        let s3 = r2.sample("db", &by_pid_file(), Some(&half), Duration::ZERO, &mut budget).unwrap();
+        assert_eq!(s3.threads[1].last_cpu, Some(6));
         // The first sample walks numa_maps once for the mappings' policies, not for figures.
         assert_eq!(s.policies.len(), 2, "{:?}", s.policies);
         assert!(r.notices.take().is_empty());
         // By unit: the same cgroup, found from the unit name; no second walk this soon.
         let unit = Locator { unit: Some("db.service".into()), ..Locator::default() };
         let before = budget;
-        let s = r.sample("db", &unit, Duration::from_secs(10), &mut budget).unwrap();
+        let s = r.sample("db", &unit, None, Duration::from_secs(10), &mut budget).unwrap();
         assert_eq!((s.pids.as_slice(), s.source), (&[100][..], MemorySource::Cgroup));
         assert_eq!(budget, before, "no walk was made");
         assert_eq!(s.policies.len(), 2, "the last walk's policies are kept");
@@ -689,17 +713,17 @@ pub(crate) mod tests {
             ..Locator::default()
         };
         let mut budget = Duration::from_secs(1);
-        let s = reader.sample("db-0", &sup(Some(100)), Duration::ZERO, &mut budget).unwrap();
+        let s = reader.sample("db-0", &sup(Some(100)), None, Duration::ZERO, &mut budget).unwrap();
         assert_eq!(s.pids, vec![100, 101], "the main process first");
         assert_eq!(s.source, MemorySource::Cgroup);
         assert_eq!(s.cgroup.as_deref(), Some("/sys/fs/cgroup/pinctl/db-0"));
         assert_eq!(s.memory.0[&0].anon, 4096);
         // Not running under the supervisor: said so, not "no pid-file".
-        let e = reader.sample("db-0", &sup(None), Duration::ZERO, &mut budget).unwrap_err();
+        let e = reader.sample("db-0", &sup(None), None, Duration::ZERO, &mut budget).unwrap_err();
         assert!(e.to_string().contains("not running under the supervisor"), "{e}");
         // A cgroup that does not hold the main process (moved out by hand) is not its own.
         write(r, &format!("{cg}/cgroup.procs"), "101\n");
-        let s = reader.sample("db-0", &sup(Some(100)), Duration::from_secs(60), &mut budget);
+        let s = reader.sample("db-0", &sup(Some(100)), None, Duration::from_secs(60), &mut budget);
         assert_eq!(s.unwrap().source, MemorySource::NumaMaps);
     }
 
@@ -709,16 +733,19 @@ pub(crate) mod tests {
         let mut r = Reader::new(d.path(), Duration::from_secs(10));
         // A spent budget defers even the first walk: the policies are not known yet.
         let mut spent = Duration::ZERO;
-        let s = r.sample("db", &by_pid_file(), Duration::ZERO, &mut spent).unwrap();
+        let s = r.sample("db", &by_pid_file(), None, Duration::ZERO, &mut spent).unwrap();
         assert_eq!((s.source, s.policies.len()), (MemorySource::Cgroup, 0));
         let mut budget = Duration::from_secs(1);
-        r.sample("db", &by_pid_file(), Duration::from_secs(10), &mut budget).unwrap();
+        r.sample("db", &by_pid_file(), None, Duration::from_secs(10), &mut budget).unwrap();
         // A new policy on the mapping: seen only after POLICY_WALK_INTERVALS intervals.
         write(d.path(), "proc/100/numa_maps", "1000 interleave:0-1 anon=3 N0=2 N1=1\n");
         let at = |k: u32| Duration::from_secs(10) * (1 + k);
-        let s = r.sample("db", &by_pid_file(), at(POLICY_WALK_INTERVALS - 1), &mut budget).unwrap();
+        let s = r
+            .sample("db", &by_pid_file(), None, at(POLICY_WALK_INTERVALS - 1), &mut budget)
+            .unwrap();
         assert_eq!(s.policies.len(), 2, "{:?}", s.policies);
-        let s = r.sample("db", &by_pid_file(), at(POLICY_WALK_INTERVALS), &mut budget).unwrap();
+        let s =
+            r.sample("db", &by_pid_file(), None, at(POLICY_WALK_INTERVALS), &mut budget).unwrap();
         assert_eq!(s.policies.len(), 1, "{:?}", s.policies);
         assert_eq!(s.memory.0[&0].anon, 8192, "figures still from the cgroup");
     }
@@ -730,20 +757,20 @@ pub(crate) mod tests {
         write(d.path(), "proc/555/stat", &stat(555, 1, 0));
         let mut r = Reader::new(d.path(), Duration::from_secs(10));
         let mut budget = Duration::from_secs(1);
-        let s = r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap();
+        let s = r.sample("db", &by_pid_file(), None, Duration::ZERO, &mut budget).unwrap();
         assert_eq!(s.source, MemorySource::NumaMaps);
         assert_eq!(s.memory.0[&0].anon, 2 * 4096);
         assert_eq!(s.memory.0[&1].file, 4 * 4096);
         assert_eq!(s.policies.len(), 2);
-        let s = r.sample("db", &by_pid_file(), Duration::from_secs(5), &mut budget).unwrap();
+        let s = r.sample("db", &by_pid_file(), None, Duration::from_secs(5), &mut budget).unwrap();
         assert_eq!(s.source, MemorySource::NumaMapsCached);
-        let s = r.sample("db", &by_pid_file(), Duration::from_secs(10), &mut budget).unwrap();
+        let s = r.sample("db", &by_pid_file(), None, Duration::from_secs(10), &mut budget).unwrap();
         assert_eq!(s.source, MemorySource::NumaMaps);
 
         let d = tree(false);
         let mut r = Reader::new(d.path(), Duration::from_secs(10));
-        r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap();
-        r.sample("db", &by_pid_file(), Duration::from_secs(20), &mut budget).unwrap();
+        r.sample("db", &by_pid_file(), None, Duration::ZERO, &mut budget).unwrap();
+        r.sample("db", &by_pid_file(), None, Duration::from_secs(20), &mut budget).unwrap();
         let notes = r.notices.take();
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("not a cgroup v2 hierarchy"), "{notes:?}");
@@ -780,11 +807,11 @@ pub(crate) mod tests {
         let mut budget = Duration::from_secs(1);
         let none = Locator::default();
         assert!(matches!(
-            r.sample("db", &none, Duration::ZERO, &mut budget),
+            r.sample("db", &none, None, Duration::ZERO, &mut budget),
             Err(SampleError::NoLocator)
         ));
         write(d.path(), "run/db.pid", "200\n");
-        let e = r.sample("db", &by_pid_file(), Duration::ZERO, &mut budget).unwrap_err();
+        let e = r.sample("db", &by_pid_file(), None, Duration::ZERO, &mut budget).unwrap_err();
         assert_eq!(e.to_string(), "not running: PID `200` of `/run/db.pid` is not running");
         let gone = Locator { pid_file: Some("/run/none.pid".into()), ..Locator::default() };
         assert!(matches!(r.pids(&gone), Err(SampleError::NotRunning(_))));
@@ -793,8 +820,8 @@ pub(crate) mod tests {
         assert_eq!(e.to_string(), "not running: unit `other.service` has no processes");
         // A thread that vanished between the listing and its files is left out.
         fs::remove_file(d.path().join("proc/100/task/101/stat")).unwrap();
-        assert_eq!(r.threads(100).unwrap().len(), 1);
-        assert!(matches!(r.threads(300), Err(SampleError::Vanished { pid: 300 })));
+        assert_eq!(r.threads(100, None).unwrap().len(), 1);
+        assert!(matches!(r.threads(300, None), Err(SampleError::Vanished { pid: 300 })));
     }
 
     #[test]
@@ -834,7 +861,7 @@ pub(crate) mod tests {
         let mut r = Reader::new(Path::new("/"), Duration::from_secs(10));
         let mut budget = Duration::from_secs(1);
         let loc = Locator { pid_file: Some(pid_file), ..Locator::default() };
-        let s = r.sample("self", &loc, Duration::ZERO, &mut budget).unwrap();
+        let s = r.sample("self", &loc, None, Duration::ZERO, &mut budget).unwrap();
         assert!(s.memory.total() > 0);
         assert!(s.threads.iter().any(|t| t.tid == std::process::id()));
     }

@@ -155,9 +155,9 @@ pub fn threads_out_of_place(s: &InstanceSample, cpus: &CpuSet) -> Vec<ThreadOutO
             let allowed_outside = (!t.allowed.is_subset(cpus)).then(|| t.allowed.clone());
             // A thread confined to the plan cannot run outside it: a last CPU outside is
             // history from before a re-pin, until the thread runs again.
-            let ran_outside = (!cpus.contains(t.last_cpu)
-                && (t.running || allowed_outside.is_some()))
-            .then_some(t.last_cpu);
+            let ran_outside = t
+                .last_cpu
+                .filter(|&c| !cpus.contains(c) && (t.running || allowed_outside.is_some()));
             (allowed_outside.is_some() || ran_outside.is_some()).then_some(ThreadOutOfPlace {
                 tid: t.tid,
                 allowed_outside,
@@ -444,7 +444,7 @@ mod tests {
             threads: vec![ThreadSample {
                 tid: 10,
                 allowed: "0-3".parse().unwrap(),
-                last_cpu: 1,
+                last_cpu: Some(1),
                 running: true,
             }],
             policies: Vec::new(),
@@ -562,9 +562,24 @@ mod tests {
     fn threads_allowed_or_running_outside() {
         let mut s = sample(0, 1, 0);
         s.threads = vec![
-            ThreadSample { tid: 1, allowed: "0-3".parse().unwrap(), last_cpu: 2, running: true },
-            ThreadSample { tid: 2, allowed: "0-7".parse().unwrap(), last_cpu: 2, running: true },
-            ThreadSample { tid: 3, allowed: "0-3".parse().unwrap(), last_cpu: 6, running: true },
+            ThreadSample {
+                tid: 1,
+                allowed: "0-3".parse().unwrap(),
+                last_cpu: Some(2),
+                running: true,
+            },
+            ThreadSample {
+                tid: 2,
+                allowed: "0-7".parse().unwrap(),
+                last_cpu: Some(2),
+                running: true,
+            },
+            ThreadSample {
+                tid: 3,
+                allowed: "0-3".parse().unwrap(),
+                last_cpu: Some(6),
+                running: true,
+            },
         ];
         let out = threads_out_of_place(&s, &planned().cpus);
         assert_eq!(out.len(), 2);
@@ -579,7 +594,7 @@ mod tests {
         s.threads = vec![ThreadSample {
             tid: 4,
             allowed: "0-3".parse().unwrap(),
-            last_cpu: 6,
+            last_cpu: Some(6),
             running: false,
         }];
         assert_eq!(cpu_drift(&s, &planned()), None);
@@ -630,7 +645,7 @@ mod tests {
         let host = HostSample::default();
         let mut d = InstanceDrift::default();
         let mut bad = sample(0, 10, 90);
-        bad.threads[0].last_cpu = 7;
+        bad.threads[0].last_cpu = Some(7);
         for at in [0, 10] {
             bad.at = secs(at);
             let v = Verdicts::of(&bad, &host, &planned(), &t, |_, _| 0);

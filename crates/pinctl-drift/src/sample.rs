@@ -222,8 +222,10 @@ pub struct ThreadSample {
     pub tid: u32,
     /// `Cpus_allowed_list` of `/proc/PID/task/TID/status`.
     pub allowed: CpuSet,
-    /// Field 39 of `/proc/PID/task/TID/stat`.
-    pub last_cpu: u32,
+    /// Field 39 of `/proc/PID/task/TID/stat`; `None` when not read: a thread whose allowed
+    /// CPUs are all planned ones cannot run anywhere else (the kernel moves it when its
+    /// affinity changes), so its `stat` is not read.
+    pub last_cpu: Option<u32>,
     /// Whether it was running or runnable (state `R`). A sleeping thread's last CPU is
     /// history: the kernel updates it only when the thread runs again.
     pub running: bool,

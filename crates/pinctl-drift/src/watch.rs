@@ -279,7 +279,13 @@ impl Watcher {
         let mut rebalances = Vec::new();
         for t in &self.targets {
             let th = t.thresholds();
-            let sampled = self.reader.sample(&t.instance, &t.locator, now, &mut budget);
+            let sampled = self.reader.sample(
+                &t.instance,
+                &t.locator,
+                Some(&t.planned.cpus),
+                now,
+                &mut budget,
+            );
             let drift = self.drift.entry(t.instance.clone()).or_default();
             let (sample, error, verdicts, transitions) = match sampled {
                 Ok(s) => {

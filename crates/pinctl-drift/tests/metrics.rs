@@ -50,7 +50,7 @@ fn report() -> CycleReport {
         threads: vec![ThreadSample {
             tid: 4242,
             allowed: "0-63".parse().unwrap(),
-            last_cpu: 40,
+            last_cpu: Some(40),
             running: true,
         }],
         policies: Vec::new(),
