@@ -164,10 +164,16 @@ fn large_instance() {
 
 /// 64 `sleep` processes found through PID files in `dir`, planned on every CPU and node.
 fn sleepers(dir: &Path) -> (Vec<Target>, Vec<Guard>) {
+    sleepers_on(dir, None)
+}
+
+/// The same, planned on `cpus` instead (every online CPU when `None`).
+fn sleepers_on(dir: &Path, cpus: Option<pinctl_topology::CpuSet>) -> (Vec<Target>, Vec<Guard>) {
     let mut guards = Vec::new();
     let mut targets = Vec::new();
-    let cpus: pinctl_topology::CpuSet =
-        std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim().parse().unwrap();
+    let cpus: pinctl_topology::CpuSet = cpus.unwrap_or_else(|| {
+        std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim().parse().unwrap()
+    });
     let nodes: pinctl_topology::NodeSet =
         std::fs::read_to_string("/sys/devices/system/node/online").unwrap().trim().parse().unwrap();
     for i in 0..64 {
@@ -258,12 +264,12 @@ const NUMA_STAT_KEYS: [&str; 27] = [
     "workingset_nodereclaim",
 ];
 
-fn cycle_of_64_cgroup() {
-    // Everything a cgroup-path cycle reads but the counters, on the live /proc: the same 64
-    // processes, cycles 10 ms apart against a 10 s interval, so no numa_maps walk is due
-    // and the figures are the last walk's.
+/// Everything a cgroup-path cycle reads but the counters, on the live /proc: 64 processes,
+/// cycles 10 ms apart against a 10 s interval, so no numa_maps walk is due and the figures are
+/// the last walk's. CPU and wall time per cycle.
+fn rest_of_cycle(planned_cpus: Option<pinctl_topology::CpuSet>) -> (Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let (targets, guards) = sleepers(dir.path());
+    let (targets, guards) = sleepers_on(dir.path(), planned_cpus);
     let interval = Duration::from_secs(10);
     let mut w = Watcher::new(Path::new("/"), targets, interval, Watermark::default());
     drop(w.cycle(Duration::ZERO, None));
@@ -283,8 +289,19 @@ fn cycle_of_64_cgroup() {
         })
         .collect();
     let rest_cpu = (cpu_time() - cpu_before) / CYCLES;
-    let rest_wall = median(walls);
     drop(guards);
+    (rest_cpu, median(walls))
+}
+
+fn cycle_of_64_cgroup() {
+    let (rest_cpu, rest_wall) = rest_of_cycle(None);
+    // The same, planned on the first online CPU only: every thread may run outside the plan,
+    // so each one's stat (where it last ran) is read, as every thread's was before threads
+    // confined to the plan were spared it.
+    let online: pinctl_topology::CpuSet =
+        std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim().parse().unwrap();
+    let first: pinctl_topology::CpuSet = online.iter().take(1).collect();
+    let (stat_cpu, stat_wall) = rest_of_cycle((first != online).then_some(first));
     // The counters: the kernel's side is read on the live memory cgroup file this host has
     // (v2, or v1's, filled from the same per-node counters); the parse is of the v2 format,
     // every key for every node of this host.
@@ -320,6 +337,11 @@ fn cycle_of_64_cgroup() {
         "  everything but the counters (threads, processes, host): wall {:>8.1} us, CPU {:>8.1} us",
         rest_wall.as_secs_f64() * 1e6,
         rest_cpu.as_secs_f64() * 1e6
+    );
+    println!(
+        "  the same, every thread's stat read (threads not confined to the plan): wall {:>8.1} us, CPU {:>8.1} us",
+        stat_wall.as_secs_f64() * 1e6,
+        stat_cpu.as_secs_f64() * 1e6
     );
     println!(
         "  parsing one v2 memory.numa_stat ({} keys x {} nodes)              {:>8.2} us",
