@@ -526,30 +526,38 @@ cpus = 1
     );
     run.start(&unpinned());
     let pid = run.status()["busy"]["pid"].as_i64().unwrap() as i32;
-    // Once it runs `sleep`, its CPU time and RSS stand still and can be compared exactly.
-    wait_for("busy to finish its loop", || {
+    // Once `sleep` has started (after its exec the loader still maps libraries and faults
+    // pages in), its CPU time and RSS stand still and can be compared exactly: the supervisor's
+    // answer is taken between two identical readings of /proc.
+    let cpu_and_rss = || -> Option<(f64, u64)> {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        (comm == "sleep\n").then_some(())
+        if comm != "sleep\n" {
+            return None;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let fields: Vec<u64> = stat[stat.rfind(')')? + 2..]
+            .split_whitespace()
+            .skip(11)
+            .take(4)
+            .map(|f| f.parse().unwrap())
+            .collect();
+        // utime + stime + cutime + cstime, in the kernel's USER_HZ (100 on Linux).
+        let cpu = fields.iter().sum::<u64>() as f64 / 100.0;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let rss_kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())?;
+        Some((cpu, rss_kib * 1024))
+    };
+    let (s, (cpu, rss)) = wait_for("busy to run `sleep`, settled", || {
+        let before = cpu_and_rss()?;
+        let s = run.status();
+        (cpu_and_rss()? == before).then_some((s, before))
     });
-    let s = run.status();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<u64> = stat[stat.rfind(')').unwrap() + 2..]
-        .split_whitespace()
-        .skip(11)
-        .take(4)
-        .map(|f| f.parse().unwrap())
-        .collect();
-    // utime + stime + cutime + cstime, in the kernel's USER_HZ (100 on Linux).
-    let cpu = fields.iter().sum::<u64>() as f64 / 100.0;
-    assert!(cpu > 0.0, "the loop used CPU: {stat}");
+    assert!(cpu > 0.0, "the loop used CPU");
     assert!((s["busy"]["cpu_s"].as_f64().unwrap() - cpu).abs() < 1e-9, "{}", s["busy"]);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
-        .unwrap();
-    assert_eq!(s["busy"]["rss_bytes"].as_u64(), Some(rss_kib * 1024));
+    assert_eq!(s["busy"]["rss_bytes"].as_u64(), Some(rss));
     assert_eq!(s["never"]["cpu_s"], Value::Null, "nothing runs");
     assert_eq!(s["never"]["rss_bytes"], Value::Null);
     let out = run.ctl(&["status"]);

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use pinctl_config::{Config, Diagnostic, Severity};
+use pinctl_config::{Config, Diagnostic, KeepFree, Severity};
 use pinctl_plan::{Placement, Plan, PlanInputs};
-use pinctl_sysfs::{LoadedTopology, default_route_interfaces};
+use pinctl_sysfs::{DeviceScope, LoadedTopology, default_route_interfaces};
 use pinctl_topology::{CpuSet, NodeSet};
 
 use crate::error::LaunchError;
@@ -149,9 +149,29 @@ pub struct PlannedInstance {
     pub cpuset: Option<CpuSet>,
 }
 
+/// The devices a plan of `config` depends on: those `near` entries name (any kind), those
+/// `keep-free` names, and, when the file sets no `keep-free`, the default route's NICs. The
+/// plan on a topology read with only these is the plan on the whole one (tested on every
+/// fixture tree).
+pub fn devices_needed(config: &Config) -> DeviceScope {
+    let near = config.services.iter().flat_map(|s| &s.instances).any(|i| !i.near.is_empty());
+    match &config.host.keep_free {
+        _ if near => DeviceScope::All,
+        // `keep-free` may name any device (a warning when it is not a NIC): read them all.
+        Some(list) if list.iter().any(|k| matches!(k, KeepFree::Nic(_))) => DeviceScope::All,
+        Some(_) => DeviceScope::None,
+        None => DeviceScope::Network,
+    }
+}
+
 /// The placement of instance `service` of the file at `config_path` on the live machine.
+/// Only the devices the file's plan depends on are read ([`devices_needed`]): this runs in
+/// every unit's start-up.
 pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInstance, LaunchError> {
-    let prepared = prepare(load_config(config_path)?, live_topology()?, false)?;
+    let config = load_config(config_path)?;
+    let loaded = LoadedTopology::live_with(devices_needed(&config))
+        .map_err(|e| LaunchError::Topology(Box::new(e)))?;
+    let prepared = prepare(config, loaded, false)?;
     let plan = plan(&prepared)?;
     let cpuset = prepared.loaded.topology.host.allowed_cpus.clone();
     match plan.placement(service) {

@@ -38,17 +38,41 @@ struct Located {
     pci: Option<String>,
 }
 
+/// Which devices discovery reads. A plan needs devices only for `near` entries and
+/// `keep-free`: `pinctl exec -c` reads no more of them than its file names, since every device
+/// costs a link, a folder or a file or two, and a server has hundreds of PCI functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceScope {
+    /// Every kind: block devices, NICs, InfiniBand, GPUs and accelerators, DAX.
+    All,
+    /// Network devices only (`sys/class/net`, `sys/class/infiniband`): the default route's
+    /// NICs, which the planner keeps free when the file sets no `keep-free`.
+    Network,
+    /// None.
+    None,
+}
+
 pub(crate) fn read_devices(
     fs: &mut FsRoot,
     topo: &Topology,
+    scope: DeviceScope,
 ) -> Result<Vec<Device>, DiscoveryError> {
     let mut cands = Vec::new();
-    block_devices(fs, &mut cands)?;
+    if scope == DeviceScope::None {
+        return Ok(Vec::new());
+    }
+    let all = scope == DeviceScope::All;
+    if all {
+        block_devices(fs, &mut cands)?;
+    }
     net_devices(fs, &mut cands)?;
     class_devices(fs, "sys/class/infiniband", DeviceKind::Infiniband, |_| true, &mut cands)?;
-    class_devices(fs, "sys/class/drm", DeviceKind::Gpu, is_drm_card, &mut cands)?;
-    class_devices(fs, "sys/bus/dax/devices", DeviceKind::Other, |_| true, &mut cands)?;
-    let accelerators = crate::pci::accelerators(fs)?;
+    let mut accelerators = Vec::new();
+    if all {
+        class_devices(fs, "sys/class/drm", DeviceKind::Gpu, is_drm_card, &mut cands)?;
+        class_devices(fs, "sys/bus/dax/devices", DeviceKind::Other, |_| true, &mut cands)?;
+        accelerators = crate::pci::accelerators(fs)?;
+    }
     // A GPU with a DRM node is also found by its PCI class: that entry names it once.
     cands.retain(|c| {
         c.kind != DeviceKind::Gpu

@@ -24,7 +24,8 @@ pub mod pci;
 mod process;
 mod source;
 
-pub use discover::{read_topology, read_tree};
+pub use devices::DeviceScope;
+pub use discover::{read_topology, read_topology_with, read_tree, read_tree_with};
 pub use error::{DiscoveryError, NearError};
 pub use fsroot::{FsRoot, Tree};
 pub use host::{Allowed, DeviceRef, Host, HostError};

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use pinctl_topology::Topology;
 
-use crate::discover::read_topology;
+use crate::devices::DeviceScope;
+use crate::discover::read_topology_with;
 use crate::error::DiscoveryError;
 
 /// Where a topology comes from: `--topology SRC` or the live machine.
@@ -112,8 +113,13 @@ pub struct LoadedTopology {
 impl LoadedTopology {
     /// The machine pinctl runs on.
     pub fn live() -> Result<LoadedTopology, DiscoveryError> {
+        LoadedTopology::live_with(DeviceScope::All)
+    }
+
+    /// The machine pinctl runs on, with only the devices of `scope`.
+    pub fn live_with(scope: DeviceScope) -> Result<LoadedTopology, DiscoveryError> {
         let root = PathBuf::from("/");
-        let topology = read_topology(&root)?;
+        let topology = read_topology_with(&root, scope)?;
         Ok(LoadedTopology {
             topology,
             fs_root: Some(root),
@@ -124,7 +130,15 @@ impl LoadedTopology {
 
     /// A sysfs/procfs tree in a directory.
     pub fn directory(dir: &Path) -> Result<LoadedTopology, DiscoveryError> {
-        let topology = read_topology(dir)?;
+        LoadedTopology::directory_with(dir, DeviceScope::All)
+    }
+
+    /// A sysfs/procfs tree in a directory, with only the devices of `scope`.
+    pub fn directory_with(
+        dir: &Path,
+        scope: DeviceScope,
+    ) -> Result<LoadedTopology, DiscoveryError> {
+        let topology = read_topology_with(dir, scope)?;
         Ok(LoadedTopology {
             topology,
             fs_root: Some(dir.to_path_buf()),

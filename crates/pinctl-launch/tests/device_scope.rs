@@ -1,0 +1,128 @@
+//! `pinctl exec -c` reads only the devices its file's plan depends on
+//! ([`pinctl_launch::devices_needed`]). This holds that the plan is then the same as on the
+//! whole topology, on every bundled tree and every captured machine, for files that name no
+//! device (the default route's NICs kept free, or nothing kept free) and for one with `near`.
+
+use std::path::{Path, PathBuf};
+
+use pinctl_capture::UnpackedTree;
+use pinctl_sysfs::{DeviceScope, LoadedTopology};
+use pinctl_topology::DeviceKind;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The bundled trees and every capture of ../shared, unpacked.
+fn trees() -> Vec<(String, PathBuf, Option<UnpackedTree>)> {
+    let mut out = Vec::new();
+    let own = repo().join("tests/fixtures/sysfs");
+    for e in std::fs::read_dir(&own).unwrap() {
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            out.push((path.display().to_string(), path, None));
+        }
+    }
+    let shared = repo().join("../shared/fixtures/topologies");
+    for e in std::fs::read_dir(&shared).expect("../shared/fixtures/topologies") {
+        let raw = e.unwrap().path().join("raw");
+        let Ok(files) = std::fs::read_dir(&raw) else { continue };
+        for f in files {
+            let path = f.unwrap().path();
+            if path.file_name().unwrap().to_string_lossy().contains(".tar") {
+                let unpacked = pinctl_capture::unpack_tarball(&path).unwrap();
+                let root = unpacked.root().to_path_buf();
+                out.push((path.display().to_string(), root, Some(unpacked)));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn config(text: &str) -> pinctl_config::Config {
+    pinctl_config::parse(Path::new("pinctl.toml"), text).unwrap()
+}
+
+/// The plan (or the reason there is none) on `root` read with `scope`.
+fn plan_on(root: &Path, scope: DeviceScope, config: &pinctl_config::Config) -> String {
+    let loaded = LoadedTopology::directory_with(root, scope).unwrap();
+    match pinctl_launch::prepare_plan(config.clone(), loaded, false) {
+        Ok(prepared) => match pinctl_launch::plan(&prepared) {
+            Ok(plan) => format!("{:?}\n{:?}", plan.placements, plan.warnings),
+            Err(e) => format!("no plan: {e}"),
+        },
+        Err(e) => format!("rejected: {e}"),
+    }
+}
+
+#[test]
+fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
+    let files = [
+        ("default keep-free", "[service.db]\ncommand = [\"db\"]\ncpus = 1\ninstances = 2\n"),
+        (
+            "nothing kept free",
+            "[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\ninstances = 2\n",
+        ),
+    ];
+    let mut trees_with_other_devices = 0;
+    let mut planned = 0;
+    let trees = trees();
+    assert!(trees.len() >= 10, "{} trees", trees.len());
+    for (name, root, _keep) in &trees {
+        let all = LoadedTopology::directory_with(root, DeviceScope::All).unwrap();
+        if all
+            .topology
+            .devices
+            .iter()
+            .any(|d| !matches!(d.kind, DeviceKind::Nic | DeviceKind::Infiniband))
+        {
+            trees_with_other_devices += 1;
+        }
+        for (what, text) in files {
+            let c = config(text);
+            let scope = pinctl_launch::devices_needed(&c);
+            let scoped = LoadedTopology::directory_with(root, scope).unwrap();
+            // Only the devices of the scope are read, and those exactly as a full read has them.
+            let network = |t: &LoadedTopology| -> Vec<String> {
+                t.topology
+                    .devices
+                    .iter()
+                    .filter(|d| matches!(d.kind, DeviceKind::Nic | DeviceKind::Infiniband))
+                    .map(|d| format!("{d:?}"))
+                    .collect()
+            };
+            match scope {
+                DeviceScope::None => assert!(scoped.topology.devices.is_empty(), "{name}"),
+                DeviceScope::Network => {
+                    assert_eq!(network(&scoped), network(&all), "{name}");
+                    assert_eq!(scoped.topology.devices.len(), network(&scoped).len(), "{name}");
+                }
+                DeviceScope::All => panic!("{what} names no device"),
+            }
+            assert_eq!(scoped.topology.nodes, all.topology.nodes, "{name}");
+            let on_scoped = plan_on(root, scope, &c);
+            assert_eq!(on_scoped, plan_on(root, DeviceScope::All, &c), "{name}, {what}");
+            if !on_scoped.starts_with("rejected") && !on_scoped.starts_with("no plan") {
+                planned += 1;
+            }
+        }
+    }
+    // Most pairs plan (a refusal on both sides proves less).
+    assert!(planned >= trees.len(), "{planned} plans over {} trees", trees.len());
+    // The scope made a difference somewhere (NVMe, GPUs, DAX in the captures).
+    assert!(trees_with_other_devices >= 3, "{trees_with_other_devices}");
+}
+
+#[test]
+fn a_file_that_names_devices_reads_all_of_them() {
+    let near = config("[service.db]\ncommand = [\"db\"]\ncpus = 1\nnear = \"nvme0n1\"\n");
+    assert_eq!(pinctl_launch::devices_needed(&near), DeviceScope::All);
+    let nic =
+        config("[host]\nkeep-free = [\"eth0\"]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
+    assert_eq!(pinctl_launch::devices_needed(&nic), DeviceScope::All);
+    let node = config("[host]\nkeep-free = [0]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
+    assert_eq!(pinctl_launch::devices_needed(&node), DeviceScope::None);
+    let unset = config("[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
+    assert_eq!(pinctl_launch::devices_needed(&unset), DeviceScope::Network);
+}
