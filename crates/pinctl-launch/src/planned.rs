@@ -149,18 +149,22 @@ pub struct PlannedInstance {
     pub cpuset: Option<CpuSet>,
 }
 
-/// The devices a plan of `config` depends on: those `near` entries name (any kind), those
-/// `keep-free` names, and, when the file sets no `keep-free`, the default route's NICs. The
-/// plan on a topology read with only these is the plan on the whole one (tested on every
-/// fixture tree).
-pub fn devices_needed(config: &Config) -> DeviceScope {
+/// The devices a plan of `config` on the machine at `root` depends on: those `near` entries
+/// name (any kind), those `keep-free` names, and, when the file sets no `keep-free`, the
+/// default route's NICs (read here from `root`'s routing table; all network devices when it
+/// cannot be read, and `prepare` then says why). The plan on a topology read with only these
+/// is the plan on the whole one (tested on every fixture tree and captured machine).
+pub fn devices_needed(config: &Config, root: &Path) -> DeviceScope {
     let near = config.services.iter().flat_map(|s| &s.instances).any(|i| !i.near.is_empty());
     match &config.host.keep_free {
         _ if near => DeviceScope::All,
         // `keep-free` may name any device (a warning when it is not a NIC): read them all.
         Some(list) if list.iter().any(|k| matches!(k, KeepFree::Nic(_))) => DeviceScope::All,
         Some(_) => DeviceScope::None,
-        None => DeviceScope::Network,
+        None => match default_route_interfaces(root) {
+            Ok(nics) => DeviceScope::Nics(nics),
+            Err(_) => DeviceScope::Network,
+        },
     }
 }
 
@@ -169,7 +173,7 @@ pub fn devices_needed(config: &Config) -> DeviceScope {
 /// every unit's start-up.
 pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInstance, LaunchError> {
     let config = load_config(config_path)?;
-    let loaded = LoadedTopology::live_with(devices_needed(&config))
+    let loaded = LoadedTopology::live_with(&devices_needed(&config, Path::new("/")))
         .map_err(|e| LaunchError::Topology(Box::new(e)))?;
     let prepared = prepare(config, loaded, false)?;
     let plan = plan(&prepared)?;

@@ -44,10 +44,15 @@ fn config(text: &str) -> pinctl_config::Config {
     pinctl_config::parse(Path::new("pinctl.toml"), text).unwrap()
 }
 
-/// The plan (or the reason there is none) on `root` read with `scope`.
-fn plan_on(root: &Path, scope: DeviceScope, config: &pinctl_config::Config) -> String {
-    let loaded = LoadedTopology::directory_with(root, scope).unwrap();
-    match pinctl_launch::prepare_plan(config.clone(), loaded, false) {
+/// The plan (or the reason there is none) on `loaded`.
+fn plan_on(loaded: &LoadedTopology, config: &pinctl_config::Config) -> String {
+    let copy = LoadedTopology {
+        topology: loaded.topology.clone(),
+        fs_root: loaded.fs_root.clone(),
+        is_live: loaded.is_live,
+        source: loaded.source.clone(),
+    };
+    match pinctl_launch::prepare_plan(config.clone(), copy, false) {
         Ok(prepared) => match pinctl_launch::plan(&prepared) {
             Ok(plan) => format!("{:?}\n{:?}", plan.placements, plan.warnings),
             Err(e) => format!("no plan: {e}"),
@@ -67,10 +72,11 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
     ];
     let mut trees_with_other_devices = 0;
     let mut planned = 0;
+    let mut routed = 0;
     let trees = trees();
     assert!(trees.len() >= 10, "{} trees", trees.len());
     for (name, root, _keep) in &trees {
-        let all = LoadedTopology::directory_with(root, DeviceScope::All).unwrap();
+        let all = LoadedTopology::directory_with(root, &DeviceScope::All).unwrap();
         if all
             .topology
             .devices
@@ -81,8 +87,8 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
         }
         for (what, text) in files {
             let c = config(text);
-            let scope = pinctl_launch::devices_needed(&c);
-            let scoped = LoadedTopology::directory_with(root, scope).unwrap();
+            let scope = pinctl_launch::devices_needed(&c, root);
+            let scoped = LoadedTopology::directory_with(root, &scope).unwrap();
             // Only the devices of the scope are read, and those exactly as a full read has them.
             let network = |t: &LoadedTopology| -> Vec<String> {
                 t.topology
@@ -92,17 +98,29 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
                     .map(|d| format!("{d:?}"))
                     .collect()
             };
-            match scope {
+            match &scope {
                 DeviceScope::None => assert!(scoped.topology.devices.is_empty(), "{name}"),
                 DeviceScope::Network => {
                     assert_eq!(network(&scoped), network(&all), "{name}");
                     assert_eq!(scoped.topology.devices.len(), network(&scoped).len(), "{name}");
                 }
+                DeviceScope::Nics(nics) => {
+                    // Each named NIC as the full read has it (or absent from both).
+                    for nic in nics {
+                        let one =
+                            |t: &LoadedTopology| t.topology.device(nic).map(|d| format!("{d:?}"));
+                        assert_eq!(one(&scoped), one(&all), "{name}: {nic}");
+                    }
+                    assert_eq!(scoped.topology.devices.len(), network(&scoped).len(), "{name}");
+                    if !nics.is_empty() {
+                        routed += 1;
+                    }
+                }
                 DeviceScope::All => panic!("{what} names no device"),
             }
             assert_eq!(scoped.topology.nodes, all.topology.nodes, "{name}");
-            let on_scoped = plan_on(root, scope, &c);
-            assert_eq!(on_scoped, plan_on(root, DeviceScope::All, &c), "{name}, {what}");
+            let on_scoped = plan_on(&scoped, &c);
+            assert_eq!(on_scoped, plan_on(&all, &c), "{name}, {what}");
             if !on_scoped.starts_with("rejected") && !on_scoped.starts_with("no plan") {
                 planned += 1;
             }
@@ -110,6 +128,8 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
     }
     // Most pairs plan (a refusal on both sides proves less).
     assert!(planned >= trees.len(), "{planned} plans over {} trees", trees.len());
+    // Some trees have a default route whose NICs are kept free.
+    assert!(routed >= 1, "no tree with a default route");
     // The scope made a difference somewhere (NVMe, GPUs, DAX in the captures).
     assert!(trees_with_other_devices >= 3, "{trees_with_other_devices}");
 }
@@ -117,12 +137,21 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
 #[test]
 fn a_file_that_names_devices_reads_all_of_them() {
     let near = config("[service.db]\ncommand = [\"db\"]\ncpus = 1\nnear = \"nvme0n1\"\n");
-    assert_eq!(pinctl_launch::devices_needed(&near), DeviceScope::All);
+    assert_eq!(pinctl_launch::devices_needed(&near, Path::new("/")), DeviceScope::All);
     let nic =
         config("[host]\nkeep-free = [\"eth0\"]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
-    assert_eq!(pinctl_launch::devices_needed(&nic), DeviceScope::All);
+    assert_eq!(pinctl_launch::devices_needed(&nic, Path::new("/")), DeviceScope::All);
     let node = config("[host]\nkeep-free = [0]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
-    assert_eq!(pinctl_launch::devices_needed(&node), DeviceScope::None);
+    assert_eq!(pinctl_launch::devices_needed(&node, Path::new("/")), DeviceScope::None);
     let unset = config("[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
-    assert_eq!(pinctl_launch::devices_needed(&unset), DeviceScope::Network);
+    // Unset: the default route's NICs of this machine, as its routing table names them.
+    let route = pinctl_sysfs::default_route_interfaces(Path::new("/")).unwrap();
+    assert_eq!(pinctl_launch::devices_needed(&unset, Path::new("/")), DeviceScope::Nics(route));
+    // A tree without a routing table has no default route: no NIC is kept free or read.
+    let tree = tempfile::tempdir().unwrap();
+    assert_eq!(pinctl_launch::devices_needed(&unset, tree.path()), DeviceScope::Nics(vec![]));
+    // A routing table that does not parse: every network device, and `prepare` says why.
+    std::fs::create_dir_all(tree.path().join("proc/net")).unwrap();
+    std::fs::write(tree.path().join("proc/net/route"), "Iface\tDestination\neth0 zz\n").unwrap();
+    assert_eq!(pinctl_launch::devices_needed(&unset, tree.path()), DeviceScope::Network);
 }

@@ -2,7 +2,7 @@
 //! volumes), network interfaces (NICs, bonds, VLANs, bridges), InfiniBand HCAs, GPUs and
 //! accelerators (DRM cards, and PCI functions by class: [`crate::pci`]) and DAX devices, each placed on the node(s) sysfs says it is local to.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use pinctl_topology::{CpuSet, Device, DeviceKind, Locality, NodeId, NodeSet, Topology};
 
@@ -41,13 +41,15 @@ struct Located {
 /// Which devices discovery reads. A plan needs devices only for `near` entries and
 /// `keep-free`: `pinctl exec -c` reads no more of them than its file names, since every device
 /// costs a link, a folder or a file or two, and a server has hundreds of PCI functions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceScope {
     /// Every kind: block devices, NICs, InfiniBand, GPUs and accelerators, DAX.
     All,
-    /// Network devices only (`sys/class/net`, `sys/class/infiniband`): the default route's
-    /// NICs, which the planner keeps free when the file sets no `keep-free`.
+    /// Network devices only (`sys/class/net`, `sys/class/infiniband`).
     Network,
+    /// These network devices (the default route's, which the planner keeps free when the
+    /// file sets no `keep-free`) and, for bonds, VLANs and bridges, their members.
+    Nics(Vec<String>),
     /// None.
     None,
 }
@@ -55,18 +57,27 @@ pub enum DeviceScope {
 pub(crate) fn read_devices(
     fs: &mut FsRoot,
     topo: &Topology,
-    scope: DeviceScope,
+    scope: &DeviceScope,
 ) -> Result<Vec<Device>, DiscoveryError> {
     let mut cands = Vec::new();
-    if scope == DeviceScope::None {
-        return Ok(Vec::new());
+    let all = *scope == DeviceScope::All;
+    match scope {
+        DeviceScope::None => return Ok(Vec::new()),
+        DeviceScope::Nics(names) => named_net_devices(fs, names, &mut cands)?,
+        DeviceScope::All | DeviceScope::Network => {
+            if all {
+                block_devices(fs, &mut cands)?;
+            }
+            net_devices(fs, &mut cands)?;
+            class_devices(
+                fs,
+                "sys/class/infiniband",
+                DeviceKind::Infiniband,
+                |_| true,
+                &mut cands,
+            )?;
+        }
     }
-    let all = scope == DeviceScope::All;
-    if all {
-        block_devices(fs, &mut cands)?;
-    }
-    net_devices(fs, &mut cands)?;
-    class_devices(fs, "sys/class/infiniband", DeviceKind::Infiniband, |_| true, &mut cands)?;
     let mut accelerators = Vec::new();
     if all {
         class_devices(fs, "sys/class/drm", DeviceKind::Gpu, is_drm_card, &mut cands)?;
@@ -233,41 +244,75 @@ fn nvme_class_namespaces(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<()
 }
 
 fn net_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), DiscoveryError> {
-    let dir = "sys/class/net";
-    for name in sorted(fs.list(dir)?.unwrap_or_default()) {
-        let Some(path) = fs.link(&format!("{dir}/{name}"))? else { continue };
-        if !path.starts_with("sys/devices/virtual/") {
-            out.push(Candidate { name, kind: DeviceKind::Nic, path, how: How::Physical });
-            continue;
-        }
-        // Bonds list members in bonding/slaves; VLANs, macvlans and bonds link `lower_<dev>`;
-        // bridges list ports in brif/. Without members (lo, tun, dummy, veth) it is not
-        // placeable. One listing of the device's folder says which of these to read, so a
-        // container host's hundreds of veths cost one folder read each.
-        let entries = fs.list(&path)?.unwrap_or_default();
-        let has = |name: &str| entries.iter().any(|e| e == name);
-        let mut members: Vec<String> = Vec::new();
-        if has("bonding") {
-            let from_links = || format!("`{name}`'s members are its `lower_` links");
-            if let Some(t) = fs.text_fact(&format!("{path}/bonding/slaves"), from_links)? {
-                members = t.split_whitespace().map(str::to_string).collect();
-            }
-        }
-        if members.is_empty() {
-            members = entries
-                .iter()
-                .filter_map(|e| e.strip_prefix("lower_").map(str::to_string))
-                .collect();
-        }
-        if members.is_empty() && has("brif") {
-            members = fs.list(&format!("{path}/brif"))?.unwrap_or_default();
-        }
-        if !members.is_empty() {
-            let members = sorted(members);
-            out.push(Candidate { name, kind: DeviceKind::Nic, path, how: How::Members(members) });
-        }
+    for name in sorted(fs.list("sys/class/net")?.unwrap_or_default()) {
+        out.extend(net_device(fs, name)?);
     }
     Ok(())
+}
+
+/// The network devices `names` and, through their members, every device below them (a VLAN
+/// on a bond on two NICs), in name order: what locating `names` needs, and no more.
+fn named_net_devices(
+    fs: &mut FsRoot,
+    names: &[String],
+    out: &mut Vec<Candidate>,
+) -> Result<(), DiscoveryError> {
+    let mut wanted: Vec<String> = names.to_vec();
+    let mut seen = BTreeSet::new();
+    let mut found: BTreeMap<String, Candidate> = BTreeMap::new();
+    while let Some(name) = wanted.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        // A name the class folder does not have, or one without members, is left out as the
+        // full listing leaves it out.
+        if let Some(c) = net_device(fs, name.clone())? {
+            if let How::Members(members) = &c.how {
+                wanted.extend(members.iter().cloned());
+            }
+            found.insert(name, c);
+        }
+    }
+    out.extend(found.into_values());
+    Ok(())
+}
+
+/// One entry of `sys/class/net`: a NIC, or a virtual device with members (bond, VLAN, bridge,
+/// macvlan); `None` for one without members (lo, tun, dummy, veth) or a name not there.
+fn net_device(fs: &mut FsRoot, name: String) -> Result<Option<Candidate>, DiscoveryError> {
+    let dir = "sys/class/net";
+    if name.contains('/') || name == "." || name == ".." {
+        return Ok(None);
+    }
+    let Some(path) = fs.link(&format!("{dir}/{name}"))? else { return Ok(None) };
+    if !path.starts_with("sys/devices/virtual/") {
+        return Ok(Some(Candidate { name, kind: DeviceKind::Nic, path, how: How::Physical }));
+    }
+    // Bonds list members in bonding/slaves; VLANs, macvlans and bonds link `lower_<dev>`;
+    // bridges list ports in brif/. Without members (lo, tun, dummy, veth) it is not
+    // placeable. One listing of the device's folder says which of these to read, so a
+    // container host's hundreds of veths cost one folder read each.
+    let entries = fs.list(&path)?.unwrap_or_default();
+    let has = |name: &str| entries.iter().any(|e| e == name);
+    let mut members: Vec<String> = Vec::new();
+    if has("bonding") {
+        let from_links = || format!("`{name}`'s members are its `lower_` links");
+        if let Some(t) = fs.text_fact(&format!("{path}/bonding/slaves"), from_links)? {
+            members = t.split_whitespace().map(str::to_string).collect();
+        }
+    }
+    if members.is_empty() {
+        members =
+            entries.iter().filter_map(|e| e.strip_prefix("lower_").map(str::to_string)).collect();
+    }
+    if members.is_empty() && has("brif") {
+        members = fs.list(&format!("{path}/brif"))?.unwrap_or_default();
+    }
+    if members.is_empty() {
+        return Ok(None);
+    }
+    let members = sorted(members);
+    Ok(Some(Candidate { name, kind: DeviceKind::Nic, path, how: How::Members(members) }))
 }
 
 fn class_devices(

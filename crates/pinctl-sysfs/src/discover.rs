@@ -23,22 +23,22 @@ const CPU_DIR: &str = "sys/devices/system/cpu";
 /// the kernel never writes is a warning in [`Topology::discovery_warnings`] saying what was
 /// assumed instead; only a tree left without any usable node is an error.
 pub fn read_topology(root: &Path) -> Result<Topology, DiscoveryError> {
-    read_topology_with(root, DeviceScope::All)
+    read_topology_with(root, &DeviceScope::All)
 }
 
 /// [`read_topology`] with only the devices of `scope`.
-pub fn read_topology_with(root: &Path, scope: DeviceScope) -> Result<Topology, DiscoveryError> {
+pub fn read_topology_with(root: &Path, scope: &DeviceScope) -> Result<Topology, DiscoveryError> {
     let mut fs = FsRoot::new(root);
     read_tree_with(&mut fs, scope)
 }
 
 /// Reads the topology of any tree: a directory, or an archive in memory (pinctl-capture).
 pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
-    read_tree_with(fs, DeviceScope::All)
+    read_tree_with(fs, &DeviceScope::All)
 }
 
 /// [`read_tree`] with only the devices of `scope`.
-pub fn read_tree_with(fs: &mut FsRoot, scope: DeviceScope) -> Result<Topology, DiscoveryError> {
+pub fn read_tree_with(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryError> {
     // A root must hold something discovery reads (nodes, CPUs, or devices for the NVMe-only
     // dumps of libnvme): any folder with a `proc/` (or `/proc` itself) would otherwise read as
     // a machine with no nodes and no CPUs.
@@ -65,7 +65,7 @@ pub fn read_tree_with(fs: &mut FsRoot, scope: DeviceScope) -> Result<Topology, D
     Ok(topology)
 }
 
-fn discover(fs: &mut FsRoot, scope: DeviceScope) -> Result<Topology, DiscoveryError> {
+fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryError> {
     let cpus_online = read_online_cpus(fs)?;
     let nodes = read_nodes(fs, &cpus_online)?;
     let cpus = read_cpus(fs, &cpus_online, &nodes)?;

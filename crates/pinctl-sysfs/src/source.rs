@@ -113,11 +113,11 @@ pub struct LoadedTopology {
 impl LoadedTopology {
     /// The machine pinctl runs on.
     pub fn live() -> Result<LoadedTopology, DiscoveryError> {
-        LoadedTopology::live_with(DeviceScope::All)
+        LoadedTopology::live_with(&DeviceScope::All)
     }
 
     /// The machine pinctl runs on, with only the devices of `scope`.
-    pub fn live_with(scope: DeviceScope) -> Result<LoadedTopology, DiscoveryError> {
+    pub fn live_with(scope: &DeviceScope) -> Result<LoadedTopology, DiscoveryError> {
         let root = PathBuf::from("/");
         let topology = read_topology_with(&root, scope)?;
         Ok(LoadedTopology {
@@ -130,13 +130,13 @@ impl LoadedTopology {
 
     /// A sysfs/procfs tree in a directory.
     pub fn directory(dir: &Path) -> Result<LoadedTopology, DiscoveryError> {
-        LoadedTopology::directory_with(dir, DeviceScope::All)
+        LoadedTopology::directory_with(dir, &DeviceScope::All)
     }
 
     /// A sysfs/procfs tree in a directory, with only the devices of `scope`.
     pub fn directory_with(
         dir: &Path,
-        scope: DeviceScope,
+        scope: &DeviceScope,
     ) -> Result<LoadedTopology, DiscoveryError> {
         let topology = read_topology_with(dir, scope)?;
         Ok(LoadedTopology {
