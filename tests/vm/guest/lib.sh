@@ -234,7 +234,9 @@ start_held() {
     "$@" >"$_p.out" 2>"$_p.err" &
     echo $! >"$_p.pid"
     _i=0
-    while [ $_i -lt 100 ] && ! grep -qx ready "$_p.out" 2>/dev/null; do
+    # HELD_TRIES (default 100, about 10 s): a probe that fills a node first has the kernel
+    # reclaim and spill under TCG, which can take minutes on a loaded host.
+    while [ $_i -lt "${HELD_TRIES:-100}" ] && ! grep -qx ready "$_p.out" 2>/dev/null; do
         kill -0 "$(cat "$_p.pid")" 2>/dev/null || break
         usleep 100000
         _i=$((_i + 1))
