@@ -70,15 +70,12 @@ pub(crate) fn unsupported_policies(
 mod tests {
     use std::path::Path;
 
-    use pinctl_sysfs::TopologySource;
-
     use super::*;
 
     fn loaded_with(support: Option<PolicySupport>) -> LoadedTopology {
         let mut loaded = LoadedTopology::live().unwrap();
         loaded.topology.host.kernel = Some("5.10.0-32-cloud-amd64".into());
         loaded.topology.host.memory_policies = support;
-        loaded.source = TopologySource::Live;
         loaded
     }
 
