@@ -743,7 +743,8 @@ output = "/dev/null"
 
 /// `pinctl status` shows what the watcher of `pinctl run` last found of each instance: the
 /// share of its memory on its planned nodes and its drift, here a thread moved off its planned
-/// CPU with `taskset` (an `alert` service: reported, never moved back).
+/// CPU with `taskset` (an `alert` service: reported, never moved back, until a reload makes
+/// it a `rebalance` one).
 #[test]
 fn status_shows_each_instance_local_fraction_and_drift() {
     let mut run = Run::new(
@@ -798,9 +799,36 @@ drift-hold = "200ms"
     let row = text.lines().find(|l| l.starts_with("db ")).unwrap();
     assert!(row.contains(" cpu "), "{text}");
     // `alert` (the default) never re-pins.
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap();
-    assert_eq!(cpus.trim(), online.trim());
+    let allowed = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap();
+        cpus.trim().to_string()
+    };
+    assert_eq!(allowed(), online.trim());
+
+    // A reload re-reads the drift keys: the same service, now `rebalance`, is re-pinned
+    // without a restart. Its dry run changes nothing (five cycles later the thread is still
+    // where taskset put it).
+    let config = std::fs::read_to_string(run.path("pinctl.toml")).unwrap();
+    let rebalance = config.replace("drift-hold", "on-drift = \"rebalance\"\ndrift-hold");
+    std::fs::write(run.path("pinctl.toml"), rebalance).unwrap();
+    let dry = run.ctl(&["reload", "--dry-run"]);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(allowed(), online.trim(), "a dry run changed the watcher's action");
+    let out = run.ctl(&["reload"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_for("the reloaded `rebalance` to re-pin the thread", || {
+        (allowed() == planned).then_some(())
+    });
+    wait_for("the CPU drift to end in status", || {
+        let s = run.status();
+        (s["db"]["drift"]["drifting"] == serde_json::json!([])).then_some(())
+    });
+    assert_eq!(run.status()["db"]["pid"].as_i64(), Some(pid), "re-pinned, not restarted");
+    let stderr = run.stderr();
+    assert!(stderr.contains("pinctl: watch: watch reloaded=yes"), "{stderr}");
+    assert!(stderr.contains("threads_repinned=1"), "{stderr}");
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }

@@ -224,6 +224,17 @@ pub fn rebalance_due(
 }
 
 impl Watcher {
+    /// Samples every `interval` from now on (a reload changed `watch-interval`).
+    pub fn set_interval(&mut self, interval: Duration) {
+        self.interval = interval;
+        self.reader.scheduler.interval = interval;
+    }
+
+    /// Judges node pressure by `watermark` from now on (a reload changed it).
+    pub fn set_watermark(&mut self, watermark: Watermark) {
+        self.watermark = watermark;
+    }
+
     /// A watcher of `targets` on the machine under `root`.
     pub fn new(
         root: &Path,

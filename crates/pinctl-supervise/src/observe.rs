@@ -31,4 +31,9 @@ pub trait Observer {
     fn drift(&self, _instance: &str) -> Option<DriftState> {
         None
     }
+
+    /// A reload re-planned the file and applied it (not called for `--dry-run` or a file that
+    /// was refused): the observer takes up the settings of the file the planner last read.
+    /// Called on the runtime thread: must not block.
+    fn reloaded(&mut self) {}
 }

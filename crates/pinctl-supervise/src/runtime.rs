@@ -875,6 +875,9 @@ impl Supervisor {
                 let changes = diff(&current, &specs);
                 if !dry_run {
                     self.apply(&changes, specs);
+                    if let Some(observer) = self.observer.as_mut() {
+                        observer.reloaded();
+                    }
                 }
                 let changes = changes
                     .iter()

@@ -89,18 +89,27 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
             .unwrap_or_else(|| pinctl_config::DEFAULT_STATE_FILE.into()),
         unpinned: args.unpinned,
     };
-    let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
-    let planner = Box::new(move |running: &BTreeMap<String, CurrentPlacement>| {
-        plan_specs(&path, topology.as_deref(), strict, running).map(|(specs, _, _)| specs)
-    });
     // The drift watcher samples the instances where the plan put them on this machine: not
     // when they run unpinned or were planned for another topology (tests only).
-    let observer: Option<Box<dyn pinctl_supervise::observe::Observer>> =
-        if args.unpinned || args.topology.is_some() {
-            None
-        } else {
-            Some(Box::new(super::watch::SupervisedWatch::new(&config).map_err(Error::failure)?))
-        };
+    let watch = if args.unpinned || args.topology.is_some() {
+        None
+    } else {
+        Some(super::watch::SupervisedWatch::new(&config).map_err(Error::failure)?)
+    };
+    // A reload re-reads the drift keys with the rest of the file: the planner leaves them
+    // where the watcher takes them up once the reload is applied.
+    let watch_settings = watch.as_ref().map(|w| w.planned_settings());
+    let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
+    let planner = Box::new(move |running: &BTreeMap<String, CurrentPlacement>| {
+        let (specs, config, _) = plan_specs(&path, topology.as_deref(), strict, running)?;
+        if let Some(slot) = &watch_settings {
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(super::watch::WatchSettings::of(&config));
+            }
+        }
+        Ok(specs)
+    });
+    let observer = watch.map(|w| Box::new(w) as Box<dyn pinctl_supervise::observe::Observer>);
     match pinctl_supervise::run_observed(options, specs, planner, observer) {
         Ok(Outcome::Stopped { clean: true } | Outcome::Detached) => Ok(ExitCode::SUCCESS),
         Ok(Outcome::Stopped { clean: false }) => Err(Error::failure(anyhow::anyhow!(

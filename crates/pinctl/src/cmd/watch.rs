@@ -374,6 +374,27 @@ pub(crate) struct SupervisedWatch {
     /// The metrics socket, bound before the supervisor starts (so a taken port refuses
     /// `pinctl run` at once), served from the first call on the runtime.
     listener: Option<std::net::TcpListener>,
+    /// The watch settings of the file the planner last read (a reload or its dry run)...
+    planned: Arc<Mutex<Option<WatchSettings>>>,
+    /// ...handed to the thread, which takes them at its next cycle, once a reload applied it.
+    applied: Arc<Mutex<Option<WatchSettings>>>,
+    /// Where metrics are served: a reload cannot move the socket, so a new `metrics-listen`
+    /// is said to need a restart.
+    metrics_listen: Option<std::net::SocketAddr>,
+}
+
+/// What a reload can change in a running watcher: every drift key, `watch-interval` and the
+/// node watermark.
+#[derive(Debug, Clone)]
+pub(crate) struct WatchSettings {
+    watch: WatchConfig,
+    watermark: Watermark,
+}
+
+impl WatchSettings {
+    pub(crate) fn of(config: &pinctl_config::Config) -> WatchSettings {
+        WatchSettings { watch: config.watch.clone(), watermark: Watermark::of(config) }
+    }
 }
 
 impl SupervisedWatch {
@@ -398,9 +419,18 @@ impl SupervisedWatch {
         Ok(SupervisedWatch {
             latest: Arc::default(),
             states: Arc::default(),
+            metrics_listen: watch.metrics_listen,
             pending: Some((Metrics::new(), watch, Watermark::of(config))),
             listener,
+            planned: Arc::default(),
+            applied: Arc::default(),
         })
+    }
+
+    /// Where the planner leaves the watch settings of each file it reads; a reload that
+    /// applies the file hands them to the watcher.
+    pub(crate) fn planned_settings(&self) -> Arc<Mutex<Option<WatchSettings>>> {
+        self.planned.clone()
     }
 }
 
@@ -440,6 +470,29 @@ impl Observer for SupervisedWatch {
         self.states.lock().ok()?.get(instance).cloned()
     }
 
+    fn reloaded(&mut self) {
+        let Some(settings) = self.planned.lock().ok().and_then(|mut p| p.take()) else { return };
+        if settings.watch.metrics_listen != self.metrics_listen {
+            let to = |a: Option<std::net::SocketAddr>| a.map_or("off".into(), |a| a.to_string());
+            log_to(
+                LogTo::Supervisor,
+                "watch-error",
+                &[(
+                    "message",
+                    format!(
+                        "metrics-listen changed from {} to {}: the metrics socket moves when \
+                         pinctl run is restarted; every other watch key is taken up now",
+                        to(self.metrics_listen),
+                        to(settings.watch.metrics_listen)
+                    ),
+                )],
+            );
+        }
+        if let Ok(mut applied) = self.applied.lock() {
+            *applied = Some(settings);
+        }
+    }
+
     fn instances(&mut self, instances: &[Observed]) {
         if let Ok(mut latest) = self.latest.lock() {
             *latest = instances.to_vec();
@@ -460,9 +513,10 @@ impl Observer for SupervisedWatch {
                 (Ok(_), None) => {}
             }
         }
-        let Some((metrics, watch, watermark)) = self.pending.take() else { return };
+        let Some((metrics, mut watch, watermark)) = self.pending.take() else { return };
         let latest = self.latest.clone();
         let states = self.states.clone();
+        let applied = self.applied.clone();
         log_to(
             LogTo::Supervisor,
             "watch",
@@ -477,6 +531,20 @@ impl Observer for SupervisedWatch {
             let started = Instant::now();
             let mut next = Duration::ZERO;
             loop {
+                if let Some(reloaded) = applied.lock().ok().and_then(|mut a| a.take()) {
+                    let WatchSettings { watch: new, watermark } = reloaded;
+                    log_to(
+                        LogTo::Supervisor,
+                        "watch",
+                        &[
+                            ("reloaded", "yes".into()),
+                            ("interval_seconds", new.interval.as_secs_f64().to_string()),
+                        ],
+                    );
+                    watching.watcher.set_interval(new.interval);
+                    watching.watcher.set_watermark(watermark);
+                    watch = new;
+                }
                 let now: Vec<Observed> = latest.lock().map(|l| l.clone()).unwrap_or_default();
                 let targets: Vec<Target> =
                     now.iter().map(|o| supervised_target(o, &watch)).collect();
