@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pinctl_config::DriftSettings;
-use pinctl_drift::read::{Locator, Reader};
+use pinctl_drift::read::{Locator, Reader, Supervised};
 use pinctl_drift::rules::Planned;
 use pinctl_drift::sample::NodeMemory;
 use pinctl_drift::watch::{Target, Watcher, Watermark};
@@ -164,11 +164,16 @@ fn large_instance() {
 
 /// 64 `sleep` processes found through PID files in `dir`, planned on every CPU and node.
 fn sleepers(dir: &Path) -> (Vec<Target>, Vec<Guard>) {
-    sleepers_on(dir, None)
+    sleepers_on(dir, None, false)
 }
 
-/// The same, planned on `cpus` instead (every online CPU when `None`).
-fn sleepers_on(dir: &Path, cpus: Option<pinctl_topology::CpuSet>) -> (Vec<Target>, Vec<Guard>) {
+/// The same, planned on `cpus` instead (every online CPU when `None`), and known by their PID
+/// as a supervisor knows its instances (`supervised`) instead of through PID files.
+fn sleepers_on(
+    dir: &Path,
+    cpus: Option<pinctl_topology::CpuSet>,
+    supervised: bool,
+) -> (Vec<Target>, Vec<Guard>) {
     let mut guards = Vec::new();
     let mut targets = Vec::new();
     let cpus: pinctl_topology::CpuSet = cpus.unwrap_or_else(|| {
@@ -180,7 +185,6 @@ fn sleepers_on(dir: &Path, cpus: Option<pinctl_topology::CpuSet>) -> (Vec<Target
         let child = Command::new("sleep").arg("600").spawn().expect("sleep");
         let pid_file = dir.join(format!("{i}.pid"));
         std::fs::write(&pid_file, child.id().to_string()).unwrap();
-        guards.push(Guard(child));
         targets.push(Target {
             instance: format!("i-{i}"),
             service: "i".into(),
@@ -191,8 +195,15 @@ fn sleepers_on(dir: &Path, cpus: Option<pinctl_topology::CpuSet>) -> (Vec<Target
                 policy_nodes: Default::default(),
             },
             settings: DriftSettings::default(),
-            locator: Locator { pid_file: Some(pid_file), ..Locator::default() },
+            locator: match supervised {
+                true => Locator {
+                    supervised: Some(Supervised { pid: Some(child.id()), cgroup: None }),
+                    ..Locator::default()
+                },
+                false => Locator { pid_file: Some(pid_file), ..Locator::default() },
+            },
         });
+        guards.push(Guard(child));
     }
     (targets, guards)
 }
@@ -266,12 +277,21 @@ const NUMA_STAT_KEYS: [&str; 27] = [
 
 /// Everything a cgroup-path cycle reads but the counters, on the live /proc: 64 processes,
 /// cycles 10 ms apart against a 10 s interval, so no numa_maps walk is due and the figures are
-/// the last walk's. CPU and wall time per cycle.
-fn rest_of_cycle(planned_cpus: Option<pinctl_topology::CpuSet>) -> (Duration, Duration) {
+/// the last walk's. CPU and wall time per cycle, with kernel files kept open between cycles
+/// (`hold`) or opened at every read (as before).
+fn rest_of_cycle(
+    planned_cpus: Option<pinctl_topology::CpuSet>,
+    hold: bool,
+    supervised: bool,
+) -> (Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let (targets, guards) = sleepers_on(dir.path(), planned_cpus);
+    let (targets, guards) = sleepers_on(dir.path(), planned_cpus, supervised);
+    // A running daemon's PID file was written long ago: the watcher reads a file changed
+    // within the last second at every cycle (its stamp could still change unseen).
+    std::thread::sleep(Duration::from_millis(2100));
     let interval = Duration::from_secs(10);
     let mut w = Watcher::new(Path::new("/"), targets, interval, Watermark::default());
+    w.hold_files(hold);
     drop(w.cycle(Duration::ZERO, None));
     const CYCLES: u32 = 200;
     let cpu_before = cpu_time();
@@ -293,15 +313,33 @@ fn rest_of_cycle(planned_cpus: Option<pinctl_topology::CpuSet>) -> (Duration, Du
     (rest_cpu, median(walls))
 }
 
+fn basename(rel: &str) -> &str {
+    rel.rsplit('/').next().unwrap_or(rel)
+}
+
+/// The median time of `f` over `n` calls.
+fn median_of(n: usize, mut f: impl FnMut()) -> Duration {
+    median((0..n).map(|_| time(&mut f)).collect())
+}
+
 fn cycle_of_64_cgroup() {
-    let (rest_cpu, rest_wall) = rest_of_cycle(None);
+    // Interleaved, twice each, so both see the same machine.
+    let mut held = Vec::new();
+    let mut opened = Vec::new();
+    for _ in 0..2 {
+        held.push(rest_of_cycle(None, true, false));
+        opened.push(rest_of_cycle(None, false, false));
+    }
+    let (sup_cpu, sup_wall) = rest_of_cycle(None, true, true);
+    let best = |v: &[(Duration, Duration)]| v.iter().copied().min().unwrap();
+    let ((held_cpu, held_wall), (open_cpu, open_wall)) = (best(&held), best(&opened));
     // The same, planned on the first online CPU only: every thread may run outside the plan,
     // so each one's stat (where it last ran) is read, as every thread's was before threads
     // confined to the plan were spared it.
     let online: pinctl_topology::CpuSet =
         std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim().parse().unwrap();
     let first: pinctl_topology::CpuSet = online.iter().take(1).collect();
-    let (stat_cpu, stat_wall) = rest_of_cycle((first != online).then_some(first));
+    let (stat_cpu, stat_wall) = rest_of_cycle((first != online).then_some(first), true, false);
     // The counters: the kernel's side is read on the live memory cgroup file this host has
     // (v2, or v1's, filled from the same per-node counters); the parse is of the v2 format,
     // every key for every node of this host.
@@ -316,60 +354,115 @@ fn cycle_of_64_cgroup() {
             format!("{key} {}\n", per_node.join(" "))
         })
         .collect();
-    let parse = median(
-        (0..2000)
-            .map(|_| {
-                time(|| {
-                    let lines = pinctl_sysfs::parse::memory_numa_stat(&v2_text).unwrap();
-                    assert_eq!(lines.len(), NUMA_STAT_KEYS.len());
-                })
-            })
-            .collect(),
-    );
-    let own = std::process::id();
-    let live = cgroup_numa_stat(own).map(|(file, what)| {
-        let reads: Vec<Duration> =
-            (0..500).map(|_| time(|| drop(std::fs::read_to_string(&file).unwrap()))).collect();
-        (median(reads), what)
+    use pinctl_drift::sample::NodeMemory;
+    use pinctl_sysfs::parse::{memory_numa_stat, memory_numa_stat_of};
+    let parse_all = median_of(2000, || {
+        assert_eq!(memory_numa_stat(&v2_text).unwrap().len(), NUMA_STAT_KEYS.len());
+    });
+    let parse_used = median_of(2000, || {
+        assert_eq!(memory_numa_stat_of(&v2_text, NodeMemory::NUMA_STAT_KEYS).unwrap().len(), 3);
     });
     println!("a watch cycle over 64 instances (cgroup path, composed on this host):");
     println!(
-        "  everything but the counters (threads, processes, host): wall {:>8.1} us, CPU {:>8.1} us",
-        rest_wall.as_secs_f64() * 1e6,
-        rest_cpu.as_secs_f64() * 1e6
+        "  everything but the counters (threads, processes, host), files held:  wall {:>8.1} us, CPU {:>8.1} us",
+        held_wall.as_secs_f64() * 1e6,
+        held_cpu.as_secs_f64() * 1e6
     );
     println!(
-        "  the same, every thread's stat read (threads not confined to the plan): wall {:>8.1} us, CPU {:>8.1} us",
+        "  the same, every file opened at each read (before):                  wall {:>8.1} us, CPU {:>8.1} us",
+        open_wall.as_secs_f64() * 1e6,
+        open_cpu.as_secs_f64() * 1e6
+    );
+    println!(
+        "  the same, known by PID as under pinctl run (no PID file):         wall {:>8.1} us, CPU {:>8.1} us",
+        sup_wall.as_secs_f64() * 1e6,
+        sup_cpu.as_secs_f64() * 1e6
+    );
+    println!(
+        "  files held, every thread's stat read (threads not confined to the plan): wall {:>8.1} us, CPU {:>8.1} us",
         stat_wall.as_secs_f64() * 1e6,
         stat_cpu.as_secs_f64() * 1e6
     );
     println!(
-        "  parsing one v2 memory.numa_stat ({} keys x {} nodes)              {:>8.2} us",
+        "  parsing one v2 memory.numa_stat ({} keys x {} nodes): every key {:>6.2} us, the 3 used {:>6.2} us",
         NUMA_STAT_KEYS.len(),
         nodes.len(),
-        parse.as_secs_f64() * 1e6
+        parse_all.as_secs_f64() * 1e6,
+        parse_used.as_secs_f64() * 1e6
     );
-    if let Some((read, what)) = live {
-        println!("  reading a live {what}: {:>8.2} us", read.as_secs_f64() * 1e6);
-        let total = rest_cpu + (read + parse) * 64;
-        println!(
-            "  cycle over 64 = the rest + 64 x (read + parse)                  {:>8.1} us",
-            total.as_secs_f64() * 1e6
-        );
+    // What a cgroup-path sample reads of the instance's cgroup each cycle: memory.numa_stat,
+    // cgroup.procs (is the instance still alone in it) and the process's /proc/PID/cgroup.
+    let own = std::process::id();
+    let Some((numa_stat, what)) = cgroup_numa_stat(own) else {
+        println!("  no memory cgroup file here: the counters' read is not measured");
+        return;
+    };
+    let files = [
+        numa_stat.clone(),
+        numa_stat.with_file_name("cgroup.procs"),
+        PathBuf::from(format!("/proc/{own}/cgroup")),
+    ];
+    let rels: Vec<String> =
+        files.iter().map(|f| f.to_string_lossy().trim_start_matches('/').to_string()).collect();
+    let mut holder = pinctl_drift::held::Held::new();
+    let (mut by_path, mut by_held) = (Vec::new(), Vec::new());
+    for _ in 0..500 {
+        by_path.push(time(|| {
+            for f in &files {
+                drop(std::fs::read_to_string(f).unwrap());
+            }
+        }));
+        by_held.push(time(|| {
+            for r in &rels {
+                assert!(holder.read(r).unwrap().is_some());
+            }
+            holder.end_cycle();
+        }));
     }
+    let (by_path, by_held) = (median(by_path), median(by_held));
+    let by_held_each: Vec<Duration> = rels
+        .iter()
+        .map(|r| {
+            median_of(500, || {
+                assert!(holder.read(r).unwrap().is_some());
+                holder.end_cycle();
+            })
+        })
+        .collect();
+    let each: Vec<String> = rels
+        .iter()
+        .zip(&by_held_each)
+        .map(|(r, t)| format!("{} {:.2} us", basename(r), t.as_secs_f64() * 1e6))
+        .collect();
+    println!(
+        "  reading a live {what}, cgroup.procs and /proc/PID/cgroup: opened {:>6.2} us, held {:>6.2} us",
+        by_path.as_secs_f64() * 1e6,
+        by_held.as_secs_f64() * 1e6
+    );
+    println!("    held, one at a time: {}", each.join(", "));
+    // Now a PID-file instance's own cgroup is looked up in /proc/PID/cgroup once and
+    // trusted while its cgroup.procs lists it: two held files a cycle, where three were
+    // opened. A supervised one reads the same two, without a PID file.
+    let counters = by_held_each[0] + by_held_each[1] + parse_used;
+    let before = open_cpu + (by_path + parse_all) * 64;
+    let after = held_cpu + counters * 64;
+    let supervised = sup_cpu + counters * 64;
+    println!(
+        "  cycle over 64 = the rest + 64 x (cgroup files + parse): before {:>8.1} us, now {:>8.1} us, under pinctl run {:>8.1} us",
+        before.as_secs_f64() * 1e6,
+        after.as_secs_f64() * 1e6,
+        supervised.as_secs_f64() * 1e6
+    );
     println!(
         "  (every {} cycles, a numa_maps walk per instance for its policies comes on top)",
         pinctl_drift::read::POLICY_WALK_INTERVALS
     );
 }
 
-/// User and system time of this process so far (`/proc/self/stat` fields 14 and 15, in clock
-/// ticks of 10 ms, so it is measured over many cycles).
+/// User and system time of this process so far (`CLOCK_PROCESS_CPUTIME_ID`).
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).unwrap();
+    Duration::from(t)
 }
 
 fn main() {

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alert;
+pub mod held;
 pub mod metrics;
 pub mod read;
 pub mod rebalance;

@@ -13,6 +13,7 @@ use pinctl_sysfs::parse::{self, NumaMapsEntry};
 use pinctl_sysfs::{DiscoveryError, FsRoot};
 use pinctl_topology::{CpuSet, NodeId};
 
+use crate::held::Held;
 use crate::sample::{
     HostSample, InstanceSample, MemorySource, NodeMemory, NodeSample, PolicyUse, ThreadSample,
     policies_of,
@@ -139,6 +140,38 @@ impl WalkScheduler {
 /// many watch intervals (5 min at the default 10 s).
 pub const POLICY_WALK_INTERVALS: u32 = 30;
 
+/// What changes when a file is written or replaced: its inode, size and times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    /// Whether the file was last changed over a second ago (by the wall clock the kernel
+    /// stamps files with).
+    fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        now - self.mtime.0.max(self.ctime.0) > 1
+    }
+
+    fn of(m: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt as _;
+        FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
 /// Things said once per watcher lifetime (a missing capability, no cgroup v2).
 #[derive(Debug, Default)]
 pub struct Notices {
@@ -172,6 +205,16 @@ pub struct Reader {
     /// Bits of the kernel's CPU mask, when threads' allowed CPUs are asked of the live kernel
     /// (`sched_getaffinity`) instead of read from `status`; `None` under any other root.
     affinity_bits: Option<usize>,
+    /// On the live machine, the kernel files and thread lists read every cycle, kept open
+    /// ([`Held`]); `None` under any other root, whose files tests rewrite and remove.
+    held: Option<Held>,
+    /// The cgroup folder each main process was last found in, with the cycle it was.
+    cgroup_of: BTreeMap<u32, (String, u64)>,
+    /// On the live machine, each PID file's stamp and PID when last read, with the cycle it
+    /// was last asked for.
+    pid_files: BTreeMap<PathBuf, (FileStamp, u32, u64)>,
+    /// Cycles ended so far.
+    cycle: u64,
 }
 
 impl Reader {
@@ -191,7 +234,79 @@ impl Reader {
             affinity_bits: (root == Path::new("/"))
                 .then(|| LinuxKernel.cpu_mask_bits().ok())
                 .flatten(),
+            held: (root == Path::new("/")).then(Held::new),
+            cgroup_of: BTreeMap::new(),
+            pid_files: BTreeMap::new(),
+            cycle: 0,
         }
+    }
+
+    /// Whether kernel files are kept open between cycles (the live machine's default; the
+    /// benchmark compares both).
+    pub fn hold_files(&mut self, on: bool) {
+        self.held = (on && self.fs.root() == Path::new("/")).then(Held::new);
+    }
+
+    /// Ends a cycle: held files it did not read are closed.
+    pub fn end_cycle(&mut self) {
+        if let Some(h) = &mut self.held {
+            h.end_cycle();
+        }
+        let cycle = self.cycle;
+        self.cgroup_of.retain(|_, (_, seen)| *seen == cycle);
+        self.pid_files.retain(|_, (_, _, seen)| *seen == cycle);
+        self.cycle += 1;
+    }
+
+    /// The text of a kernel file read every cycle (through a held descriptor on the live
+    /// machine), `None` when it does not exist.
+    fn kernel_text(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
+        match &mut self.held {
+            Some(h) => h
+                .read(rel)
+                .map_err(|source| DiscoveryError::Io { path: Path::new("/").join(rel), source }),
+            None => self.fs.read(rel),
+        }
+    }
+
+    /// [`Reader::kernel_text`], parsed.
+    fn kernel_parsed<T>(
+        &mut self,
+        rel: &str,
+        parse: impl FnOnce(&str) -> Result<T, parse::ParseError>,
+    ) -> Result<Option<T>, DiscoveryError> {
+        let full = self.fs.full(rel);
+        match self.kernel_text(rel)? {
+            None => Ok(None),
+            Some(text) => {
+                parse(text).map(Some).map_err(|source| DiscoveryError::Parse { path: full, source })
+            }
+        }
+    }
+
+    /// The thread ids of a process (sorted), `None` when it is not running.
+    fn thread_ids(&mut self, pid: u32) -> Result<Option<Vec<u32>>, DiscoveryError> {
+        if let Some(h) = &mut self.held {
+            return h.threads(pid).map_err(|source| DiscoveryError::Io {
+                path: PathBuf::from(format!("/proc/{pid}/task")),
+                source,
+            });
+        }
+        let names = self.fs.list(&format!("proc/{pid}/task"))?;
+        Ok(names.map(|names| {
+            let mut tids: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+            tids.sort_unstable();
+            tids
+        }))
+    }
+
+    /// Whether a process is running (on the live machine, its thread list is taken now and
+    /// sampled from in the same cycle).
+    fn alive(&mut self, pid: u32) -> bool {
+        if self.held.is_some() {
+            return matches!(self.thread_ids(pid), Ok(Some(_)));
+        }
+        self.fs.is_dir(&format!("proc/{pid}"))
     }
 
     /// A thread's allowed CPUs from the kernel: `None` when the thread is gone, `Err` for
@@ -217,37 +332,17 @@ impl Reader {
     /// The instance's processes, the main one first.
     pub fn pids(&mut self, locator: &Locator) -> Result<Vec<u32>, SampleError> {
         if let Some(sup) = &locator.supervised {
-            let Some(main) = sup.pid else {
-                return Err(SampleError::NotRunning("not running under the supervisor".into()));
-            };
-            if !self.fs.is_dir(&format!("proc/{main}")) {
-                return Err(SampleError::NotRunning(format!("PID `{main}` is not running")));
-            }
-            let mut pids = vec![main];
-            // The processes it forked share its cgroup; the main one stays first.
-            let others = sup
-                .cgroup
-                .as_ref()
-                .and_then(|c| self.cgroup_dir(c))
-                .and_then(|dir| self.fs.read(&format!("{dir}/cgroup.procs")).ok().flatten());
-            if let Some(text) = others {
-                pids.extend(
-                    text.lines()
-                        .filter_map(|l| l.trim().parse::<u32>().ok())
-                        .filter(|p| *p != main),
-                );
-            }
-            return Ok(pids);
+            return Ok(self.supervised(sup)?.0);
         }
         if let Some(file) = &locator.pid_file {
-            let rel = self.under_root(file);
-            let text = self.fs.read(&rel)?.ok_or_else(|| {
-                SampleError::NotRunning(format!("`{}` does not exist", file.display()))
-            })?;
-            let pid: u32 = text.trim().parse().map_err(|_| {
-                SampleError::NotRunning(format!("`{}` holds no PID", file.display()))
-            })?;
-            if !self.fs.is_dir(&format!("proc/{pid}")) {
+            let mut pid = self.pid_in(file)?;
+            let mut running = self.alive(pid);
+            if !running && self.pid_files.remove(file).is_some() {
+                // Read again rather than trust a stamp (the process is gone).
+                pid = self.pid_in(file)?;
+                running = self.alive(pid);
+            }
+            if !running {
                 return Err(SampleError::NotRunning(format!(
                     "PID `{pid}` of `{}` is not running",
                     file.display()
@@ -257,7 +352,7 @@ impl Reader {
         }
         let Some(unit) = &locator.unit else { return Err(SampleError::NoLocator) };
         let rel = format!("{CGROUP_ROOT}/system.slice/{unit}/cgroup.procs");
-        let pids: Vec<u32> = match self.fs.read(&rel)? {
+        let pids: Vec<u32> = match self.kernel_text(&rel)? {
             Some(text) => text.lines().filter_map(|l| l.trim().parse().ok()).collect(),
             None => Vec::new(),
         };
@@ -265,6 +360,84 @@ impl Reader {
             return Err(SampleError::NotRunning(format!("unit `{unit}` has no processes")));
         }
         Ok(pids)
+    }
+
+    /// The PID a PID file holds. On the live machine the file is read again only when it
+    /// changed: one `statx` a cycle where a read takes five system calls (the daemon rewrites
+    /// or replaces the file when it restarts, which changes its inode, size or times).
+    fn pid_in(&mut self, file: &Path) -> Result<u32, SampleError> {
+        let stamp = match self.held.is_some() {
+            true => std::fs::metadata(file).ok().map(|m| FileStamp::of(&m)),
+            false => None,
+        };
+        if let (Some(stamp), Some((known, pid, seen))) = (stamp, self.pid_files.get_mut(file)) {
+            if *known == stamp {
+                *seen = self.cycle;
+                return Ok(*pid);
+            }
+        }
+        let rel = self.under_root(file);
+        let text = self.fs.read(&rel)?.ok_or_else(|| {
+            SampleError::NotRunning(format!("`{}` does not exist", file.display()))
+        })?;
+        let pid: u32 = text
+            .trim()
+            .parse()
+            .map_err(|_| SampleError::NotRunning(format!("`{}` holds no PID", file.display())))?;
+        // File times tick coarsely (a jiffy): a file written within the last second could be
+        // written again with the same stamp, so it is read again until it is older.
+        match stamp.filter(|s| s.settled()) {
+            Some(stamp) => {
+                self.pid_files.insert(file.to_path_buf(), (stamp, pid, self.cycle));
+            }
+            None => {
+                self.pid_files.remove(file);
+            }
+        }
+        Ok(pid)
+    }
+
+    /// A supervised instance's processes (the main one first, then the others of its cgroup)
+    /// and its own cgroup (see [`Reader::own_cgroup`]), from one read of `cgroup.procs`.
+    fn supervised(&mut self, sup: &Supervised) -> Result<(Vec<u32>, Option<String>), SampleError> {
+        let Some(main) = sup.pid else {
+            return Err(SampleError::NotRunning("not running under the supervisor".into()));
+        };
+        if !self.alive(main) {
+            return Err(SampleError::NotRunning(format!("PID `{main}` is not running")));
+        }
+        let mut pids = vec![main];
+        let Some(dir) = sup.cgroup.as_ref().and_then(|c| self.cgroup_dir(c)) else {
+            return Ok((pids, None));
+        };
+        let v2 = self.has_cgroup_v2();
+        // The processes it forked share its cgroup; the main one stays first. The cgroup is
+        // the instance's own, whatever it has forked, while the main process is in it.
+        let Ok(Some(text)) = self.kernel_text(&format!("{dir}/cgroup.procs")) else {
+            return Ok((pids, None));
+        };
+        let mut listed = false;
+        for pid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
+            if pid == main {
+                listed = true;
+            } else {
+                pids.push(pid);
+            }
+        }
+        Ok((pids, (v2 && listed).then_some(dir)))
+    }
+
+    /// The instance's processes and its own cgroup.
+    fn pids_and_cgroup(
+        &mut self,
+        locator: &Locator,
+    ) -> Result<(Vec<u32>, Option<String>), SampleError> {
+        if let Some(sup) = &locator.supervised {
+            return self.supervised(sup);
+        }
+        let pids = self.pids(locator)?;
+        let cgroup = self.own_cgroup(locator, &pids);
+        Ok((pids, cgroup))
     }
 
     /// The folder (relative to the root) of a cgroup v2 path such as `/pinctl/db-0`.
@@ -308,23 +481,37 @@ impl Reader {
         if let Some(dir) = locator.supervised.as_ref().and_then(|s| s.cgroup.as_deref()) {
             let dir = self.cgroup_dir(dir)?;
             let main = pids.first()?.to_string();
-            let procs = self.fs.read(&format!("{dir}/cgroup.procs")).ok()??;
+            let procs = self.kernel_text(&format!("{dir}/cgroup.procs")).ok()??;
             return procs.lines().any(|l| l.trim() == main).then_some(dir);
         }
         let main = *pids.first()?;
-        let text = self.fs.read(&format!("proc/{main}/cgroup")).ok()??;
-        let path = parse::cgroup_path(text, None)?.trim_matches('/').to_string();
-        if path.is_empty() {
-            return None;
-        }
-        let dir = format!("{CGROUP_ROOT}/{path}");
-        let procs: Vec<u32> = self
-            .fs
-            .read(&format!("{dir}/cgroup.procs"))
-            .ok()??
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
+        // The cgroup found for this process before, while its `cgroup.procs` still lists it
+        // (a process that moved is listed by its new cgroup only); else `/proc/PID/cgroup`.
+        let known = self.cgroup_of.get(&main).map(|(dir, _)| dir.clone());
+        let dir = match known {
+            Some(dir) => dir,
+            None => {
+                let text = self.kernel_text(&format!("proc/{main}/cgroup")).ok()??;
+                let path = parse::cgroup_path(text, None)?.trim_matches('/').to_string();
+                if path.is_empty() {
+                    return None;
+                }
+                format!("{CGROUP_ROOT}/{path}")
+            }
+        };
+        let procs: Option<Vec<u32>> = self
+            .kernel_text(&format!("{dir}/cgroup.procs"))
+            .ok()
+            .flatten()
+            .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect());
+        let Some(procs) = procs.filter(|p| p.contains(&main)) else {
+            // Moved, or its cgroup is gone: ask /proc again (once).
+            return match self.cgroup_of.remove(&main) {
+                Some(_) => self.own_cgroup(locator, pids),
+                None => None,
+            };
+        };
+        self.cgroup_of.insert(main, (dir.clone(), self.cycle));
         if procs.len() > 64 {
             return None;
         }
@@ -350,13 +537,25 @@ impl Reader {
 
     /// Memory per node from a cgroup's `memory.numa_stat` and `hugetlb.*.numa_stat`.
     pub fn cgroup_memory(&mut self, dir: &str) -> Result<NodeMemory, SampleError> {
-        let memory = pinctl_sysfs::read_cgroup_numa_stat(self.fs.root(), dir)?;
+        let rel = format!("{dir}/memory.numa_stat");
+        let memory = self
+            .kernel_parsed(&rel, |t| parse::memory_numa_stat_of(t, NodeMemory::NUMA_STAT_KEYS))?
+            .ok_or_else(|| DiscoveryError::Io {
+                path: self.fs.full(&rel),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            })?;
+        let names = match &mut self.held {
+            Some(h) => h
+                .folder(dir)
+                .map_err(|source| DiscoveryError::Io { path: self.fs.full(dir), source })?,
+            None => self.fs.list(dir)?,
+        };
         let mut hugetlb = Vec::new();
-        for name in self.fs.list(dir)?.unwrap_or_default() {
+        for name in names.unwrap_or_default() {
             if name.starts_with("hugetlb.") && name.ends_with(".numa_stat") {
-                if let Some(lines) =
-                    self.fs.parsed(&format!("{dir}/{name}"), parse::memory_numa_stat)?
-                {
+                let rel = format!("{dir}/{name}");
+                let total = |t: &str| parse::memory_numa_stat_of(t, NodeMemory::HUGETLB_KEYS);
+                if let Some(lines) = self.kernel_parsed(&rel, total)? {
                     hugetlb.extend(lines);
                 }
             }
@@ -385,13 +584,11 @@ impl Reader {
         planned: Option<&CpuSet>,
     ) -> Result<Vec<ThreadSample>, SampleError> {
         let dir = format!("proc/{pid}/task");
-        let Some(names) =
-            self.fs.list(&dir).map_err(|e| SampleError::of(pid, e, "read access to /proc"))?
+        let Some(tids) =
+            self.thread_ids(pid).map_err(|e| SampleError::of(pid, e, "read access to /proc"))?
         else {
             return Err(SampleError::Vanished { pid });
         };
-        let mut tids: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
-        tids.sort_unstable();
         let mut out = Vec::with_capacity(tids.len());
         for tid in tids {
             let from_kernel = match self.affinity_bits {
@@ -450,7 +647,7 @@ impl Reader {
         budget: &mut Duration,
     ) -> Result<InstanceSample, SampleError> {
         let started = Instant::now();
-        let pids = self.pids(locator)?;
+        let (pids, cgroup) = self.pids_and_cgroup(locator)?;
         let mut threads = Vec::new();
         for &pid in &pids {
             match self.threads(pid, planned_cpus) {
@@ -459,7 +656,6 @@ impl Reader {
                 Err(e) => return Err(e),
             }
         }
-        let cgroup = self.own_cgroup(locator, &pids);
         let (memory, source, policies) = match &cgroup {
             Some(dir) => {
                 let memory = self.cgroup_memory(dir)?;
@@ -564,8 +760,9 @@ impl Reader {
             .filter_map(|n| n.strip_prefix("node")?.parse().ok())
             .collect();
         for n in nodes {
-            let mem = self.fs.parsed(&format!("{NODE_DIR}/node{n}/meminfo"), parse::meminfo)?;
-            let stat = self.fs.parsed(&format!("{NODE_DIR}/node{n}/numastat"), parse::numastat)?;
+            let mem = self.kernel_parsed(&format!("{NODE_DIR}/node{n}/meminfo"), parse::meminfo)?;
+            let stat =
+                self.kernel_parsed(&format!("{NODE_DIR}/node{n}/numastat"), parse::numastat)?;
             let mem = mem.unwrap_or_default();
             let stat = stat.unwrap_or_default();
             out.nodes.insert(
@@ -578,7 +775,7 @@ impl Reader {
                 },
             );
         }
-        let migrated = self.fs.parsed("proc/vmstat", |t| {
+        let migrated = self.kernel_parsed("proc/vmstat", |t| {
             Ok(parse::counters(t)?
                 .into_iter()
                 .find(|(k, _)| *k == "numa_pages_migrated")
@@ -662,6 +859,80 @@ pub(crate) mod tests {
 
     fn by_pid_file() -> Locator {
         Locator { pid_file: Some("/run/db.pid".into()), ..Locator::default() }
+    }
+
+    /// On the live machine a PID file is read again only when it changed: a rewrite, a
+    /// replacement, or a PID that is no longer running, are each seen at the next sample.
+    #[test]
+    fn a_pid_file_is_read_again_when_it_changes() {
+        struct Kill(std::process::Child);
+        impl Drop for Kill {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let sleep = || Kill(std::process::Command::new("sleep").arg("100").spawn().unwrap());
+        let (a, mut b) = (sleep(), sleep());
+        let (pid_a, pid_b) = (a.0.id(), b.0.id());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("db.pid");
+        let locator = Locator { pid_file: Some(file.clone()), ..Locator::default() };
+        let mut r = Reader::new(Path::new("/"), Duration::from_secs(10));
+        let pids = |r: &mut Reader| {
+            let p = r.pids(&locator);
+            r.end_cycle();
+            p
+        };
+        // A file changed within the last second is read at every sample; an older one is
+        // remembered by its stamp.
+        fs::write(&file, format!("{pid_a}\n")).unwrap();
+        assert_eq!(pids(&mut r).unwrap(), [pid_a]);
+        assert!(!r.pid_files.contains_key(&file), "too fresh to be trusted");
+        std::thread::sleep(Duration::from_millis(2100));
+        assert_eq!(pids(&mut r).unwrap(), [pid_a]);
+        assert!(r.pid_files.contains_key(&file));
+        fs::write(&file, format!("{pid_b}\n")).unwrap();
+        assert_eq!(pids(&mut r).unwrap(), [pid_b], "rewritten in place");
+        std::thread::sleep(Duration::from_millis(2100));
+        assert_eq!(pids(&mut r).unwrap(), [pid_b]);
+        assert!(r.pid_files.contains_key(&file));
+        b.0.kill().unwrap();
+        b.0.wait().unwrap();
+        assert!(matches!(pids(&mut r), Err(SampleError::NotRunning(_))));
+        let other = dir.path().join("new.pid");
+        fs::write(&other, format!("{pid_a}\n")).unwrap();
+        fs::rename(&other, &file).unwrap();
+        assert_eq!(pids(&mut r).unwrap(), [pid_a], "replaced");
+        drop(a);
+    }
+
+    /// A process's cgroup is looked up in `/proc/PID/cgroup` once, then trusted while that
+    /// cgroup's `cgroup.procs` lists it; a process that moved is followed to its new cgroup.
+    #[test]
+    fn follows_a_process_that_moves_to_another_cgroup() {
+        let d = tree(true);
+        let r0 = d.path();
+        let mut r = Reader::new(r0, Duration::from_secs(10));
+        let mut budget = Duration::from_millis(100);
+        let mut cgroup_at = |r: &mut Reader, now: u64| {
+            let s = r.sample("db", &by_pid_file(), None, Duration::from_secs(now), &mut budget);
+            r.end_cycle();
+            s.unwrap().cgroup.unwrap()
+        };
+        let old = "/sys/fs/cgroup/system.slice/db.service";
+        assert_eq!(cgroup_at(&mut r, 0), old);
+        // /proc now names another cgroup but the first still lists the process: not read
+        // again (the kernel never says both; this shows the lookup is not repeated).
+        write(r0, "proc/100/cgroup", "0::/db.slice/db-2.scope\n");
+        let new = "sys/fs/cgroup/db.slice/db-2.scope";
+        write(r0, &format!("{new}/cgroup.procs"), "100\n");
+        write(r0, &format!("{new}/memory.numa_stat"), "anon N0=0 N1=4096\n");
+        assert_eq!(cgroup_at(&mut r, 10), old);
+        // Moved: the old cgroup no longer lists it.
+        write(r0, "sys/fs/cgroup/system.slice/db.service/cgroup.procs", "");
+        assert_eq!(cgroup_at(&mut r, 20), format!("/{new}"));
+        assert_eq!(cgroup_at(&mut r, 30), format!("/{new}"));
     }
 
     #[test]

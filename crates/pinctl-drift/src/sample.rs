@@ -60,6 +60,11 @@ impl NodeMemory {
         }
     }
 
+    /// The `memory.numa_stat` counters [`NodeMemory::from_numa_stat`] uses.
+    pub const NUMA_STAT_KEYS: &'static [&'static str] = &["anon", "file", "shmem"];
+    /// The `hugetlb.<size>.numa_stat` lines it uses (`total=<bytes> N0=<bytes> ...`).
+    pub const HUGETLB_KEYS: &'static [&'static str] = &["total="];
+
     /// From a cgroup v2 `memory.numa_stat` and the `total=` lines of its
     /// `hugetlb.<size>.numa_stat` files. The kernel's `file` includes shared memory, which is
     /// counted once, as `shmem`.

@@ -224,6 +224,12 @@ pub fn rebalance_due(
 }
 
 impl Watcher {
+    /// Whether kernel files are kept open between cycles (see [`crate::held`]; on by default
+    /// on the live machine). The benchmark compares both.
+    pub fn hold_files(&mut self, on: bool) {
+        self.reader.hold_files(on);
+    }
+
     /// Samples every `interval` from now on (a reload changed `watch-interval`).
     pub fn set_interval(&mut self, interval: Duration) {
         self.interval = interval;
@@ -376,6 +382,7 @@ impl Watcher {
             });
         }
         notices.extend(self.reader.notices.take());
+        self.reader.end_cycle();
         CycleReport { host, instances, events, rebalances, notices, took: started.elapsed() }
     }
 }

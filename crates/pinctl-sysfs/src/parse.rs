@@ -457,10 +457,26 @@ pub struct NumaStatLine {
 
 /// Parses a cgroup v2 `memory.numa_stat` (`anon N0=1234 N1=0` per line).
 pub fn memory_numa_stat(text: &str) -> Result<Vec<NumaStatLine>, ParseError> {
+    memory_numa_stat_of(text, &[])
+}
+
+/// [`memory_numa_stat`], only the lines of the counters in `wanted` (every line when it is
+/// empty; a name ending in `=` stands for every counter that starts with it, as the hugetlb
+/// files' `total=<bytes>`). A watcher reads the file every cycle for three of its 27 counters
+/// per node: the others are neither parsed nor kept, and do not fail the file.
+pub fn memory_numa_stat_of(text: &str, wanted: &[&str]) -> Result<Vec<NumaStatLine>, ParseError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let mut words = line.split_whitespace();
         let Some(counter) = words.next() else { continue };
+        let kept = wanted.is_empty()
+            || wanted.iter().any(|w| match w.strip_suffix('=') {
+                Some(_) => counter.starts_with(w),
+                None => counter == *w,
+            });
+        if !kept {
+            continue;
+        }
         let mut bytes = Vec::new();
         for w in words {
             let parsed = w
@@ -856,6 +872,15 @@ mod tests {
         assert_eq!(PerNode(&s[1].bytes).to_string(), "N0=12 N1=8192");
         let e = memory_numa_stat("anon N0=1\nfile M0=1\n").unwrap_err();
         assert_eq!((e.line, e.value.as_str()), (2, "M0=1"));
+        // Only the wanted counters: the others are skipped, even when they would not parse.
+        let text = "anon N0=1\nanon_thp N0=2\nkernel_stack N0=?\nshmem N0=3\n";
+        let s = memory_numa_stat_of(text, &["anon", "shmem"]).unwrap();
+        let names: Vec<&str> = s.iter().map(|l| l.counter.as_str()).collect();
+        assert_eq!(names, ["anon", "shmem"]);
+        assert_eq!(memory_numa_stat_of("anon N0=?\n", &["anon"]).unwrap_err().line, 1);
+        let huge = "total=4 N0=4\nhierarchical_total=8 N0=8\n";
+        let s = memory_numa_stat_of(huge, &["total="]).unwrap();
+        assert_eq!((s.len(), s[0].counter.as_str()), (1, "total=4"));
     }
 
     #[test]

@@ -15,6 +15,7 @@ proptest! {
         let _ = parse::status_allowed(&text);
         let _ = parse::numa_maps(&text);
         let _ = parse::memory_numa_stat(&text);
+        let _ = parse::memory_numa_stat_of(&text, &["anon", "total="]);
         let _ = parse::mounts(&text);
         let _ = parse::mountinfo(&text);
         let _ = parse::default_routes_v4(&text);
@@ -67,6 +68,7 @@ proptest! {
             let text: String = chars.into_iter().collect();
             let _ = parse::numa_maps(&text);
             let _ = parse::memory_numa_stat(&text);
+            let _ = parse::memory_numa_stat_of(&text, &["anon", "file", "shmem"]);
             let _ = parse::status_allowed(&text);
             let _ = parse::proc_stat(&text);
             let _ = parse::counters(&text);
