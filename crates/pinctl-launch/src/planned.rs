@@ -41,13 +41,27 @@ pub fn prepare(
     loaded: LoadedTopology,
     strict: bool,
 ) -> Result<Prepared, LaunchError> {
+    prepare_knowing_route(config, loaded, strict, None)
+}
+
+/// [`prepare`], given the default route's NICs when the caller already read them from the
+/// same machine (`exec -c` reads them to choose which devices to discover).
+fn prepare_knowing_route(
+    config: Config,
+    loaded: LoadedTopology,
+    strict: bool,
+    route: Option<Vec<String>>,
+) -> Result<Prepared, LaunchError> {
     let mut diagnostics = config.warnings.clone();
     diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
     let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
     resolve_near_entries(&config, &loaded, strict, &mut inputs, &mut diagnostics);
     crate::policies::unsupported_policies(&config, &loaded, &mut diagnostics);
     if config.host.keep_free.is_none() {
-        inputs.default_keep_free = default_keep_free(&config, &loaded, &mut diagnostics)?;
+        inputs.default_keep_free = match route {
+            Some(nics) => nics,
+            None => default_keep_free(&config, &loaded, &mut diagnostics)?,
+        };
     }
     if diagnostics.iter().any(Diagnostic::is_error) {
         let report = pinctl_config::render_all(&diagnostics, Some(&config.path), false);
@@ -155,16 +169,32 @@ pub struct PlannedInstance {
 /// cannot be read, and `prepare` then says why). The plan on a topology read with only these
 /// is the plan on the whole one (tested on every fixture tree and captured machine).
 pub fn devices_needed(config: &Config, root: &Path) -> DeviceScope {
+    scope_of(config, default_route_if_unset(config, root).as_ref())
+}
+
+/// The default route's NICs when the file sets no `keep-free` (the planner keeps their nodes
+/// free), read from `root`'s routing table; `None` when `keep-free` is set.
+fn default_route_if_unset(
+    config: &Config,
+    root: &Path,
+) -> Option<Result<Vec<String>, pinctl_sysfs::DiscoveryError>> {
+    config.host.keep_free.is_none().then(|| default_route_interfaces(root))
+}
+
+/// [`devices_needed`], given what [`default_route_if_unset`] read.
+fn scope_of(
+    config: &Config,
+    route: Option<&Result<Vec<String>, pinctl_sysfs::DiscoveryError>>,
+) -> DeviceScope {
     let near = config.services.iter().flat_map(|s| &s.instances).any(|i| !i.near.is_empty());
-    match &config.host.keep_free {
+    match (&config.host.keep_free, route) {
         _ if near => DeviceScope::All,
         // `keep-free` may name any device (a warning when it is not a NIC): read them all.
-        Some(list) if list.iter().any(|k| matches!(k, KeepFree::Nic(_))) => DeviceScope::All,
-        Some(_) => DeviceScope::None,
-        None => match default_route_interfaces(root) {
-            Ok(nics) => DeviceScope::Nics(nics),
-            Err(_) => DeviceScope::Network,
-        },
+        (Some(list), _) if list.iter().any(|k| matches!(k, KeepFree::Nic(_))) => DeviceScope::All,
+        (Some(_), _) => DeviceScope::None,
+        (None, Some(Ok(nics))) => DeviceScope::Nics(nics.clone()),
+        // Unreadable (`prepare` says why) or not read: every network device.
+        (None, _) => DeviceScope::Network,
     }
 }
 
@@ -173,9 +203,11 @@ pub fn devices_needed(config: &Config, root: &Path) -> DeviceScope {
 /// every unit's start-up.
 pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInstance, LaunchError> {
     let config = load_config(config_path)?;
-    let loaded = LoadedTopology::live_with(&devices_needed(&config, Path::new("/")))
+    // The routing table is read once: for the devices to discover and for `keep-free`.
+    let route = default_route_if_unset(&config, Path::new("/"));
+    let loaded = LoadedTopology::live_with(&scope_of(&config, route.as_ref()))
         .map_err(|e| LaunchError::Topology(Box::new(e)))?;
-    let prepared = prepare(config, loaded, false)?;
+    let prepared = prepare_knowing_route(config, loaded, false, route.and_then(Result::ok))?;
     let plan = plan(&prepared)?;
     let cpuset = prepared.loaded.topology.host.allowed_cpus.clone();
     match plan.placement(service) {

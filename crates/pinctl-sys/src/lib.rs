@@ -12,6 +12,7 @@
 //! supervisor's), so the exact call sequence can be asserted in unit tests
 //! ([`RecordingKernel`]) without touching the test process.
 
+mod alloc;
 mod credentials;
 mod kernel;
 mod mask;
@@ -22,6 +23,7 @@ mod raw;
 mod setup;
 mod spawn;
 
+pub use alloc::prepare_allocator;
 pub use credentials::{ChildCredentials, CommandCredentials, Rlimit};
 pub use kernel::{Call, Kernel, LinuxKernel, PageStatus, RecordingKernel};
 pub use mask::{Mask, maxnode_for_bits};

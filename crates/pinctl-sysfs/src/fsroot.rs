@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use pinctl_topology::DiscoveryWarning;
@@ -529,8 +528,13 @@ const MAX_LINKS: usize = 40;
 /// final link when `no_follow`; `None` when it is not a regular file (a FIFO, a socket,
 /// `/dev/zero`).
 fn open_regular(path: &Path, no_follow: bool) -> io::Result<Option<fs::File>> {
-    let flags = libc::O_NONBLOCK | if no_follow { libc::O_NOFOLLOW } else { 0 };
-    let f = fs::OpenOptions::new().read(true).custom_flags(flags).open(path)?;
+    use rustix::fs::{Mode, OFlags};
+    let mut flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    if no_follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    // rustix, not std: see this crate's Cargo.toml (musl's extra fcntl per open).
+    let f = fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
     Ok(f.metadata()?.is_file().then_some(f))
 }
 

@@ -5,5 +5,6 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    pinctl_sys::prepare_allocator();
     pinctl::run(std::env::args_os().collect())
 }
