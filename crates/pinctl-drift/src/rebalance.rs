@@ -386,8 +386,9 @@ pub struct MoveReport {
     pub stop: MoveStop,
 }
 
-/// Pages looked up per `move_pages` query.
-const QUERY_PAGES: usize = 1024;
+/// Pages looked up per `move_pages` query (as many as the largest batch: a lookup holds no
+/// page, but each call walks the page tables under the process's mmap lock).
+const QUERY_PAGES: usize = 4096;
 
 /// Moves pages of `pid` in `ranges` that are on other nodes than `rooms`' back onto them.
 pub fn move_memory(
@@ -419,70 +420,77 @@ pub fn move_memory(
     };
     'ranges: for range in ranges {
         let mut addr = range.start;
-        while addr < range.end {
-            if restored(report.bytes_moved) {
-                report.stop = MoveStop::LocalityRestored;
-                break 'ranges;
-            }
-            // Find where the next pages are.
-            let n = (((range.end - addr) / range.page_size) as usize).clamp(1, QUERY_PAGES);
-            let pages: Vec<usize> =
-                (0..n as u64).map(|i| (addr + i * range.page_size) as usize).collect();
-            addr += n as u64 * range.page_size;
-            let mut status = vec![0i32; n];
-            ctl.page_nodes(pid, &pages, &mut status)
-                .map_err(|e| call_error(pid, "find the pages", e))?;
-            let off: Vec<usize> = pages
-                .iter()
-                .zip(&status)
-                .filter(|(_, s)| **s >= 0 && !targets.contains(**s as NodeId))
-                .map(|(p, _)| *p)
-                .collect();
-            let mut rest = off.as_slice();
-            while !rest.is_empty() {
-                let (chunk, tail) = rest.split_at(sizer.size.min(rest.len()));
-                rest = tail;
-                let bytes = chunk.len() as u64 * range.page_size;
-                // The planned node with the most room that can take the whole batch.
-                let best = rooms
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| (i, r.free.saturating_sub(r.keep).saturating_sub(used[i])))
-                    .max_by_key(|(_, room)| *room);
-                let Some((i, _)) = best.filter(|(_, room)| *room >= bytes) else {
-                    report.stop =
-                        MoveStop::NodeFull { needed: bytes, best_free: best.map_or(0, |(_, r)| r) };
-                    break 'ranges;
-                };
-                let wait = rate.wait(clock.now(), bytes);
-                if !wait.is_zero() {
-                    clock.sleep(wait);
-                }
-                let mut st = vec![0i32; chunk.len()];
-                let t0 = clock.now();
-                let res = ctl.move_pages(pid, chunk, rooms[i].node, &mut st);
-                let took = clock.now().saturating_sub(t0);
-                match res {
-                    Ok(()) => {}
-                    Err(e) if e.raw_os_error() == Some(ESRCH) => {
-                        report.stop = MoveStop::Vanished;
-                        break 'ranges;
-                    }
-                    Err(e) => return Err(call_error(pid, "move the pages", e)),
-                }
-                report.batches += 1;
-                report.worst_stall = report.worst_stall.max(took);
-                sizer.observe(chunk.len(), took);
-                let moved = st.iter().filter(|&&s| s >= 0 && s as NodeId == rooms[i].node).count();
-                report.pages_moved += moved as u64;
-                report.pages_failed += (chunk.len() - moved) as u64;
-                let moved_bytes = moved as u64 * range.page_size;
-                report.bytes_moved += moved_bytes;
-                used[i] += moved_bytes;
+        // Pages found elsewhere and not moved yet: a batch may gather them from several
+        // lookups, so its size is the sizer's, not a lookup's (each call has a fixed cost).
+        let mut pending: Vec<usize> = Vec::new();
+        loop {
+            if addr < range.end && pending.len() < sizer.size {
                 if restored(report.bytes_moved) {
                     report.stop = MoveStop::LocalityRestored;
                     break 'ranges;
                 }
+                // Find where the next pages are.
+                let n = (((range.end - addr) / range.page_size) as usize).clamp(1, QUERY_PAGES);
+                let pages: Vec<usize> =
+                    (0..n as u64).map(|i| (addr + i * range.page_size) as usize).collect();
+                addr += n as u64 * range.page_size;
+                let mut status = vec![0i32; n];
+                ctl.page_nodes(pid, &pages, &mut status)
+                    .map_err(|e| call_error(pid, "find the pages", e))?;
+                pending.extend(
+                    pages
+                        .iter()
+                        .zip(&status)
+                        .filter(|(_, s)| **s >= 0 && !targets.contains(**s as NodeId))
+                        .map(|(p, _)| *p),
+                );
+                continue;
+            }
+            if pending.is_empty() {
+                break;
+            }
+            let take = sizer.size.min(pending.len());
+            let chunk: Vec<usize> = pending.drain(..take).collect();
+            let bytes = chunk.len() as u64 * range.page_size;
+            // The planned node with the most room that can take the whole batch.
+            let best = rooms
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i, r.free.saturating_sub(r.keep).saturating_sub(used[i])))
+                .max_by_key(|(_, room)| *room);
+            let Some((i, _)) = best.filter(|(_, room)| *room >= bytes) else {
+                report.stop =
+                    MoveStop::NodeFull { needed: bytes, best_free: best.map_or(0, |(_, r)| r) };
+                break 'ranges;
+            };
+            let wait = rate.wait(clock.now(), bytes);
+            if !wait.is_zero() {
+                clock.sleep(wait);
+            }
+            let mut st = vec![0i32; chunk.len()];
+            let t0 = clock.now();
+            let res = ctl.move_pages(pid, &chunk, rooms[i].node, &mut st);
+            let took = clock.now().saturating_sub(t0);
+            match res {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(ESRCH) => {
+                    report.stop = MoveStop::Vanished;
+                    break 'ranges;
+                }
+                Err(e) => return Err(call_error(pid, "move the pages", e)),
+            }
+            report.batches += 1;
+            report.worst_stall = report.worst_stall.max(took);
+            sizer.observe(chunk.len(), took);
+            let moved = st.iter().filter(|&&s| s >= 0 && s as NodeId == rooms[i].node).count();
+            report.pages_moved += moved as u64;
+            report.pages_failed += (chunk.len() - moved) as u64;
+            let moved_bytes = moved as u64 * range.page_size;
+            report.bytes_moved += moved_bytes;
+            used[i] += moved_bytes;
+            if restored(report.bytes_moved) {
+                report.stop = MoveStop::LocalityRestored;
+                break 'ranges;
             }
         }
     }
@@ -758,6 +766,22 @@ pub(crate) mod tests {
         assert!(r.batches < 20, "{} batches", r.batches);
         // The call's own 30 ms plus at most the bound for its pages.
         assert!(r.worst_stall <= Duration::from_millis(50), "{:?}", r.worst_stall);
+    }
+
+    /// A batch gathers pages from several lookups: 16384 cheap pages with a costly call (2 ms,
+    /// as under a busy hypervisor) go in batches of up to 4096 pages, not one per lookup.
+    #[test]
+    fn batches_are_not_bounded_by_a_lookup() {
+        let mut ctl = fake_with_remote_pages(16384);
+        ctl.per_call = Duration::from_millis(2);
+        ctl.per_page = Duration::from_micros(1);
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let r = run(&mut ctl, &[range(16384)], &rooms, &limits(16384));
+        assert_eq!((r.pages_moved, r.stop.clone()), (16384, MoveStop::LocalityRestored));
+        // 64, 128, ..., 2048 while the sizer grows (4032 pages), then 4096 at a time.
+        assert!(r.batches <= 10, "{} batches: {:?}", r.batches, ctl.calls);
+        let biggest = ctl.calls.iter().filter_map(|c| c.split(' ').nth(1)?.parse::<u32>().ok());
+        assert_eq!(biggest.max(), Some(4096));
     }
 
     #[test]

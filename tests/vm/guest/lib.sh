@@ -35,6 +35,13 @@ detail() {
 
 note() { echo "  [$SCENARIO] $*"; }
 
+# bench KEY=VALUE...: a benchmark's figures, printed by tests/vm/run as `BENCH ...` (reported,
+# never asserted).
+bench() { echo "PINCTL-VM: BENCH $SCENARIO $*"; }
+
+# Centiseconds since boot (/proc/uptime): busybox's date has no sub-second format.
+uptime_cs() { cut -d' ' -f1 /proc/uptime | tr -d .; }
+
 # ---------------------------------------------------------------- id lists
 # Kernel list format (`0-2,5`) to one id per comma, sorted, no ranges: comparable as strings.
 list_expand() {
@@ -101,6 +108,10 @@ node_cpus() { eval "echo \"\$LAYOUT_NODE_CPUS_$1\""; }
 node_distances() { eval "echo \"\$LAYOUT_DIST_$1\""; }
 all_cpus() { for _n in $(echo "$LAYOUT_NODE_IDS" | tr ',' ' '); do node_cpus "$_n"; done | paste -sd, -; }
 node_count() { echo "$LAYOUT_NODE_IDS" | tr ',' '\n' | wc -l; }
+# The first node of the layout other than $1 (where the drift scenarios push pages).
+other_node() { for _n in $(node_ids | tr ',' ' '); do [ "$_n" != "$1" ] && echo "$_n" && return; done; }
+# The node an `--emit numactl` plan line binds memory to (`--membind=N`).
+emitted_membind() { sed -n 's/.* --membind=\([0-9]*\) .*/\1/p' "$1"; }
 # Layout devices as `kind/key/node` words; key is the NVMe serial or the NIC MAC.
 layout_devices() { echo "$LAYOUT_DEVICES"; }
 

@@ -32,10 +32,9 @@ rebalance-rate = "1GiB"
 EOT
 
 run_to "$D/plan" "$PINCTL" plan -c "$CONFIG" --emit numactl
-N=$(sed -n 's/.* --membind=\([0-9]*\) .*/\1/p' "$D/plan.out")
+N=$(emitted_membind "$D/plan.out")
 check_eq plan/one-node 1 "$(echo "$N" | wc -w)"
-OTHER=
-for n in $(node_ids | tr ',' ' '); do [ "$n" != "$N" ] && [ -z "$OTHER" ] && OTHER=$n; done
+OTHER=$(other_node "$N")
 
 start_held db "$PINCTL" exec -c "$CONFIG" --service db -- "$PROBE" --mib 16 --hold
 cp db.pid "$D/db.pid" 2>/dev/null || cp "$WORKDIR/db.pid" "$D/db.pid"

@@ -30,10 +30,9 @@ pid-file = "$D/db.pid"
 min-memory = "1MiB"
 EOT
 run_to "$D/plan" "$PINCTL" plan -c "$CONFIG" --emit numactl
-N=$(sed -n 's/.* --membind=\([0-9]*\) .*/\1/p' "$D/plan.out")
+N=$(emitted_membind "$D/plan.out")
 check_eq plan/one-node 1 "$(echo "$N" | wc -w)" "$D/plan.out" "$D/plan.err"
-OTHER=
-for n in $(node_ids | tr ',' ' '); do [ "$n" != "$N" ] && [ -z "$OTHER" ] && OTHER=$n; done
+OTHER=$(other_node "$N")
 
 start_held "$D/db" sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" \
     "$PINCTL" exec -c "$CONFIG" --service db -- "$PROBE" --mib 32 --mbind "interleave:$N" --hold

@@ -29,10 +29,9 @@ rebalance-rate = "1GiB"
 EOT
 
 run_to "$D/plan" "$PINCTL" plan -c "$CONFIG" --emit numactl
-N=$(sed -n 's/.* --membind=\([0-9]*\) .*/\1/p' "$D/plan.out")
+N=$(emitted_membind "$D/plan.out")
 check_eq plan/one-node 1 "$(echo "$N" | wc -w)" "$D/plan.out" "$D/plan.err"
-OTHER=
-for n in $(node_ids | tr ',' ' '); do [ "$n" != "$N" ] && [ -z "$OTHER" ] && OTHER=$n; done
+OTHER=$(other_node "$N")
 
 "$PINCTL" run -c "$CONFIG" --socket "$D/sock" --state-file "$D/state.json" >"$D/run.out" 2>"$D/run.err" &
 RUN=$!

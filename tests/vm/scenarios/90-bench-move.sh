@@ -1,0 +1,99 @@
+# layouts: 2node-bench
+# timeout: 1500
+# Benchmark, not a suite scenario (its layout boots only when named: scripts/bench drift-move):
+# moving 1 GiB of an instance's memory back to its planned node, pinctl's rebalance against
+# numactl's `migratepages` on the same pages, in the same guest. The instance (the allocation
+# probe, 1024 MiB, bound to its node) is pushed to the other node with `migratepages` (timed),
+# `pinctl watch` moves it back in bounded batches (its own line reports the time, batches and
+# worst batch stall), then `migratepages` pushes it away and brings it back (both timed): the
+# last is the same move as pinctl's. Times are reported, never asserted; the checks are that
+# each move happened, per the guest kernel's numa_maps.
+D=/tmp/move
+mkdir -p "$D"
+MIB=1024
+# Only the movers under test may move pages.
+[ -w /proc/sys/kernel/numa_balancing ] && echo 0 >/proc/sys/kernel/numa_balancing
+CONFIG=$D/pinctl.toml
+cat >"$CONFIG" <<EOT
+[host]
+keep-free = []
+watch-interval = "1s"
+
+[service.db]
+command = ["$PROBE", "--mib", "$MIB", "--hold"]
+nodes = 1
+memory-policy = "bind"
+pid-file = "$D/db.pid"
+on-drift = "rebalance"
+drift-hold = "1s"
+# Every page back, as migratepages moves every page (the default stops at 90 %).
+min-locality = 1.0
+min-memory = "1MiB"
+rebalance-cooldown = "0s"
+# Unpaced: the comparison is of the moves themselves (the default paces to 256 MiB/s).
+rebalance-rate = "64GiB"
+EOT
+
+run_to "$D/plan" "$PINCTL" plan -c "$CONFIG" --emit numactl
+N=$(emitted_membind "$D/plan.out")
+OTHER=$(other_node "$N")
+
+# Touching 1 GiB under TCG takes a while.
+HELD_TRIES=3000 start_held db "$PINCTL" exec -c "$CONFIG" --service db -- "$PROBE" --mib "$MIB" --hold
+cp db.pid "$D/db.pid" 2>/dev/null || cp "$WORKDIR/db.pid" "$D/db.pid"
+check_ran db/ran db
+PID=$(cat "$D/db.pid")
+alloc() { numa_maps_nodes "$(outside_numa_maps_line db)"; }
+pages_total() { echo "$1" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s + 0 }'; }
+# Whether at least 99 % of the allocation's pages are on node $2 (numa_maps $1).
+all_on() { [ $(($(pages_on "$1" "$2") * 100)) -ge $(($(pages_total "$1") * 99)) ] && [ "$(pages_total "$1")" -gt 0 ]; }
+# timed_migrate NAME FROM TO: migratepages, its wall time in centiseconds in $D/NAME.cs.
+timed_migrate() {
+    _t0=$(uptime_cs)
+    run_to "$D/$1" migratepages "$PID" "$2" "$3"
+    echo $(($(uptime_cs) - _t0)) >"$D/$1.cs"
+    if all_on "$(alloc)" "$3"; then pass "$1/pages-on-node-$3"; else
+        fail "$1/pages-on-node-$3" "numa_maps after migratepages $2 -> $3: $(alloc)"
+    fi
+}
+seconds() { awk -v c="$(cat "$1")" 'BEGIN { printf "%.2f", c / 100 }'; }
+
+if all_on "$(alloc)" "$N"; then pass "db/pages-on-node-$N-first"; else
+    fail "db/pages-on-node-$N-first" "numa_maps: $(alloc)"
+fi
+pages=$(pages_total "$(alloc)")
+timed_migrate away-1 "$N" "$OTHER"
+
+"$PINCTL" watch -c "$CONFIG" >"$D/watch.out" 2>"$D/watch.err" &
+WATCH=$!
+_t0=$(uptime_cs)
+_said=0
+while [ $(($(uptime_cs) - _t0)) -lt 120000 ] && ! grep -q "^rebalance.*instance=db" "$D/watch.out"; do
+    sleep 1
+    # A line now and then: tests/vm/run stops a guest whose console stays quiet for 300 s.
+    _waited=$(($(uptime_cs) - _t0))
+    if [ $((_waited / 6000)) -gt "$_said" ]; then
+        _said=$((_waited / 6000))
+        note "waiting for the rebalance: $((_waited / 100)) s, allocation now $(alloc)"
+    fi
+done
+kill $WATCH 2>/dev/null
+wait $WATCH 2>/dev/null
+line=$(grep "^rebalance.*instance=db" "$D/watch.out" | head -1)
+note "$line"
+if all_on "$(alloc)" "$N"; then pass "rebalance/pages-back-on-node-$N"; else
+    fail "rebalance/pages-back-on-node-$N" "numa_maps: $(alloc); watch said: $(tail -c 600 "$D/watch.out" "$D/watch.err" | tr '\n' ' ')"
+fi
+field() { echo "$line" | sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+
+timed_migrate away-2 "$N" "$OTHER"
+timed_migrate back "$OTHER" "$N"
+stop_held db
+
+ratio=$(awk -v p="$(field seconds)" -v m="$(cat "$D/back.cs")" 'BEGIN { if (m > 0) printf "%.2f", p * 100 / m; else print "n/a" }')
+bench "kernel=$(uname -r) mib=$MIB pages=$pages" \
+    "migratepages_away_1_s=$(seconds "$D/away-1.cs") migratepages_away_2_s=$(seconds "$D/away-2.cs")" \
+    "migratepages_back_s=$(seconds "$D/back.cs") pinctl_back_s=$(field seconds)" \
+    "pinctl_pages_moved=$(field pages_moved) pinctl_pages_failed=$(field pages_failed)" \
+    "pinctl_batches=$(field batches) pinctl_worst_batch_stall_ms=$(field worst_batch_stall_ms)" \
+    "pinctl_over_migratepages=$ratio"
