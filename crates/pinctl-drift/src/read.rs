@@ -637,7 +637,8 @@ impl Reader {
 
     /// One sample of an instance. `budget` is what is left of this cycle's numa_maps time;
     /// a walk made here is taken off it. Threads confined to `planned_cpus` are not asked
-    /// where they last ran.
+    /// where they last ran. A cycle's samples end with [`Reader::end_cycle`]: until then a
+    /// process's thread list is the one taken at its first sample of the cycle.
     pub fn sample(
         &mut self,
         instance: &str,
