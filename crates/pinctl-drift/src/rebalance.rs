@@ -383,6 +383,13 @@ pub struct MoveReport {
     /// The longest single `move_pages` call.
     #[serde(serialize_with = "crate::sample::seconds")]
     pub worst_stall: Duration,
+    /// What one call cost before its first page, and each page, as the batch sizer last
+    /// estimated them (the first is the kernel's work per call: draining every CPU's page
+    /// lists, an RCU grace period; it holds none of the instance's pages).
+    #[serde(serialize_with = "crate::sample::seconds")]
+    pub call_cost: Duration,
+    #[serde(serialize_with = "crate::sample::seconds")]
+    pub page_cost: Duration,
     pub stop: MoveStop,
 }
 
@@ -411,6 +418,8 @@ pub fn move_memory(
         batches: 0,
         took: Duration::ZERO,
         worst_stall: Duration::ZERO,
+        call_cost: Duration::ZERO,
+        page_cost: Duration::ZERO,
         stop: MoveStop::NothingLeft,
     };
     let restored = |moved: u64| {
@@ -495,6 +504,7 @@ pub fn move_memory(
         }
     }
     report.took = clock.now().saturating_sub(began);
+    (report.call_cost, report.page_cost) = sizer.costs();
     Ok(report)
 }
 

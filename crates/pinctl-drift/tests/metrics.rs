@@ -128,6 +128,8 @@ fn report() -> CycleReport {
                 batches: 9,
                 took: Duration::from_millis(120),
                 worst_stall: Duration::from_millis(14),
+                call_cost: Duration::from_millis(2),
+                page_cost: Duration::from_micros(1),
                 stop: MoveStop::LocalityRestored,
             }),
             error: None,

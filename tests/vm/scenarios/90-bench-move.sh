@@ -96,4 +96,5 @@ bench "kernel=$(uname -r) mib=$MIB pages=$pages" \
     "migratepages_back_s=$(seconds "$D/back.cs") pinctl_back_s=$(field seconds)" \
     "pinctl_pages_moved=$(field pages_moved) pinctl_pages_failed=$(field pages_failed)" \
     "pinctl_batches=$(field batches) pinctl_worst_batch_stall_ms=$(field worst_batch_stall_ms)" \
+    "pinctl_call_cost_ms=$(field call_cost_ms) pinctl_page_cost_us=$(field page_cost_us)" \
     "pinctl_over_migratepages=$ratio"
