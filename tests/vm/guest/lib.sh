@@ -236,7 +236,7 @@ numa_maps_policy() {
     esac
 }
 
-# start_held PREFIX COMMAND...: starts a holding probe in the background and waits (10 s at
+# start_held PREFIX COMMAND...: starts a holding probe in the background and waits (60 s at
 # most) for its report; PREFIX.pid holds the PID the shell started.
 start_held() {
     _p=$1
@@ -245,9 +245,11 @@ start_held() {
     "$@" >"$_p.out" 2>"$_p.err" &
     echo $! >"$_p.pid"
     _i=0
-    # HELD_TRIES (default 100, about 10 s): a probe that fills a node first has the kernel
-    # reclaim and spill under TCG, which can take minutes on a loaded host.
-    while [ $_i -lt "${HELD_TRIES:-100}" ] && ! grep -qx ready "$_p.out" 2>/dev/null; do
+    # HELD_TRIES (default 600, about 60 s; a process that exits ends the wait at once): in CI
+    # a 4 MiB probe behind `pinctl exec -c` once took over 10 s to report on 7.2 beside three
+    # other TCG guests. A probe that fills a node first has the kernel reclaim and spill under
+    # TCG, which can take minutes on a loaded host (scenario 14 asks for more).
+    while [ $_i -lt "${HELD_TRIES:-600}" ] && ! grep -qx ready "$_p.out" 2>/dev/null; do
         kill -0 "$(cat "$_p.pid")" 2>/dev/null || break
         usleep 100000
         _i=$((_i + 1))
