@@ -263,7 +263,9 @@ mod tests {
         std::hint::black_box(&grow);
         let after = hwm(held.read(&rel).unwrap().unwrap());
         assert!(after >= before + 60 * 1024, "{before} kB then {after} kB");
-        assert_eq!(after, hwm(&std::fs::read_to_string(format!("/{rel}")).unwrap()));
+        // A fresh open a moment later says the same, give or take what reading allocated.
+        let fresh = hwm(&std::fs::read_to_string(format!("/{rel}")).unwrap());
+        assert!((after..=after + 1024).contains(&fresh), "held {after} kB, fresh {fresh} kB");
         assert_eq!(held.files.len(), 1, "one descriptor, read again");
         assert!(held.read("proc/self/no-such-file").unwrap().is_none());
 
