@@ -20,10 +20,10 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 
-use pinctl_sysfs::fsroot::max_file_bytes;
+use pinctl_sysfs::fsroot::{max_file_bytes, open_regular, read_all};
 
 /// At most this many descriptors are kept open.
 pub const MAX_HELD: usize = 1024;
@@ -105,18 +105,14 @@ impl Held {
                 Err(err) => return Err(err),
             }
         }
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(Path::new("/").join(rel))
-        {
-            Ok(f) => f,
+        let file = match open_regular(&Path::new("/").join(rel), false) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+            }
             Err(e) if is_gone(&e) || e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(None),
             Err(e) => return Err(e),
         };
-        if !file.metadata()?.is_file() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
-        }
         match read_from_start(&file, &mut self.buf, max) {
             Ok(()) => {}
             Err(e) if is_gone(&e) => return Ok(None),
@@ -200,22 +196,23 @@ impl Held {
     }
 }
 
-/// Reads the whole file from offset 0 into `buf` (at most `max` bytes; more is an error).
+/// Reads the whole file from offset 0 into `buf` (at most `max` bytes; more is an error), with
+/// `pread` so the descriptor's offset never needs a seek.
 fn read_from_start(file: &File, buf: &mut Vec<u8>, max: usize) -> io::Result<()> {
-    buf.clear();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = match file.read_at(&mut chunk, buf.len() as u64) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.len() + n > max {
-            let msg = format!("larger than {max} bytes");
-            return Err(io::Error::new(io::ErrorKind::InvalidData, msg));
+    /// `Read` over positioned reads from offset 0, for [`read_all`]'s bounded loop.
+    struct FromStart<'f>(&'f File, u64);
+    impl io::Read for FromStart<'_> {
+        fn read(&mut self, chunk: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.read_at(chunk, self.1)?;
+            self.1 += n as u64;
+            Ok(n)
         }
-        buf.extend_from_slice(&chunk[..n]);
+    }
+    buf.clear();
+    if read_all(FromStart(file, 0), buf, max)? {
+        Ok(())
+    } else {
+        Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {max} bytes")))
     }
 }
 

@@ -275,13 +275,11 @@ impl Reader {
         rel: &str,
         parse: impl FnOnce(&str) -> Result<T, parse::ParseError>,
     ) -> Result<Option<T>, DiscoveryError> {
-        let full = self.fs.full(rel);
-        match self.kernel_text(rel)? {
-            None => Ok(None),
-            Some(text) => {
-                parse(text).map(Some).map_err(|source| DiscoveryError::Parse { path: full, source })
-            }
-        }
+        let parsed = match self.kernel_text(rel)? {
+            None => return Ok(None),
+            Some(text) => parse(text),
+        };
+        parsed.map(Some).map_err(|source| DiscoveryError::Parse { path: self.fs.full(rel), source })
     }
 
     /// The thread ids of a process (sorted), `None` when it is not running.
@@ -432,7 +430,8 @@ impl Reader {
         &mut self,
         locator: &Locator,
     ) -> Result<(Vec<u32>, Option<String>), SampleError> {
-        if let Some(sup) = &locator.supervised {
+        // Without a cgroup of its own from the supervisor, it is looked up as any process is.
+        if let Some(sup) = locator.supervised.as_ref().filter(|s| s.cgroup.is_some()) {
             return self.supervised(sup);
         }
         let pids = self.pids(locator)?;
@@ -478,11 +477,8 @@ impl Reader {
         }
         // A supervisor's cgroup of the instance is its own, whatever it has forked: trusted
         // while the main process is in it.
-        if let Some(dir) = locator.supervised.as_ref().and_then(|s| s.cgroup.as_deref()) {
-            let dir = self.cgroup_dir(dir)?;
-            let main = pids.first()?.to_string();
-            let procs = self.kernel_text(&format!("{dir}/cgroup.procs")).ok()??;
-            return procs.lines().any(|l| l.trim() == main).then_some(dir);
+        if let Some(sup) = locator.supervised.as_ref().filter(|s| s.cgroup.is_some()) {
+            return self.supervised(sup).ok()?.1;
         }
         let main = *pids.first()?;
         // The cgroup found for this process before, while its `cgroup.procs` still lists it

@@ -527,7 +527,7 @@ const MAX_LINKS: usize = 40;
 /// Opens `path` without blocking (a FIFO would wait for a writer) and without following a
 /// final link when `no_follow`; `None` when it is not a regular file (a FIFO, a socket,
 /// `/dev/zero`).
-fn open_regular(path: &Path, no_follow: bool) -> io::Result<Option<fs::File>> {
+pub fn open_regular(path: &Path, no_follow: bool) -> io::Result<Option<fs::File>> {
     use rustix::fs::{Mode, OFlags};
     let mut flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
     if no_follow {

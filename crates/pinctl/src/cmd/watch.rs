@@ -372,7 +372,7 @@ pub(crate) struct SupervisedWatch {
     states: Arc<Mutex<BTreeMap<String, DriftState>>>,
     /// What the thread starts from, taken when the first instances are known. (The watcher
     /// itself is built on the thread: its reader is not `Send`.)
-    pending: Option<(Metrics, WatchConfig, Watermark)>,
+    pending: Option<(Metrics, WatchSettings)>,
     /// The metrics socket, bound before the supervisor starts (so a taken port refuses
     /// `pinctl run` at once), served from the first call on the runtime.
     listener: Option<std::net::TcpListener>,
@@ -402,8 +402,8 @@ impl WatchSettings {
 impl SupervisedWatch {
     /// Binds `metrics-listen` when set; nothing is sampled until the supervisor calls.
     pub(crate) fn new(config: &pinctl_config::Config) -> anyhow::Result<SupervisedWatch> {
-        let watch = config.watch.clone();
-        let listener = match watch.metrics_listen {
+        let settings = WatchSettings::of(config);
+        let listener = match settings.watch.metrics_listen {
             Some(addr) => {
                 let l = std::net::TcpListener::bind(addr)
                     .with_context(|| format!("cannot listen on `{addr}` (metrics-listen)"))?;
@@ -421,8 +421,8 @@ impl SupervisedWatch {
         Ok(SupervisedWatch {
             latest: Arc::default(),
             states: Arc::default(),
-            metrics_listen: watch.metrics_listen,
-            pending: Some((Metrics::new(), watch, Watermark::of(config))),
+            metrics_listen: settings.watch.metrics_listen,
+            pending: Some((Metrics::new(), settings)),
             listener,
             planned: Arc::default(),
             applied: Arc::default(),
@@ -500,7 +500,7 @@ impl Observer for SupervisedWatch {
             *latest = instances.to_vec();
         }
         if let Some(listener) = self.listener.take() {
-            let registry = self.pending.as_ref().map(|(m, _, _)| m.registry());
+            let registry = self.pending.as_ref().map(|(m, _)| m.registry());
             match (tokio::net::TcpListener::from_std(listener), registry) {
                 (Ok(l), Some(registry)) => {
                     tokio::spawn(metrics::serve(l, registry));
@@ -515,7 +515,9 @@ impl Observer for SupervisedWatch {
                 (Ok(_), None) => {}
             }
         }
-        let Some((metrics, mut watch, watermark)) = self.pending.take() else { return };
+        let Some((metrics, WatchSettings { mut watch, watermark })) = self.pending.take() else {
+            return;
+        };
         let latest = self.latest.clone();
         let states = self.states.clone();
         let applied = self.applied.clone();
