@@ -169,7 +169,7 @@ pub struct PlannedInstance {
 /// cannot be read, and `prepare` then says why). The plan on a topology read with only these
 /// is the plan on the whole one (tested on every fixture tree and captured machine).
 pub fn devices_needed(config: &Config, root: &Path) -> DeviceScope {
-    scope_of(config, default_route_if_unset(config, root).as_ref())
+    scope_of(config, root, default_route_if_unset(config, root).as_ref())
 }
 
 /// The default route's NICs when the file sets no `keep-free` (the planner keeps their nodes
@@ -184,18 +184,44 @@ fn default_route_if_unset(
 /// [`devices_needed`], given what [`default_route_if_unset`] read.
 fn scope_of(
     config: &Config,
+    root: &Path,
     route: Option<&Result<Vec<String>, pinctl_sysfs::DiscoveryError>>,
 ) -> DeviceScope {
     let near = config.services.iter().flat_map(|s| &s.instances).any(|i| !i.near.is_empty());
     match (&config.host.keep_free, route) {
         _ if near => DeviceScope::All,
-        // `keep-free` may name any device (a warning when it is not a NIC): read them all.
-        (Some(list), _) if list.iter().any(|k| matches!(k, KeepFree::Nic(_))) => DeviceScope::All,
-        (Some(_), _) => DeviceScope::None,
+        (Some(list), _) => {
+            let named: Vec<String> = list
+                .iter()
+                .filter_map(|k| match k {
+                    KeepFree::Nic(name) => Some(name.clone()),
+                    KeepFree::Node(_) => None,
+                })
+                .collect();
+            // Network devices (an entry of sys/class/net each): those and their members.
+            // Any other name may be a device of another kind (a warning says it is not a
+            // NIC), or no device at all (an error names it): read them all to tell.
+            if named.is_empty() {
+                DeviceScope::None
+            } else if named.iter().all(|n| is_network_device(root, n)) {
+                DeviceScope::Nics(named)
+            } else {
+                DeviceScope::All
+            }
+        }
         (None, Some(Ok(nics))) => DeviceScope::Nics(nics.clone()),
         // Unreadable (`prepare` says why) or not read: every network device.
         (None, _) => DeviceScope::Network,
     }
+}
+
+/// Whether `root` has a network device called `name` (an entry of `sys/class/net`).
+fn is_network_device(root: &Path, name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains('/')
+        && name != "."
+        && name != ".."
+        && root.join("sys/class/net").join(name).symlink_metadata().is_ok()
 }
 
 /// The placement of instance `service` of the file at `config_path` on the live machine.
@@ -205,7 +231,7 @@ pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInst
     let config = load_config(config_path)?;
     // The routing table is read once: for the devices to discover and for `keep-free`.
     let route = default_route_if_unset(&config, Path::new("/"));
-    let loaded = LoadedTopology::live_with(&scope_of(&config, route.as_ref()))
+    let loaded = LoadedTopology::live_with(&scope_of(&config, Path::new("/"), route.as_ref()))
         .map_err(|e| LaunchError::Topology(Box::new(e)))?;
     let prepared = prepare_knowing_route(config, loaded, false, route.and_then(Result::ok))?;
     let plan = plan(&prepared)?;

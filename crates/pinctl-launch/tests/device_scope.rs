@@ -75,6 +75,7 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
     let mut routed = 0;
     let trees = trees();
     assert!(trees.len() >= 10, "{} trees", trees.len());
+    let mut named_nics = 0;
     for (name, root, _keep) in &trees {
         let all = LoadedTopology::directory_with(root, &DeviceScope::All).unwrap();
         if all
@@ -85,7 +86,20 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
         {
             trees_with_other_devices += 1;
         }
-        for (what, text) in files {
+        let mut files: Vec<(&str, String)> =
+            files.iter().map(|(what, text)| (*what, text.to_string())).collect();
+        // A file that keeps a NIC of this machine free by name (the first, or a bond).
+        if let Some(nic) = all.topology.devices.iter().find(|d| d.kind == DeviceKind::Nic) {
+            let nic = &nic.name;
+            files.push((
+                "keep-free names a NIC",
+                format!(
+                    "[host]\nkeep-free = [\"{nic}\"]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\ninstances = 2\n"
+                ),
+            ));
+            named_nics += 1;
+        }
+        for (what, text) in &files {
             let c = config(text);
             let scope = pinctl_launch::devices_needed(&c, root);
             let scoped = LoadedTopology::directory_with(root, &scope).unwrap();
@@ -112,7 +126,7 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
                         assert_eq!(one(&scoped), one(&all), "{name}: {nic}");
                     }
                     assert_eq!(scoped.topology.devices.len(), network(&scoped).len(), "{name}");
-                    if !nics.is_empty() {
+                    if !nics.is_empty() && c.host.keep_free.is_none() {
                         routed += 1;
                     }
                 }
@@ -130,6 +144,8 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
     assert!(planned >= trees.len(), "{planned} plans over {} trees", trees.len());
     // Some trees have a default route whose NICs are kept free.
     assert!(routed >= 1, "no tree with a default route");
+    // Some trees have a NIC to name (a capture often has none, or only virtual ones).
+    assert!(named_nics >= 3, "{named_nics} trees with a NIC");
     // The scope made a difference somewhere (NVMe, GPUs, DAX in the captures).
     assert!(trees_with_other_devices >= 3, "{trees_with_other_devices}");
 }
@@ -138,9 +154,30 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
 fn a_file_that_names_devices_reads_all_of_them() {
     let near = config("[service.db]\ncommand = [\"db\"]\ncpus = 1\nnear = \"nvme0n1\"\n");
     assert_eq!(pinctl_launch::devices_needed(&near, Path::new("/")), DeviceScope::All);
-    let nic =
-        config("[host]\nkeep-free = [\"eth0\"]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
-    assert_eq!(pinctl_launch::devices_needed(&nic, Path::new("/")), DeviceScope::All);
+    // `keep-free` naming network devices: those (and their members); naming anything else:
+    // every device, to tell a device of another kind from a name that is no device.
+    let keep = |names: &str| {
+        config(&format!(
+            "[host]\nkeep-free = [{names}]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n"
+        ))
+    };
+    let host = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(host.path().join("sys/class/net")).unwrap();
+    for nic in ["eth0", "bond0"] {
+        std::os::unix::fs::symlink(
+            format!("../../devices/pci0000:00/0000:00:03.0/net/{nic}"),
+            host.path().join("sys/class/net").join(nic),
+        )
+        .unwrap();
+    }
+    let needed = |c| pinctl_launch::devices_needed(&c, host.path());
+    assert_eq!(needed(keep("\"eth0\"")), DeviceScope::Nics(vec!["eth0".into()]));
+    assert_eq!(
+        needed(keep("\"bond0\", 1, \"eth0\"")),
+        DeviceScope::Nics(vec!["bond0".into(), "eth0".into()])
+    );
+    assert_eq!(needed(keep("\"eth0\", \"nvme0n1\"")), DeviceScope::All);
+    assert_eq!(needed(keep("\"eth9\"")), DeviceScope::All);
     let node = config("[host]\nkeep-free = [0]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
     assert_eq!(pinctl_launch::devices_needed(&node, Path::new("/")), DeviceScope::None);
     let unset = config("[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
