@@ -20,6 +20,11 @@ use serde::Serialize;
 const ESRCH: i32 = 3;
 const EPERM: i32 = 1;
 const EACCES: i32 = 13;
+const ENOENT: i32 = 2;
+const EFAULT: i32 = 14;
+const EBUSY: i32 = 16;
+/// A page's status when the kernel stopped before it (see [`PageStatus::Unanswered`]).
+const UNANSWERED: i32 = i32::MIN;
 
 /// What a rebalance asks of the kernel about another process.
 pub trait ProcessControl {
@@ -100,6 +105,7 @@ fn fill_status(pages: &[PageStatus], status: &mut [i32]) {
         *slot = match *page {
             PageStatus::Node(n) => i32::try_from(n).unwrap_or(i32::MAX),
             PageStatus::Errno(e) => -e,
+            PageStatus::Unanswered => UNANSWERED,
         };
     }
 }
@@ -211,6 +217,14 @@ pub struct Range {
     pub start: u64,
     pub end: u64,
     pub page_size: u64,
+    /// Whether numa_maps showed pages of this mapping on the planned nodes. Where it showed
+    /// none, every resident page is one to move, and the move asks for each page without
+    /// looking up first where it is: a lookup walks the page tables as the move does, and
+    /// the move answers for a page that is not there (ENOENT) as the lookup would.
+    pub has_local: bool,
+    /// The size of a transparent huge page where one may back this range (0 where none can):
+    /// a block of this size with no page on the planned nodes is asked for as one.
+    pub huge_page: u64,
 }
 
 /// The ranges worth looking at: mappings (by numa_maps, matched to maps by start address) with
@@ -224,7 +238,14 @@ pub fn ranges_off(maps: &[MapsEntry], numa_maps: &[NumaMapsEntry], nodes: &NodeS
         .filter(|n| n.pages.iter().any(|&(node, p)| p > 0 && !nodes.contains(node)))
         .filter_map(|n| {
             let m = maps.iter().find(|m| m.start == n.address)?;
-            Some(Range { start: m.start, end: m.end, page_size: base_kb * 1024 })
+            let has_local = n.pages.iter().any(|&(node, p)| p > 0 && nodes.contains(node));
+            Some(Range {
+                start: m.start,
+                end: m.end,
+                page_size: base_kb * 1024,
+                has_local,
+                huge_page: 0,
+            })
         })
         .collect()
 }
@@ -237,8 +258,8 @@ pub fn ranges_off(maps: &[MapsEntry], numa_maps: &[NumaMapsEntry], nodes: &NodeS
 /// moves anything), which on a loaded or virtual machine alone takes tens of milliseconds but
 /// touches none of the instance's pages; the instance waits on the pages in flight. So the
 /// batch is the number of pages whose part fits in 3/4 of the bound, the per-page cost being
-/// the slope of a least-squares line through the last batches (their sizes differ as the
-/// sizer moves; while they are all the same size the last estimate stands). Fitting a line
+/// the slope of a line through the last batches (their sizes differ as the sizer moves),
+/// fitted by medians so that a call the host stalled does not steer it. Fitting a line
 /// rather than dividing a batch's time by its pages matters: a per-call cost read as per-page
 /// shrinks batches to single pages, thousands of calls each as slow as a large batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -259,13 +280,14 @@ pub struct BatchSizer {
 const SIZER_WINDOW: usize = 16;
 
 impl BatchSizer {
-    /// A sizer that starts small (64 pages) and grows to at most 4096 pages.
+    /// A sizer that starts small (64 pages) and grows to at most 16384 pages (64 MiB of base
+    /// pages: at a microsecond a page, about what the bound allows on real hardware).
     pub fn new(stall: Duration) -> BatchSizer {
         BatchSizer {
             stall,
             size: 64,
             min: 1,
-            max: 4096,
+            max: 16384,
             recent: std::collections::VecDeque::with_capacity(SIZER_WINDOW),
             per_page: None,
             per_call: 0.0,
@@ -287,19 +309,32 @@ impl BatchSizer {
             self.recent.pop_front();
         }
         self.recent.push_back((pages as f64, took.as_secs_f64()));
-        let k = self.recent.len() as f64;
-        let mean_n = self.recent.iter().map(|(n, _)| n).sum::<f64>() / k;
-        let mean_t = self.recent.iter().map(|(_, t)| t).sum::<f64>() / k;
-        let var_n: f64 = self.recent.iter().map(|(n, _)| (n - mean_n).powi(2)).sum();
-        if var_n > 0.0 {
-            let cov: f64 = self.recent.iter().map(|(n, t)| (n - mean_n) * (t - mean_t)).sum();
+        // The line through the batches is Theil-Sen's: the median of the slopes between
+        // every two batches of different sizes, and the median intercept under it. One call
+        // that a busy host stalled for 100 ms moves a least-squares line far enough to cut
+        // batches to one huge page each for as long as it stays in the window; it does not
+        // move a median.
+        let points: Vec<(f64, f64)> = self.recent.iter().copied().collect();
+        let mut slopes: Vec<f64> = Vec::new();
+        for (i, &(n1, t1)) in points.iter().enumerate() {
+            for &(n2, t2) in &points[i + 1..] {
+                if n1 != n2 {
+                    slopes.push((t2 - t1) / (n2 - n1));
+                }
+            }
+        }
+        if let Some(slope) = median(&mut slopes) {
             // A falling line is noise: no measurable per-page cost.
-            let per_page = (cov / var_n).max(0.0);
+            let per_page = slope.max(0.0);
+            let mut intercepts: Vec<f64> = points.iter().map(|(n, t)| t - per_page * n).collect();
             self.per_page = Some(per_page);
-            self.per_call = (mean_t - per_page * mean_n).max(0.0);
-        } else if self.per_page.is_none() {
-            // One size seen so far: all of it counts per page until sizes differ.
-            self.per_page = Some(mean_t / mean_n);
+            self.per_call = median(&mut intercepts).unwrap_or(0.0).max(0.0);
+        } else {
+            // Batches all of one size (the first ones, or one huge page each while the size
+            // is under one): what the calls cost beyond the per-call part counts per page.
+            let mut per_page: Vec<f64> =
+                points.iter().map(|(n, t)| ((t - self.per_call) / n).max(0.0)).collect();
+            self.per_page = median(&mut per_page);
         }
         let target = self.stall.as_secs_f64() * 0.75;
         let fit = match self.per_page {
@@ -309,6 +344,16 @@ impl BatchSizer {
         // Grow at most 2x at a time: one cheap batch says little about the next.
         self.size = fit.clamp(self.min, self.max).min(self.size.saturating_mul(2).max(self.min));
     }
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` when empty.
+fn median(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 })
 }
 
 /// Paces moves to a rate: a batch of `b` bytes may start `b / rate` after the previous one.
@@ -377,9 +422,17 @@ pub struct MoveReport {
     pub bytes_moved: u64,
     /// Pages the kernel would not move (pinned, shared with other processes, busy).
     pub pages_failed: u64,
+    /// Blocks the size of a transparent huge page asked for by their first pages, and how
+    /// many of them moved whole.
+    pub blocks: u64,
+    pub blocks_whole: u64,
     pub batches: u64,
+    /// The whole move, from reading the mappings to the last batch.
     #[serde(serialize_with = "crate::sample::seconds")]
     pub took: Duration,
+    /// The part of `took` spent finding the pages: reading the mappings and looking up pages.
+    #[serde(serialize_with = "crate::sample::seconds")]
+    pub lookup: Duration,
     /// The longest single `move_pages` call.
     #[serde(serialize_with = "crate::sample::seconds")]
     pub worst_stall: Duration,
@@ -393,9 +446,64 @@ pub struct MoveReport {
     pub stop: MoveStop,
 }
 
-/// Pages looked up per `move_pages` query (as many as the largest batch: a lookup holds no
-/// page, but each call walks the page tables under the process's mmap lock).
+/// Pages looked up per `move_pages` query (a lookup holds no page, but each call walks the
+/// page tables under the process's mmap lock).
 const QUERY_PAGES: usize = 4096;
+
+/// One entry of a batch: what it asks `move_pages` to move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// One base page.
+    Page(usize),
+    /// An aligned block the size of a transparent huge page, none of whose pages was on the
+    /// planned nodes (numa_maps showed none in the range, or a lookup none in the block),
+    /// asked for by its first two base pages. Whatever the first belongs to moves whole: a huge page answers EBUSY for the
+    /// second (already taken off the LRU with the first), and if the block's last page is then
+    /// on the node, one folio held both ends and the whole block moved (folios are aligned to
+    /// their size). 512 pages cost the kernel three lookups instead of 512.
+    Block(usize),
+}
+
+/// Where the pages still to ask for come from, for one range.
+struct Asks<'r> {
+    range: &'r Range,
+    next: u64,
+    /// The huge page size to ask for blocks of; 0 for none.
+    block: u64,
+    /// Asks found and not sent yet, and the pages they stand for.
+    queue: std::collections::VecDeque<Ask>,
+    weight: usize,
+}
+
+impl Asks<'_> {
+    fn pages_per_block(&self) -> usize {
+        (self.block / self.range.page_size) as usize
+    }
+
+    fn weight_of(&self, ask: Ask) -> usize {
+        match ask {
+            Ask::Page(_) => 1,
+            Ask::Block(_) => self.pages_per_block(),
+        }
+    }
+
+    fn push(&mut self, ask: Ask) {
+        self.weight += self.weight_of(ask);
+        self.queue.push_back(ask);
+    }
+
+    fn pop(&mut self) -> Option<Ask> {
+        let ask = self.queue.pop_front()?;
+        self.weight -= self.weight_of(ask);
+        Some(ask)
+    }
+}
+
+/// The base pages `first..end` of a range (at most `QUERY_PAGES` from `first`), as addresses.
+fn base_pages(first: u64, end: u64, page_size: u64) -> Vec<usize> {
+    let n = (end.saturating_sub(first) / page_size).min(QUERY_PAGES as u64);
+    (0..n).map(|i| (first + i * page_size) as usize).collect()
+}
 
 /// Moves pages of `pid` in `ranges` that are on other nodes than `rooms`' back onto them.
 pub fn move_memory(
@@ -415,8 +523,11 @@ pub fn move_memory(
         pages_moved: 0,
         bytes_moved: 0,
         pages_failed: 0,
+        blocks: 0,
+        blocks_whole: 0,
         batches: 0,
         took: Duration::ZERO,
+        lookup: Duration::ZERO,
         worst_stall: Duration::ZERO,
         call_cost: Duration::ZERO,
         page_cost: Duration::ZERO,
@@ -428,39 +539,75 @@ pub fn move_memory(
                 >= limits.min_locality
     };
     'ranges: for range in ranges {
-        let mut addr = range.start;
-        // Pages found elsewhere and not moved yet: a batch may gather them from several
-        // lookups, so its size is the sizer's, not a lookup's (each call has a fixed cost).
-        let mut pending: Vec<usize> = Vec::new();
+        // A batch may gather pages from several lookups, so its size is the sizer's, not a
+        // lookup's (each call has a fixed cost).
+        let block = range.huge_page;
+        let mut asks =
+            Asks { range, next: range.start, block, queue: Default::default(), weight: 0 };
         loop {
-            if addr < range.end && pending.len() < sizer.size {
+            if asks.next < range.end && asks.weight < sizer.size {
                 if restored(report.bytes_moved) {
                     report.stop = MoveStop::LocalityRestored;
                     break 'ranges;
                 }
-                // Find where the next pages are.
-                let n = (((range.end - addr) / range.page_size) as usize).clamp(1, QUERY_PAGES);
-                let pages: Vec<usize> =
-                    (0..n as u64).map(|i| (addr + i * range.page_size) as usize).collect();
-                addr += n as u64 * range.page_size;
-                let mut status = vec![0i32; n];
-                ctl.page_nodes(pid, &pages, &mut status)
-                    .map_err(|e| call_error(pid, "find the pages", e))?;
-                pending.extend(
-                    pages
-                        .iter()
-                        .zip(&status)
-                        .filter(|(_, s)| **s >= 0 && !targets.contains(**s as NodeId))
-                        .map(|(p, _)| *p),
-                );
+                let at = asks.next;
+                if range.has_local {
+                    // Find where the next pages are, up to a block boundary.
+                    let mut upto = at.saturating_add(QUERY_PAGES as u64 * range.page_size);
+                    if block > 0 && upto / block * block > at {
+                        upto = upto / block * block;
+                    }
+                    let pages = base_pages(at, upto.min(range.end), range.page_size);
+                    asks.next += (pages.len() as u64).max(1) * range.page_size;
+                    let status = find_pages(ctl, clock, &mut report, pid, &pages)?;
+                    let off = |k: usize| status[k] >= 0 && !targets.contains(status[k] as NodeId);
+                    let per_block = asks.pages_per_block();
+                    let mut k = 0;
+                    while k < pages.len() {
+                        // A whole block found off the planned nodes is asked for as a block.
+                        let p = pages[k];
+                        if block > 0
+                            && p as u64 % block == 0
+                            && k + per_block <= pages.len()
+                            && (k..k + per_block).all(off)
+                        {
+                            asks.push(Ask::Block(p));
+                            k += per_block;
+                            continue;
+                        }
+                        if off(k) {
+                            asks.push(Ask::Page(p));
+                        }
+                        k += 1;
+                    }
+                } else if block > 0 && at % block == 0 && at + block <= range.end {
+                    asks.push(Ask::Block(at as usize));
+                    asks.next += block;
+                } else {
+                    // Base pages up to the next block boundary: every one of them asked for.
+                    let upto = at.checked_div(block).map_or(range.end, |b| (b + 1) * block);
+                    let pages = base_pages(at, upto.min(range.end), range.page_size);
+                    asks.next += (pages.len() as u64).max(1) * range.page_size;
+                    for p in pages {
+                        asks.push(Ask::Page(p));
+                    }
+                }
                 continue;
             }
-            if pending.is_empty() {
+            if asks.queue.is_empty() {
                 break;
             }
-            let take = sizer.size.min(pending.len());
-            let chunk: Vec<usize> = pending.drain(..take).collect();
-            let bytes = chunk.len() as u64 * range.page_size;
+            let mut chunk: Vec<Ask> = Vec::new();
+            let mut weight = 0;
+            while let Some(&ask) = asks.queue.front() {
+                if !chunk.is_empty() && weight + asks.weight_of(ask) > sizer.size {
+                    break;
+                }
+                weight += asks.weight_of(ask);
+                chunk.push(ask);
+                asks.pop();
+            }
+            let bytes = weight as u64 * range.page_size;
             // The planned node with the most room that can take the whole batch.
             let best = rooms
                 .iter()
@@ -476,9 +623,17 @@ pub fn move_memory(
             if !wait.is_zero() {
                 clock.sleep(wait);
             }
-            let mut st = vec![0i32; chunk.len()];
+            let addrs: Vec<usize> = chunk
+                .iter()
+                .flat_map(|a| match *a {
+                    Ask::Page(p) => vec![p],
+                    Ask::Block(b) => vec![b, b + range.page_size as usize],
+                })
+                .collect();
+            // A page without an answer is not read as moved to node 0.
+            let mut st = vec![UNANSWERED; addrs.len()];
             let t0 = clock.now();
-            let res = ctl.move_pages(pid, &chunk, rooms[i].node, &mut st);
+            let res = ctl.move_pages(pid, &addrs, rooms[i].node, &mut st);
             let took = clock.now().saturating_sub(t0);
             match res {
                 Ok(()) => {}
@@ -490,13 +645,19 @@ pub fn move_memory(
             }
             report.batches += 1;
             report.worst_stall = report.worst_stall.max(took);
-            sizer.observe(chunk.len(), took);
-            let moved = st.iter().filter(|&&s| s >= 0 && s as NodeId == rooms[i].node).count();
-            report.pages_moved += moved as u64;
-            report.pages_failed += (chunk.len() - moved) as u64;
-            let moved_bytes = moved as u64 * range.page_size;
+            let outcome = settle(ctl, clock, &mut report, pid, &chunk, &st, range, rooms[i].node)?;
+            // What the call handled: a block of base pages asked for two of them, not 512.
+            sizer.observe((outcome.moved + outcome.failed) as usize, took);
+            let moved_bytes = outcome.moved * range.page_size;
+            report.pages_moved += outcome.moved;
+            report.pages_failed += outcome.failed;
             report.bytes_moved += moved_bytes;
             used[i] += moved_bytes;
+            // What a block's first pages did not settle goes first in the next batch.
+            for ask in outcome.again.into_iter().rev() {
+                asks.weight += asks.weight_of(ask);
+                asks.queue.push_front(ask);
+            }
             if restored(report.bytes_moved) {
                 report.stop = MoveStop::LocalityRestored;
                 break 'ranges;
@@ -506,6 +667,133 @@ pub fn move_memory(
     report.took = clock.now().saturating_sub(began);
     (report.call_cost, report.page_cost) = sizer.costs();
     Ok(report)
+}
+
+/// Where each page of `pages` is (a node, or a negative errno), timed as lookup.
+fn find_pages(
+    ctl: &mut dyn ProcessControl,
+    clock: &mut dyn Clock,
+    report: &mut MoveReport,
+    pid: u32,
+    pages: &[usize],
+) -> Result<Vec<i32>, RebalanceError> {
+    let mut status = vec![UNANSWERED; pages.len()];
+    let t0 = clock.now();
+    ctl.page_nodes(pid, pages, &mut status).map_err(|e| call_error(pid, "find the pages", e))?;
+    report.lookup += clock.now().saturating_sub(t0);
+    Ok(status)
+}
+
+/// What one batch moved, as its answers and a lookup after it tell.
+struct Settled {
+    moved: u64,
+    failed: u64,
+    /// Pages of blocks still to ask for.
+    again: Vec<Ask>,
+}
+
+/// Reads a batch's answers: pages on `node` moved; no page behind an address (ENOENT,
+/// EFAULT: asked for without a lookup first) is neither moved nor failed; EBUSY is asked
+/// again, since the pages of a huge page after the first answer it and move with it.
+#[allow(clippy::too_many_arguments)]
+fn settle(
+    ctl: &mut dyn ProcessControl,
+    clock: &mut dyn Clock,
+    report: &mut MoveReport,
+    pid: u32,
+    chunk: &[Ask],
+    st: &[i32],
+    range: &Range,
+    node: NodeId,
+) -> Result<Settled, RebalanceError> {
+    let ps = range.page_size as usize;
+    let per_block = (range.huge_page / range.page_size) as usize;
+    let on = |s: i32| s >= 0 && s as NodeId == node;
+    let absent = |s: i32| s == -ENOENT || s == -EFAULT;
+    // Pages to look up once after the batch: each EBUSY page, and the last page of each
+    // block whose second page answered EBUSY.
+    let mut ask_again: Vec<usize> = Vec::new();
+    let mut i = 0;
+    for ask in chunk {
+        match *ask {
+            Ask::Page(p) => {
+                if st[i] == -EBUSY {
+                    ask_again.push(p);
+                }
+                i += 1;
+            }
+            Ask::Block(b) => {
+                if st[i + 1] == -EBUSY {
+                    ask_again.push(b + ps);
+                    if on(st[i]) {
+                        ask_again.push(b + (per_block - 1) * ps);
+                    }
+                }
+                i += 2;
+            }
+        }
+    }
+    let again_status = if ask_again.is_empty() {
+        Vec::new()
+    } else {
+        find_pages(ctl, clock, report, pid, &ask_again)?
+    };
+    let now_on = |page: usize| {
+        ask_again.iter().position(|&p| p == page).is_some_and(|k| on(again_status[k]))
+    };
+    let mut out = Settled { moved: 0, failed: 0, again: Vec::new() };
+    let count = |s: i32, page: usize, out: &mut Settled| {
+        if on(s) || (s == -EBUSY && now_on(page)) {
+            out.moved += 1;
+        } else if !absent(s) {
+            out.failed += 1;
+        }
+    };
+    let mut i = 0;
+    for ask in chunk {
+        match *ask {
+            Ask::Page(p) => {
+                count(st[i], p, &mut out);
+                i += 1;
+            }
+            Ask::Block(b) => {
+                let (first, second) = (st[i], st[i + 1]);
+                i += 2;
+                let last = b + (per_block - 1) * ps;
+                report.blocks += 1;
+                if on(first) && second == -EBUSY && now_on(last) {
+                    // One folio from the first page to the last: the whole block moved.
+                    out.moved += per_block as u64;
+                    report.blocks_whole += 1;
+                    continue;
+                }
+                count(first, b, &mut out);
+                count(second, b + ps, &mut out);
+                let rest: Vec<usize> = (2..per_block).map(|k| b + k * ps).collect();
+                if on(first) && on(second) {
+                    // Two base pages, each its own folio: nothing else of the block moved,
+                    // and (none of it was on the planned nodes) every other page is still to
+                    // move.
+                    out.again.extend(rest.into_iter().map(Ask::Page));
+                } else {
+                    // A smaller huge page moved part of the block, or a page would not move:
+                    // find where the rest is before asking for any of it.
+                    for part in rest.chunks(QUERY_PAGES) {
+                        let status = find_pages(ctl, clock, report, pid, part)?;
+                        for (p, &s) in part.iter().zip(&status) {
+                            if on(s) {
+                                // Moved with the first page's folio (none was here before).
+                                out.moved += 1;
+                            } else if s >= 0 {
+                                out.again.push(Ask::Page(*p));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Reads `/proc/PID/maps` and `/proc/PID/numa_maps` under `root` and returns the ranges with
@@ -526,7 +814,24 @@ pub fn read_ranges(root: &Path, pid: u32, nodes: &NodeSet) -> Result<Vec<Range>,
     };
     let maps = pinctl_sysfs::parse::proc_maps(&read("maps")?).map_err(bad)?;
     let numa = pinctl_sysfs::parse::numa_maps(&read("numa_maps")?).map_err(bad)?;
-    Ok(ranges_off(&maps, &numa, nodes))
+    let huge = huge_page_size(root);
+    Ok(ranges_off(&maps, &numa, nodes)
+        .into_iter()
+        .map(|r| Range {
+            huge_page: huge.filter(|h| h % r.page_size == 0 && *h > r.page_size).unwrap_or(0),
+            ..r
+        })
+        .collect())
+}
+
+/// The size of a transparent huge page (`hpage_pmd_size`: 2 MiB on x86-64), when the kernel
+/// has them; a size that makes no sense (over 1 GiB, not a power of two) is not used.
+fn huge_page_size(root: &Path) -> Option<u64> {
+    let text =
+        std::fs::read_to_string(root.join("sys/kernel/mm/transparent_hugepage/hpage_pmd_size"))
+            .ok()?;
+    let size: u64 = text.trim().parse().ok()?;
+    (size.is_power_of_two() && size <= 1 << 30).then_some(size)
 }
 
 #[cfg(test)]
@@ -552,6 +857,13 @@ pub(crate) mod tests {
         pub clock: std::rc::Rc<std::cell::Cell<Duration>>,
         pub calls: Vec<String>,
         pub deny: bool,
+        /// Base pages per transparent huge page (aligned to its size); 0 for none. As the
+        /// kernel does, a move answers EBUSY for the pages of a huge page after the first one
+        /// asked for in the same call, and moves them with it.
+        pub huge: usize,
+        /// A move call's pages from this index on are neither moved nor answered, as when
+        /// the kernel stops a batch at a page it cannot migrate.
+        pub answers: Option<usize>,
     }
 
     impl ProcessControl for FakeControl {
@@ -572,6 +884,7 @@ pub(crate) mod tests {
             Ok(())
         }
         fn page_nodes(&mut self, _pid: u32, pages: &[usize], status: &mut [i32]) -> io::Result<()> {
+            self.calls.push(format!("lookup {}", pages.len()));
             for (p, s) in pages.iter().zip(status.iter_mut()) {
                 *s = self.pages.get(p).map_or(-2, |&n| n as i32);
             }
@@ -586,9 +899,29 @@ pub(crate) mod tests {
         ) -> io::Result<()> {
             self.calls.push(format!("move {} to {node}", pages.len()));
             self.clock.set(self.clock.get() + self.per_call + self.per_page * pages.len() as u32);
-            for (p, s) in pages.iter().zip(status.iter_mut()) {
-                self.pages.insert(*p, node);
+            let mut heads = BTreeSet::new();
+            for (i, (p, s)) in pages.iter().zip(status.iter_mut()).enumerate() {
+                if self.answers.is_some_and(|a| i >= a) {
+                    break;
+                }
+                if !self.pages.contains_key(p) {
+                    *s = -ENOENT;
+                    continue;
+                }
                 *s = node as i32;
+                if self.huge == 0 {
+                    self.pages.insert(*p, node);
+                    continue;
+                }
+                // The whole huge page moves with the first of its pages asked for.
+                let head = p & !(self.huge * 4096 - 1);
+                if !heads.insert(head) {
+                    *s = -EBUSY;
+                    continue;
+                }
+                for (_, at) in self.pages.range_mut(head..head + self.huge * 4096) {
+                    *at = node;
+                }
             }
             Ok(())
         }
@@ -638,16 +971,44 @@ pub(crate) mod tests {
         assert_eq!(s.size, 128);
         s.observe(128, Duration::from_millis(2));
         assert_eq!(s.size, 256);
-        // A slow batch: the line through the three is 0.22 ms a page, and 15 ms fit 69.
+        // A slow batch: the slopes between the three are 0.016, 0.203 and 0.297 ms a page;
+        // their median, 0.203 ms, fits 73 pages in 15 ms.
         s.observe(256, Duration::from_millis(40));
-        assert_eq!(s.size, 69);
+        assert_eq!(s.size, 73);
         // Never below one page, never above the maximum.
         let mut one = BatchSizer::new(Duration::from_millis(20));
         one.observe(64, Duration::from_secs(1));
         assert_eq!(one.size, 1);
-        let mut s = BatchSizer { size: 4096, ..BatchSizer::new(Duration::from_millis(20)) };
-        s.observe(4096, Duration::ZERO);
-        assert_eq!(s.size, 4096);
+        let mut s = BatchSizer { size: 16384, ..BatchSizer::new(Duration::from_millis(20)) };
+        s.observe(16384, Duration::ZERO);
+        assert_eq!(s.size, 16384);
+    }
+
+    #[test]
+    fn batches_of_one_size_still_teach_the_sizer() {
+        // A huge page (512 pages) per batch while the size is under 512: one slow call must
+        // not keep batches at one huge page once calls are cheap again.
+        let mut s = BatchSizer::new(Duration::from_millis(20));
+        s.observe(512, Duration::from_millis(200));
+        assert!(s.size < 512, "{}", s.size);
+        // Once the slow call is out of the window (16 batches), it grows 2x a batch.
+        for _ in 0..24 {
+            s.observe(512, Duration::from_millis(1));
+        }
+        assert!(s.size >= 4096, "{}", s.size);
+    }
+
+    #[test]
+    fn one_stalled_call_does_not_steer_the_sizer() {
+        // 2 us a page and 1 ms a call, but the 20th call stalls 150 ms (a busy host).
+        let mut s = BatchSizer::new(Duration::from_millis(20));
+        let sizes = feed(&mut s, 40, |n, i| {
+            let stall = if i == 19 { Duration::from_millis(150) } else { Duration::ZERO };
+            Duration::from_millis(1) + Duration::from_micros(2) * n as u32 + stall
+        });
+        // 15 ms / 2 us = 7500 pages, before the stall and after it.
+        assert_eq!(sizes[18], 7500, "{sizes:?}");
+        assert!(sizes[19..].iter().all(|&n| n >= 7000), "{sizes:?}");
     }
 
     /// Feeds `s` batches costing `cost(pages, i)` and returns the sizes it chose.
@@ -732,8 +1093,15 @@ pub(crate) mod tests {
         }
     }
 
+    /// A mapping of `pages` pages of which numa_maps showed some on the planned nodes.
     fn range(pages: u64) -> Range {
-        Range { start: 0x10000, end: 0x10000 + pages * 4096, page_size: 4096 }
+        Range {
+            start: 0x10000,
+            end: 0x10000 + pages * 4096,
+            page_size: 4096,
+            has_local: true,
+            huge_page: 0,
+        }
     }
 
     /// Runs a move with the fake kernel's stalls on the fake clock.
@@ -759,7 +1127,13 @@ pub(crate) mod tests {
         assert!(ctl.pages.values().all(|&n| n == 0));
         // At 100 us a page, no batch exceeds 150 pages once measured.
         assert!(
-            ctl.calls.iter().all(|c| c.split(' ').nth(1).unwrap().parse::<u32>().unwrap() <= 150)
+            ctl.calls.iter().filter(|c| c.starts_with("move")).all(|c| c
+                .split(' ')
+                .nth(1)
+                .unwrap()
+                .parse::<u32>()
+                .unwrap()
+                <= 150)
         );
     }
 
@@ -778,20 +1152,27 @@ pub(crate) mod tests {
         assert!(r.worst_stall <= Duration::from_millis(50), "{:?}", r.worst_stall);
     }
 
-    /// A batch gathers pages from several lookups: 16384 cheap pages with a costly call (2 ms,
-    /// as under a busy hypervisor) go in batches of up to 4096 pages, not one per lookup.
+    /// A batch gathers pages from several lookups: 65536 cheap pages with a costly call (2 ms,
+    /// as under a busy hypervisor) go in batches as large as the bound allows (15 ms at 1 us a
+    /// page: 15000 pages), not one lookup's 4096 pages at a time.
     #[test]
     fn batches_are_not_bounded_by_a_lookup() {
-        let mut ctl = fake_with_remote_pages(16384);
+        let mut ctl = fake_with_remote_pages(65536);
         ctl.per_call = Duration::from_millis(2);
         ctl.per_page = Duration::from_micros(1);
         let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
-        let r = run(&mut ctl, &[range(16384)], &rooms, &limits(16384));
-        assert_eq!((r.pages_moved, r.stop.clone()), (16384, MoveStop::LocalityRestored));
-        // 64, 128, ..., 2048 while the sizer grows (4032 pages), then 4096 at a time.
-        assert!(r.batches <= 10, "{} batches: {:?}", r.batches, ctl.calls);
-        let biggest = ctl.calls.iter().filter_map(|c| c.split(' ').nth(1)?.parse::<u32>().ok());
-        assert_eq!(biggest.max(), Some(4096));
+        let r = run(&mut ctl, &[range(65536)], &rooms, &limits(65536));
+        assert_eq!((r.pages_moved, r.stop.clone()), (65536, MoveStop::LocalityRestored));
+        // 64, 128, ..., 8192 while the sizer grows (16320 pages), then about 15000 at a time.
+        assert!(r.batches <= 13, "{} batches: {:?}", r.batches, ctl.calls);
+        let biggest = ctl
+            .calls
+            .iter()
+            .filter(|c| c.starts_with("move"))
+            .filter_map(|c| c.split(' ').nth(1)?.parse::<usize>().ok())
+            .max()
+            .unwrap();
+        assert!(biggest > QUERY_PAGES && biggest <= 15000, "{biggest}: {:?}", ctl.calls);
     }
 
     #[test]
@@ -818,7 +1199,7 @@ pub(crate) mod tests {
         let r = run(&mut ctl, &[range(10)], &full, &limits(10));
         assert_eq!(r.pages_moved, 0);
         assert_eq!(r.stop, MoveStop::NodeFull { needed: 10 * 4096, best_free: 0 });
-        assert!(ctl.calls.is_empty());
+        assert!(!ctl.calls.iter().any(|c| c.starts_with("move")), "{:?}", ctl.calls);
     }
 
     #[test]
@@ -894,6 +1275,142 @@ pub(crate) mod tests {
         )
         .unwrap();
         let r = ranges_off(&maps, &numa, &"0".parse().unwrap());
-        assert_eq!(r, vec![Range { start: 0x1000, end: 0x3000, page_size: 4096 }]);
+        assert_eq!(
+            r,
+            vec![Range {
+                start: 0x1000,
+                end: 0x3000,
+                page_size: 4096,
+                has_local: true,
+                huge_page: 0
+            }]
+        );
+        let r = ranges_off(&maps, &numa, &"2".parse().unwrap());
+        assert!(r.iter().all(|r| !r.has_local) && r.len() == 2, "{r:?}");
+    }
+
+    #[test]
+    fn a_mapping_with_no_local_page_is_moved_without_lookups() {
+        // 2000 pages off node 0 in a mapping of 3000, the rest not resident.
+        let mut ctl = fake_with_remote_pages(3000);
+        for i in (0..3000).step_by(3) {
+            ctl.pages.remove(&(0x10000 + i * 4096));
+        }
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let blind = Range { has_local: false, ..range(3000) };
+        let r = run(&mut ctl, &[blind], &rooms, &limits(2000));
+        assert_eq!((r.pages_moved, r.pages_failed), (2000, 0));
+        assert_eq!(r.stop, MoveStop::LocalityRestored);
+        assert!(ctl.calls.iter().all(|c| c.starts_with("move")), "{:?}", ctl.calls);
+        assert!(ctl.pages.values().all(|&n| n == 0));
+        assert_eq!(r.lookup, Duration::ZERO);
+    }
+
+    /// `pages` base pages from 2 MiB on, on node 1, in folios of `folio` pages (1 for none).
+    fn fake_in_folios(pages: usize, folio: usize) -> FakeControl {
+        let mut ctl = FakeControl { per_page: Duration::from_micros(1), ..Default::default() };
+        ctl.huge = if folio > 1 { folio } else { 0 };
+        for i in 0..pages {
+            ctl.pages.insert(0x20_0000 + i * 4096, 1);
+        }
+        ctl
+    }
+
+    /// A range of the fake's pages without local pages, in 2 MiB blocks where it can.
+    fn blind(pages: u64, huge_page: u64) -> Range {
+        Range {
+            start: 0x20_0000,
+            end: 0x20_0000 + pages * 4096,
+            page_size: 4096,
+            has_local: false,
+            huge_page,
+        }
+    }
+
+    /// The addresses the fake was asked to move and to look up, in all.
+    fn asked(ctl: &FakeControl) -> (usize, usize) {
+        let sum = |what: &str| -> usize {
+            ctl.calls
+                .iter()
+                .filter(|c| c.starts_with(what))
+                .map(|c| c.split(' ').nth(1).unwrap().parse::<usize>().unwrap())
+                .sum()
+        };
+        (sum("move"), sum("lookup"))
+    }
+
+    #[test]
+    fn a_huge_page_is_moved_by_its_first_pages() {
+        // 4 huge pages of 512 base pages.
+        let mut ctl = fake_in_folios(2048, 512);
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let r = run(&mut ctl, &[blind(2048, 2 << 20)], &rooms, &limits(2048));
+        assert_eq!((r.pages_moved, r.pages_failed), (2048, 0), "{:?}", ctl.calls);
+        assert!(ctl.pages.values().all(|&n| n == 0));
+        // Two pages asked per block, and two looked up after (the EBUSY one, the last).
+        assert_eq!(asked(&ctl), (8, 8), "{:?}", ctl.calls);
+        assert_eq!((r.blocks, r.blocks_whole), (4, 4));
+        // Without blocks: every base page asked for, the EBUSY ones looked up again.
+        let mut ctl = fake_in_folios(2048, 512);
+        let r = run(&mut ctl, &[blind(2048, 0)], &rooms, &limits(2048));
+        assert_eq!((r.pages_moved, r.pages_failed), (2048, 0), "{:?}", ctl.calls);
+        assert_eq!(asked(&ctl).0, 2048);
+    }
+
+    #[test]
+    fn a_lookup_that_finds_a_whole_block_off_asks_for_it_as_a_block() {
+        // 4 huge pages, the third already local: numa_maps shows local pages in the range.
+        let mut ctl = fake_in_folios(2048, 512);
+        for i in 1024..1536 {
+            ctl.pages.insert(0x20_0000 + i * 4096, 0);
+        }
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let range = Range { has_local: true, ..blind(2048, 2 << 20) };
+        let r = run(&mut ctl, &[range], &rooms, &limits(2048));
+        assert_eq!((r.pages_moved, r.pages_failed), (1536, 0), "{:?}", ctl.calls);
+        assert!(ctl.pages.values().all(|&n| n == 0));
+        // One lookup of the range, then two pages asked and two looked up per remote block.
+        assert_eq!(asked(&ctl), (6, 2048 + 6), "{:?}", ctl.calls);
+    }
+
+    #[test]
+    fn blocks_of_base_pages_or_smaller_folios_are_moved_page_by_page() {
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        // Base pages: the first two move alone, the other 510 are asked for without a lookup.
+        let mut ctl = fake_in_folios(1024, 1);
+        let r = run(&mut ctl, &[blind(1024, 2 << 20)], &rooms, &limits(1024));
+        assert_eq!((r.pages_moved, r.pages_failed), (1024, 0), "{:?}", ctl.calls);
+        assert_eq!(asked(&ctl), (1024, 0));
+        // 64 KiB folios: the first folio moves, the rest of the block is looked up first, and
+        // no page is counted twice.
+        let mut ctl = fake_in_folios(1024, 16);
+        let r = run(&mut ctl, &[blind(1024, 2 << 20)], &rooms, &limits(1024));
+        assert_eq!((r.pages_moved, r.pages_failed), (1024, 0), "{:?}", ctl.calls);
+        assert!(ctl.pages.values().all(|&n| n == 0));
+        // A block half resident, after an unaligned start: holes are neither moved nor failed.
+        let mut ctl = fake_in_folios(1024, 1);
+        for i in (0..1024).step_by(2) {
+            ctl.pages.remove(&(0x20_0000 + i * 4096));
+        }
+        let r = run(
+            &mut ctl,
+            &[Range { start: 0x20_0000 - 4096 * 3, ..blind(1024, 2 << 20) }],
+            &rooms,
+            &limits(512),
+        );
+        assert_eq!((r.pages_moved, r.pages_failed), (512, 0), "{:?}", ctl.calls);
+        assert!(ctl.pages.values().all(|&n| n == 0));
+    }
+
+    #[test]
+    fn pages_the_kernel_did_not_answer_are_not_counted_as_moved() {
+        // Moving to node 0, where an unwritten status would read as "on node 0".
+        let mut ctl = fake_with_remote_pages(100);
+        ctl.answers = Some(40);
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let r = run(&mut ctl, &[range(100)], &rooms, &limits(100));
+        assert_eq!(r.pages_moved + r.pages_failed, 100);
+        assert_eq!(r.pages_moved as usize, ctl.pages.values().filter(|&&n| n == 0).count());
+        assert!(r.pages_failed > 0);
     }
 }

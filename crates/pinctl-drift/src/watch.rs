@@ -445,8 +445,13 @@ fn rebalance_instance(
                     Some(rebalance::repin_threads(ctl, pid, &t.planned.cpus, REPIN_ROUNDS)?);
             }
             if drift.tracker(DriftKind::Locality).is_active() {
+                let t0 = clock.now();
                 let ranges = rebalance::read_ranges(root, pid, nodes)?;
-                let m = rebalance::move_memory(ctl, clock, pid, &ranges, &rooms, &limits)?;
+                let read = clock.now().saturating_sub(t0);
+                let mut m = rebalance::move_memory(ctl, clock, pid, &ranges, &rooms, &limits)?;
+                // numa_maps walks the page tables too: part of the move's cost.
+                m.took += read;
+                m.lookup += read;
                 limits.local_bytes += m.bytes_moved;
                 r.memory = Some(m);
             }

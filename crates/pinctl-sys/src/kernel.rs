@@ -25,6 +25,9 @@ pub enum PageStatus {
     /// The kernel could not look up or move this page: a positive errno (ENOENT for a page
     /// not present, EFAULT for an address without a mapping, EBUSY, EACCES...).
     Errno(i32),
+    /// The kernel did not get to this page: when a page of a batch cannot be migrated,
+    /// `move_pages` returns how many were not and writes no status for the rest of the batch.
+    Unanswered,
 }
 
 /// What pinctl asks of the kernel. The methods on the calling thread (`set_affinity`,
@@ -153,12 +156,18 @@ impl Kernel for LinuxKernel {
             ),
             None => None,
         };
-        let mut status = vec![0 as c_int; pages.len()];
+        // A status the kernel never writes (it writes a node id or a negative errno), so that a
+        // page it did not reach is not read as node 0.
+        const UNANSWERED: c_int = c_int::MIN;
+        let mut status = vec![UNANSWERED; pages.len()];
         raw::move_pages(pid(pid_)?, pages, nodes.as_deref(), &mut status, MPOL_MF_MOVE)?;
-        // The kernel writes a node id, or a negative errno, per page.
         Ok(status
             .into_iter()
-            .map(|s| if s < 0 { PageStatus::Errno(-s) } else { PageStatus::Node(s as NodeId) })
+            .map(|s| match s {
+                UNANSWERED => PageStatus::Unanswered,
+                s if s < 0 => PageStatus::Errno(-s),
+                s => PageStatus::Node(s as NodeId),
+            })
             .collect())
     }
 }

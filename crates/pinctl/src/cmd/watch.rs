@@ -338,8 +338,11 @@ impl Watching {
         if let Some(m) = &r.memory {
             f.push(("pages_moved", m.pages_moved.to_string()));
             f.push(("pages_failed", m.pages_failed.to_string()));
+            f.push(("huge_blocks", m.blocks.to_string()));
+            f.push(("huge_blocks_whole", m.blocks_whole.to_string()));
             f.push(("batches", m.batches.to_string()));
             f.push(("seconds", format!("{:.3}", m.took.as_secs_f64())));
+            f.push(("lookup_seconds", format!("{:.3}", m.lookup.as_secs_f64())));
             f.push((
                 "worst_batch_stall_ms",
                 format!("{:.2}", m.worst_stall.as_secs_f64() * 1000.0),
