@@ -6,8 +6,9 @@
 # probe, 1024 MiB, bound to its node) is pushed to the other node with `migratepages` (timed),
 # `pinctl watch` moves it back in bounded batches (its own line reports the time, batches and
 # worst batch stall), then `migratepages` pushes it away and brings it back (both timed): the
-# last is the same move as pinctl's. Three rounds, a ratio each. Times are reported, never
-# asserted; the checks are that each move happened, per the guest kernel's numa_maps.
+# last is the same move as pinctl's. Five rounds, a ratio each, and a summary: each mover's
+# fastest round and the median ratio. Times are reported, never asserted; the checks are that
+# each move happened, per the guest kernel's numa_maps.
 D=/tmp/move
 mkdir -p "$D"
 MIB=1024
@@ -99,8 +100,9 @@ field() { echo "$line" | sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 
 # Rounds of the same two moves back, one after the other on the same pages: the guest's noise
 # between runs is as large as the difference, so each round gives its own ratio.
-ROUNDS=3
+ROUNDS=5
 round=1
+: >"$D/times"
 while [ $round -le $ROUNDS ]; do
     [ $round -gt 1 ] && timed_migrate away-$round-a "$N" "$OTHER"
     rebalance_back $round
@@ -115,6 +117,18 @@ while [ $round -le $ROUNDS ]; do
         "pinctl_batches=$(field batches) pinctl_worst_batch_stall_ms=$(field worst_batch_stall_ms)" \
         "pinctl_call_cost_ms=$(field call_cost_ms) pinctl_page_cost_us=$(field page_cost_us)" \
         "pinctl_over_migratepages=$ratio"
+    echo "$(field seconds) $(seconds "$D/back-$round.cs")" >>"$D/times"
     round=$((round + 1))
 done
 stop_held db
+
+# Over the rounds: the guest's noise only ever adds time (a busy host, the hypervisor backing
+# memory), so the fastest round of each mover is its cost; the median ratio says how a round
+# usually went.
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+pinctl_min=$(awk '{ print $1 }' "$D/times" | sort -n | head -1)
+mp_min=$(awk '{ print $2 }' "$D/times" | sort -n | head -1)
+ratio_median=$(awk '$2 > 0 { printf "%.3f\n", $1 / $2 }' "$D/times" | median)
+bench "kernel=$(uname -r) rounds=$ROUNDS pinctl_fastest_s=$pinctl_min migratepages_fastest_s=$mp_min" \
+    "fastest_ratio=$(awk -v p="$pinctl_min" -v m="$mp_min" 'BEGIN { if (m > 0) printf "%.2f", p / m; else print "n/a" }')" \
+    "median_ratio=$ratio_median"
