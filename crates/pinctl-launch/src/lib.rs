@@ -26,7 +26,7 @@ pub use current::{CurrentPlacement, current_placement};
 pub use error::{Dialect, LaunchError};
 pub use planned::{
     PlannedInstance, Prepared, devices_needed, live_topology, load_config, near_nodes,
-    near_nodes_on, plan, planned_instance, prepare as prepare_plan,
+    near_nodes_on, needs_every_device, plan, planned_instance, prepare as prepare_plan,
 };
 pub use policies::probe_memory_policies;
 pub use request::{CpuTarget, Nodes, Request, ResolveError, Resolved, device_nodes};

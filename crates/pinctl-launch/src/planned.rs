@@ -215,6 +215,17 @@ fn scope_of(
     }
 }
 
+/// Whether a topology read for `scope` lacks a device that the file's `keep-free` names (a
+/// memberless virtual device such as `lo` has an entry in sys/class/net but is no device):
+/// the error that follows lists the host's devices, so they are read whole first.
+pub fn needs_every_device(config: &Config, scope: &DeviceScope, loaded: &LoadedTopology) -> bool {
+    matches!(scope, DeviceScope::Nics(_))
+        && config.host.keep_free.as_ref().is_some_and(|list| {
+            list.iter()
+                .any(|k| matches!(k, KeepFree::Nic(n) if loaded.topology.device(n).is_none()))
+        })
+}
+
 /// Whether `root` has a network device called `name` (an entry of `sys/class/net`).
 fn is_network_device(root: &Path, name: &str) -> bool {
     !name.is_empty()
@@ -231,8 +242,14 @@ pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInst
     let config = load_config(config_path)?;
     // The routing table is read once: for the devices to discover and for `keep-free`.
     let route = default_route_if_unset(&config, Path::new("/"));
-    let loaded = LoadedTopology::live_with(&scope_of(&config, Path::new("/"), route.as_ref()))
-        .map_err(|e| LaunchError::Topology(Box::new(e)))?;
+    let scope = scope_of(&config, Path::new("/"), route.as_ref());
+    let read = |scope: &DeviceScope| {
+        LoadedTopology::live_with(scope).map_err(|e| LaunchError::Topology(Box::new(e)))
+    };
+    let mut loaded = read(&scope)?;
+    if needs_every_device(&config, &scope, &loaded) {
+        loaded = read(&DeviceScope::All)?;
+    }
     let prepared = prepare_knowing_route(config, loaded, false, route.and_then(Result::ok))?;
     let plan = plan(&prepared)?;
     let cpuset = prepared.loaded.topology.host.allowed_cpus.clone();

@@ -76,6 +76,7 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
     let trees = trees();
     assert!(trees.len() >= 10, "{} trees", trees.len());
     let mut named_nics = 0;
+    let mut with_lo = 0;
     for (name, root, _keep) in &trees {
         let all = LoadedTopology::directory_with(root, &DeviceScope::All).unwrap();
         if all
@@ -99,10 +100,25 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
             ));
             named_nics += 1;
         }
+        // One that names a network device that is no device (no members: `lo`): the error
+        // lists the host's devices, read whole.
+        if root.join("sys/class/net/lo").symlink_metadata().is_ok() {
+            with_lo += 1;
+            files.push((
+                "keep-free names lo",
+                "[host]\nkeep-free = [\"lo\"]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n"
+                    .to_string(),
+            ));
+        }
         for (what, text) in &files {
             let c = config(text);
-            let scope = pinctl_launch::devices_needed(&c, root);
-            let scoped = LoadedTopology::directory_with(root, &scope).unwrap();
+            let mut scope = pinctl_launch::devices_needed(&c, root);
+            let mut scoped = LoadedTopology::directory_with(root, &scope).unwrap();
+            if pinctl_launch::needs_every_device(&c, &scope, &scoped) {
+                assert_eq!(*what, "keep-free names lo", "{name}");
+                scope = DeviceScope::All;
+                scoped = LoadedTopology::directory_with(root, &scope).unwrap();
+            }
             // Only the devices of the scope are read, and those exactly as a full read has them.
             let network = |t: &LoadedTopology| -> Vec<String> {
                 t.topology
@@ -130,7 +146,7 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
                         routed += 1;
                     }
                 }
-                DeviceScope::All => panic!("{what} names no device"),
+                DeviceScope::All => assert_eq!(*what, "keep-free names lo", "{name}"),
             }
             assert_eq!(scoped.topology.nodes, all.topology.nodes, "{name}");
             let on_scoped = plan_on(&scoped, &c);
@@ -146,6 +162,7 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
     assert!(routed >= 1, "no tree with a default route");
     // Some trees have a NIC to name (a capture often has none, or only virtual ones).
     assert!(named_nics >= 3, "{named_nics} trees with a NIC");
+    assert!(with_lo >= 1, "no tree with lo");
     // The scope made a difference somewhere (NVMe, GPUs, DAX in the captures).
     assert!(trees_with_other_devices >= 3, "{trees_with_other_devices}");
 }
