@@ -187,52 +187,62 @@ fn scope_of(
     root: &Path,
     route: Option<&Result<Vec<String>, pinctl_sysfs::DiscoveryError>>,
 ) -> DeviceScope {
-    let near = config.services.iter().flat_map(|s| &s.instances).any(|i| !i.near.is_empty());
+    let near: Vec<&String> =
+        config.services.iter().flat_map(|s| &s.instances).flat_map(|i| &i.near).collect();
+    // The devices the file names, in `near` and `keep-free`: each an entry of sys/class/net
+    // or sys/class/block, and then only those (and their members) are read. Any other name
+    // (an alias such as `nvidia0`, a PCI address, a path, a device of another class, or no
+    // device at all) reads them all: resolving it, or the warning or error that names it,
+    // needs every device.
+    let mut named: Vec<String> = near.iter().map(|n| n.to_string()).collect();
+    if let Some(list) = &config.host.keep_free {
+        named.extend(list.iter().filter_map(|k| match k {
+            KeepFree::Nic(name) => Some(name.clone()),
+            KeepFree::Node(_) => None,
+        }));
+    }
+    if !named.iter().all(|n| is_named_device(root, n)) {
+        return DeviceScope::All;
+    }
     match (&config.host.keep_free, route) {
-        _ if near => DeviceScope::All,
-        (Some(list), _) => {
-            let named: Vec<String> = list
-                .iter()
-                .filter_map(|k| match k {
-                    KeepFree::Nic(name) => Some(name.clone()),
-                    KeepFree::Node(_) => None,
-                })
-                .collect();
-            // Network devices (an entry of sys/class/net each): those and their members.
-            // Any other name may be a device of another kind (a warning says it is not a
-            // NIC), or no device at all (an error names it): read them all to tell.
-            if named.is_empty() {
-                DeviceScope::None
-            } else if named.iter().all(|n| is_network_device(root, n)) {
-                DeviceScope::Nics(named)
-            } else {
-                DeviceScope::All
-            }
+        (Some(_), _) if named.is_empty() => DeviceScope::None,
+        (Some(_), _) => DeviceScope::Named(named),
+        (None, Some(Ok(nics))) => {
+            named.extend(nics.iter().cloned());
+            DeviceScope::Named(named)
         }
-        (None, Some(Ok(nics))) => DeviceScope::Nics(nics.clone()),
-        // Unreadable (`prepare` says why) or not read: every network device.
-        (None, _) => DeviceScope::Network,
+        // The routing table unreadable (`prepare` says why) or not read: every network
+        // device, or every device when `near` names some.
+        (None, _) if near.is_empty() => DeviceScope::Network,
+        (None, _) => DeviceScope::All,
     }
 }
 
-/// Whether a topology read for `scope` lacks a device that the file's `keep-free` names (a
-/// memberless virtual device such as `lo` has an entry in sys/class/net but is no device):
-/// the error that follows lists the host's devices, so they are read whole first.
+/// Whether a topology read for `scope` lacks a device that the file names in `keep-free` or
+/// `near` (a memberless virtual device such as `lo`, or a partition, has an entry in its class
+/// folder but is no device): the error that follows lists the host's devices, so they are
+/// read whole first.
 pub fn needs_every_device(config: &Config, scope: &DeviceScope, loaded: &LoadedTopology) -> bool {
-    matches!(scope, DeviceScope::Nics(_))
-        && config.host.keep_free.as_ref().is_some_and(|list| {
-            list.iter()
-                .any(|k| matches!(k, KeepFree::Nic(n) if loaded.topology.device(n).is_none()))
-        })
+    let missing = |n: &String| loaded.topology.device(n).is_none();
+    matches!(scope, DeviceScope::Named(_))
+        && (config
+            .host
+            .keep_free
+            .as_ref()
+            .is_some_and(|list| list.iter().any(|k| matches!(k, KeepFree::Nic(n) if missing(n))))
+            || config.services.iter().flat_map(|s| &s.instances).flat_map(|i| &i.near).any(missing))
 }
 
-/// Whether `root` has a network device called `name` (an entry of `sys/class/net`).
-fn is_network_device(root: &Path, name: &str) -> bool {
+/// Whether `root` has a network or block device called `name` (an entry of sys/class/net or
+/// sys/class/block).
+fn is_named_device(root: &Path, name: &str) -> bool {
     !name.is_empty()
         && !name.contains('/')
         && name != "."
         && name != ".."
-        && root.join("sys/class/net").join(name).symlink_metadata().is_ok()
+        && ["sys/class/net", "sys/class/block"]
+            .iter()
+            .any(|class| root.join(class).join(name).symlink_metadata().is_ok())
 }
 
 /// The placement of instance `service` of the file at `config_path` on the live machine.

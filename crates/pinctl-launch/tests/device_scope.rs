@@ -1,7 +1,8 @@
 //! `pinctl exec -c` reads only the devices its file's plan depends on
 //! ([`pinctl_launch::devices_needed`]). This holds that the plan is then the same as on the
 //! whole topology, on every bundled tree and every captured machine, for files that name no
-//! device (the default route's NICs kept free, or nothing kept free) and for one with `near`.
+//! device (the default route's NICs kept free, or nothing kept free), and for files that name
+//! a NIC in `keep-free` or `near`, a disk in `near`, or `lo`.
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +77,8 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
     let trees = trees();
     assert!(trees.len() >= 10, "{} trees", trees.len());
     let mut named_nics = 0;
+    let mut named_disks = 0;
+    let mut disks_scoped = 0;
     let mut with_lo = 0;
     for (name, root, _keep) in &trees {
         let all = LoadedTopology::directory_with(root, &DeviceScope::All).unwrap();
@@ -99,6 +102,28 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
                 ),
             ));
             named_nics += 1;
+            files.push((
+                "near names a NIC",
+                format!("[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\nnear = \"{nic}\"\n"),
+            ));
+        }
+        // And one with a service near a disk (the first NVMe namespace or disk by name).
+        let mut disks: Vec<&str> = all
+            .topology
+            .devices
+            .iter()
+            .filter(|d| matches!(d.kind, DeviceKind::Nvme | DeviceKind::Disk))
+            .map(|d| d.name.as_str())
+            .collect();
+        disks.sort();
+        if let Some(disk) = disks.first() {
+            named_disks += 1;
+            files.push((
+                "near names a disk",
+                format!(
+                    "[service.db]\ncommand = [\"db\"]\ncpus = 1\ninstances = 2\nnear = \"{disk}\"\n"
+                ),
+            ));
         }
         // One that names a network device that is no device (no members: `lo`): the error
         // lists the host's devices, read whole.
@@ -114,8 +139,9 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
             let c = config(text);
             let mut scope = pinctl_launch::devices_needed(&c, root);
             let mut scoped = LoadedTopology::directory_with(root, &scope).unwrap();
+            let names_devices = !what.starts_with("default") && !what.starts_with("nothing");
             if pinctl_launch::needs_every_device(&c, &scope, &scoped) {
-                assert_eq!(*what, "keep-free names lo", "{name}");
+                assert!(names_devices, "{name}: {what}");
                 scope = DeviceScope::All;
                 scoped = LoadedTopology::directory_with(root, &scope).unwrap();
             }
@@ -134,19 +160,31 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
                     assert_eq!(network(&scoped), network(&all), "{name}");
                     assert_eq!(scoped.topology.devices.len(), network(&scoped).len(), "{name}");
                 }
-                DeviceScope::Nics(nics) => {
-                    // Each named NIC as the full read has it (or absent from both).
-                    for nic in nics {
+                DeviceScope::Named(names) => {
+                    // Each named device as the full read has it (or absent from both), and
+                    // every device read (those and their members) as the full read has it.
+                    for n in names {
                         let one =
-                            |t: &LoadedTopology| t.topology.device(nic).map(|d| format!("{d:?}"));
-                        assert_eq!(one(&scoped), one(&all), "{name}: {nic}");
+                            |t: &LoadedTopology| t.topology.device(n).map(|d| format!("{d:?}"));
+                        assert_eq!(one(&scoped), one(&all), "{name}: {n}");
                     }
-                    assert_eq!(scoped.topology.devices.len(), network(&scoped).len(), "{name}");
-                    if !nics.is_empty() && c.host.keep_free.is_none() {
+                    for d in &scoped.topology.devices {
+                        let full = all.topology.device(&d.name).map(|d| format!("{d:?}"));
+                        assert_eq!(Some(format!("{d:?}")), full, "{name}: {}", d.name);
+                    }
+                    if !names.is_empty()
+                        && c.host.keep_free.is_none()
+                        && what.starts_with("default")
+                    {
                         routed += 1;
                     }
+                    if *what == "near names a disk" {
+                        disks_scoped += 1;
+                    }
                 }
-                DeviceScope::All => assert_eq!(*what, "keep-free names lo", "{name}"),
+                // A name outside sys/class/net and sys/class/block (a dump of only the NVMe
+                // classes has no block folder), or one that is no device (`lo`).
+                DeviceScope::All => assert!(names_devices, "{name}: {what}"),
             }
             assert_eq!(scoped.topology.nodes, all.topology.nodes, "{name}");
             let on_scoped = plan_on(&scoped, &c);
@@ -156,6 +194,10 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
             }
         }
     }
+    eprintln!(
+        "{} trees, {planned} plans; named: {named_nics} NICs, {named_disks} disks ({disks_scoped} read by name)",
+        trees.len()
+    );
     // Most pairs plan (a refusal on both sides proves less).
     assert!(planned >= trees.len(), "{planned} plans over {} trees", trees.len());
     // Some trees have a default route whose NICs are kept free.
@@ -163,47 +205,57 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
     // Some trees have a NIC to name (a capture often has none, or only virtual ones).
     assert!(named_nics >= 3, "{named_nics} trees with a NIC");
     assert!(with_lo >= 1, "no tree with lo");
+    assert!(named_disks >= 3, "{named_disks} trees with a disk");
+    // Most of them planned on the disk and its members alone.
+    assert!(disks_scoped * 2 > named_disks, "{disks_scoped} of {named_disks} read by name");
     // The scope made a difference somewhere (NVMe, GPUs, DAX in the captures).
     assert!(trees_with_other_devices >= 3, "{trees_with_other_devices}");
 }
 
 #[test]
-fn a_file_that_names_devices_reads_all_of_them() {
-    let near = config("[service.db]\ncommand = [\"db\"]\ncpus = 1\nnear = \"nvme0n1\"\n");
-    assert_eq!(pinctl_launch::devices_needed(&near, Path::new("/")), DeviceScope::All);
-    // `keep-free` naming network devices: those (and their members); naming anything else:
-    // every device, to tell a device of another kind from a name that is no device.
+fn the_devices_a_file_names_are_read_by_name_or_all_of_them() {
+    // `keep-free` and `near` naming network or block devices: those (and their members);
+    // naming anything else (an alias, a PCI address, a path, no device): every device, to
+    // resolve it or to say what it is not.
     let keep = |names: &str| {
         config(&format!(
             "[host]\nkeep-free = [{names}]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n"
         ))
     };
+    let near = |entry: &str| {
+        config(&format!("[service.db]\ncommand = [\"db\"]\ncpus = 1\nnear = \"{entry}\"\n"))
+    };
     let host = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(host.path().join("sys/class/net")).unwrap();
-    for nic in ["eth0", "bond0"] {
-        std::os::unix::fs::symlink(
-            format!("../../devices/pci0000:00/0000:00:03.0/net/{nic}"),
-            host.path().join("sys/class/net").join(nic),
-        )
-        .unwrap();
-    }
+    let link = |class: &str, name: &str, target: &str| {
+        let dir = host.path().join("sys/class").join(class);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(target, dir.join(name)).unwrap();
+    };
+    link("net", "eth0", "../../devices/pci0000:00/0000:00:03.0/net/eth0");
+    link("net", "bond0", "../../devices/virtual/net/bond0");
+    link("block", "nvme0n1", "../../devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1");
     let needed = |c| pinctl_launch::devices_needed(&c, host.path());
-    assert_eq!(needed(keep("\"eth0\"")), DeviceScope::Nics(vec!["eth0".into()]));
-    assert_eq!(
-        needed(keep("\"bond0\", 1, \"eth0\"")),
-        DeviceScope::Nics(vec!["bond0".into(), "eth0".into()])
-    );
-    assert_eq!(needed(keep("\"eth0\", \"nvme0n1\"")), DeviceScope::All);
+    let named = |names: &[&str]| DeviceScope::Named(names.iter().map(|n| n.to_string()).collect());
+    assert_eq!(needed(keep("\"eth0\"")), named(&["eth0"]));
+    assert_eq!(needed(keep("\"bond0\", 1, \"eth0\"")), named(&["bond0", "eth0"]));
+    // A disk in `keep-free` is read, so that the warning that it is no NIC can name it.
+    assert_eq!(needed(keep("\"eth0\", \"nvme0n1\"")), named(&["eth0", "nvme0n1"]));
     assert_eq!(needed(keep("\"eth9\"")), DeviceScope::All);
+    // No routing table in the tree: no default route's NIC to add.
+    assert_eq!(needed(near("nvme0n1")), named(&["nvme0n1"]));
+    assert_eq!(needed(near("eth0")), named(&["eth0"]));
+    for other in ["nvidia0", "0000:41:00.0", "41:00.0", "/data", "nvme1n1"] {
+        assert_eq!(needed(near(other)), DeviceScope::All, "{other}");
+    }
     let node = config("[host]\nkeep-free = [0]\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
     assert_eq!(pinctl_launch::devices_needed(&node, Path::new("/")), DeviceScope::None);
     let unset = config("[service.db]\ncommand = [\"db\"]\ncpus = 1\n");
     // Unset: the default route's NICs of this machine, as its routing table names them.
     let route = pinctl_sysfs::default_route_interfaces(Path::new("/")).unwrap();
-    assert_eq!(pinctl_launch::devices_needed(&unset, Path::new("/")), DeviceScope::Nics(route));
+    assert_eq!(pinctl_launch::devices_needed(&unset, Path::new("/")), DeviceScope::Named(route));
     // A tree without a routing table has no default route: no NIC is kept free or read.
     let tree = tempfile::tempdir().unwrap();
-    assert_eq!(pinctl_launch::devices_needed(&unset, tree.path()), DeviceScope::Nics(vec![]));
+    assert_eq!(pinctl_launch::devices_needed(&unset, tree.path()), DeviceScope::Named(vec![]));
     // A routing table that does not parse: every network device, and `prepare` says why.
     std::fs::create_dir_all(tree.path().join("proc/net")).unwrap();
     std::fs::write(tree.path().join("proc/net/route"), "Iface\tDestination\neth0 zz\n").unwrap();

@@ -47,9 +47,11 @@ pub enum DeviceScope {
     All,
     /// Network devices only (`sys/class/net`, `sys/class/infiniband`).
     Network,
-    /// These network devices (the default route's, which the planner keeps free when the
-    /// file sets no `keep-free`) and, for bonds, VLANs and bridges, their members.
-    Nics(Vec<String>),
+    /// These network and block devices, by name (the default route's NICs, which the
+    /// planner keeps free when the file sets no `keep-free`; the NICs `keep-free` names; the
+    /// NICs and disks `near` names) and, for bonds, VLANs, bridges, dm and md volumes, their
+    /// members. A name that is neither is left out.
+    Named(Vec<String>),
     /// None.
     None,
 }
@@ -63,7 +65,7 @@ pub(crate) fn read_devices(
     let all = *scope == DeviceScope::All;
     match scope {
         DeviceScope::None => return Ok(Vec::new()),
-        DeviceScope::Nics(names) => named_net_devices(fs, names, &mut cands)?,
+        DeviceScope::Named(names) => named_devices(fs, names, &mut cands)?,
         DeviceScope::All | DeviceScope::Network => {
             if all {
                 block_devices(fs, &mut cands)?;
@@ -182,46 +184,58 @@ fn block_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), Discov
     let names = sorted(names);
     let known: HashSet<&str> = names.iter().map(String::as_str).collect();
     for name in &names {
-        // Path devices of multipath namespaces, and RAM-backed devices that never have
-        // members (skipped by name to save two syscalls each on every run).
-        if is_nvme_path_device(name) || ["loop", "ram", "zram"].iter().any(|p| is_numbered(name, p))
-        {
-            continue;
+        if let Some(c) = block_device(fs, dir, name, &mut |_, n| known.contains(n))? {
+            out.push(c);
         }
-        let Some(path) = fs.link(&format!("{dir}/{name}"))? else { continue };
-        // A partition's folder sits inside its disk's folder.
-        if known.contains(basename(parent(&path))) {
-            continue;
-        }
-        let kind = if name.starts_with("nvme") { DeviceKind::Nvme } else { DeviceKind::Disk };
-        let how = if path.starts_with("sys/devices/virtual/nvme-subsystem/") {
-            How::Multipath
-        } else if path.starts_with("sys/devices/virtual/") {
-            // dm, md, LVM: members in `slaves/`. Loop, ram, zram have none: not placeable.
-            let slaves = sorted(fs.list(&format!("{path}/slaves"))?.unwrap_or_default());
-            if slaves.is_empty() {
-                continue;
-            }
-            let mut members = Vec::with_capacity(slaves.len());
-            for s in slaves {
-                // A member partition counts as its whole disk.
-                let whole = match fs.link(&format!("{dir}/{s}"))? {
-                    Some(p) if known.contains(basename(parent(&p))) => {
-                        basename(parent(&p)).to_string()
-                    }
-                    _ => s,
-                };
-                if !members.contains(&whole) {
-                    members.push(whole);
-                }
-            }
-            How::Members(members)
-        } else {
-            How::Physical
-        };
-        out.push(Candidate { name: name.clone(), kind, path, how });
     }
     Ok(())
+}
+
+/// One entry of the block class folder `dir`: a disk, an NVMe namespace, a multipath
+/// namespace, or a dm/md volume with members; `None` for a partition, a path device of a
+/// multipath namespace, or a device without members (loop, ram, zram). `known` says whether
+/// a name is an entry of `dir` (a partition's folder sits inside its disk's).
+fn block_device(
+    fs: &mut FsRoot,
+    dir: &str,
+    name: &str,
+    known: &mut dyn FnMut(&mut FsRoot, &str) -> bool,
+) -> Result<Option<Candidate>, DiscoveryError> {
+    // Path devices of multipath namespaces, and RAM-backed devices that never have
+    // members (skipped by name to save two syscalls each on every run).
+    if is_nvme_path_device(name) || ["loop", "ram", "zram"].iter().any(|p| is_numbered(name, p)) {
+        return Ok(None);
+    }
+    let Some(path) = fs.link(&format!("{dir}/{name}"))? else { return Ok(None) };
+    // A partition's folder sits inside its disk's folder.
+    if known(fs, basename(parent(&path))) {
+        return Ok(None);
+    }
+    let kind = if name.starts_with("nvme") { DeviceKind::Nvme } else { DeviceKind::Disk };
+    let how = if path.starts_with("sys/devices/virtual/nvme-subsystem/") {
+        How::Multipath
+    } else if path.starts_with("sys/devices/virtual/") {
+        // dm, md, LVM: members in `slaves/`. Loop, ram, zram have none: not placeable.
+        let slaves = sorted(fs.list(&format!("{path}/slaves"))?.unwrap_or_default());
+        if slaves.is_empty() {
+            return Ok(None);
+        }
+        let mut members = Vec::with_capacity(slaves.len());
+        for s in slaves {
+            // A member partition counts as its whole disk.
+            let whole = match fs.link(&format!("{dir}/{s}"))? {
+                Some(p) if known(fs, basename(parent(&p))) => basename(parent(&p)).to_string(),
+                _ => s,
+            };
+            if !members.contains(&whole) {
+                members.push(whole);
+            }
+        }
+        How::Members(members)
+    } else {
+        How::Physical
+    };
+    Ok(Some(Candidate { name: name.to_string(), kind, path, how }))
 }
 
 fn nvme_class_namespaces(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), DiscoveryError> {
@@ -252,7 +266,10 @@ fn net_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), Discover
 
 /// The network devices `names` and, through their members, every device below them (a VLAN
 /// on a bond on two NICs), in name order: what locating `names` needs, and no more.
-fn named_net_devices(
+/// The devices `names` name, each looked up in `sys/class/net` and then `sys/class/block`,
+/// and their members (bond slaves, VLAN and bridge ports, dm/md members), as the full listing
+/// has them.
+fn named_devices(
     fs: &mut FsRoot,
     names: &[String],
     out: &mut Vec<Candidate>,
@@ -264,9 +281,17 @@ fn named_net_devices(
         if !seen.insert(name.clone()) {
             continue;
         }
-        // A name the class folder does not have, or one without members, is left out as the
-        // full listing leaves it out.
-        if let Some(c) = net_device(fs, name.clone())? {
+        // A name neither class folder has, or one without members, is left out as the full
+        // listing leaves it out.
+        let mut c = net_device(fs, name.clone())?;
+        if c.is_none() && !name.contains('/') && name != "." && name != ".." {
+            // An entry of the block class folder is what the full listing's names are.
+            let mut entry = |fs: &mut FsRoot, n: &str| {
+                fs.link(&format!("sys/class/block/{n}")).ok().flatten().is_some()
+            };
+            c = block_device(fs, "sys/class/block", &name, &mut entry)?;
+        }
+        if let Some(c) = c {
             if let How::Members(members) = &c.how {
                 wanted.extend(members.iter().cloned());
             }
