@@ -457,10 +457,12 @@ enum Ask {
     Page(usize),
     /// An aligned block the size of a transparent huge page, none of whose pages was on the
     /// planned nodes (numa_maps showed none in the range, or a lookup none in the block),
-    /// asked for by its first two base pages. Whatever the first belongs to moves whole: a huge page answers EBUSY for the
-    /// second (already taken off the LRU with the first), and if the block's last page is then
-    /// on the node, one folio held both ends and the whole block moved (folios are aligned to
-    /// their size). 512 pages cost the kernel three lookups instead of 512.
+    /// asked for by its first base page: whatever folio holds it moves whole. Any other page
+    /// of the block found on the node afterwards moved with it; if the last one did, one folio
+    /// held the whole block (folios are contiguous), and 512 pages cost one page asked for and
+    /// two looked up. Asking for one page of each huge page, not two, keeps the kernel from
+    /// moving each alone: a page answered EBUSY (the second, its folio already taken) makes it
+    /// move what it has gathered at once, where a batch of folios shares one TLB flush.
     Block(usize),
 }
 
@@ -627,7 +629,7 @@ pub fn move_memory(
                 .iter()
                 .flat_map(|a| match *a {
                     Ask::Page(p) => vec![p],
-                    Ask::Block(b) => vec![b, b + range.page_size as usize],
+                    Ask::Block(b) => vec![b],
                 })
                 .collect();
             // A page without an answer is not read as moved to node 0.
@@ -693,8 +695,9 @@ struct Settled {
 }
 
 /// Reads a batch's answers: pages on `node` moved; no page behind an address (ENOENT,
-/// EFAULT: asked for without a lookup first) is neither moved nor failed; EBUSY is asked
-/// again, since the pages of a huge page after the first answer it and move with it.
+/// EFAULT: asked for without a lookup first) is neither moved nor failed; EBUSY is looked up
+/// again, since a page whose folio another address of the batch took answers it and moves
+/// with it. Each block's second and last pages are looked up to tell what its first moved.
 #[allow(clippy::too_many_arguments)]
 fn settle(
     ctl: &mut dyn ProcessControl,
@@ -710,26 +713,17 @@ fn settle(
     let per_block = (range.huge_page / range.page_size) as usize;
     let on = |s: i32| s >= 0 && s as NodeId == node;
     let absent = |s: i32| s == -ENOENT || s == -EFAULT;
-    // Pages to look up once after the batch: each EBUSY page, and the last page of each
-    // block whose second page answered EBUSY.
+    // Pages to look up once after the batch: each EBUSY page, and the second and last page of
+    // each block whose first page moved.
     let mut ask_again: Vec<usize> = Vec::new();
-    let mut i = 0;
-    for ask in chunk {
+    for (ask, &s) in chunk.iter().zip(st) {
         match *ask {
-            Ask::Page(p) => {
-                if st[i] == -EBUSY {
-                    ask_again.push(p);
-                }
-                i += 1;
-            }
+            Ask::Page(p) if s == -EBUSY => ask_again.push(p),
+            Ask::Page(_) => {}
             Ask::Block(b) => {
-                if st[i + 1] == -EBUSY {
-                    ask_again.push(b + ps);
-                    if on(st[i]) {
-                        ask_again.push(b + (per_block - 1) * ps);
-                    }
+                if on(s) {
+                    ask_again.extend([b + ps, b + (per_block - 1) * ps]);
                 }
-                i += 2;
             }
         }
     }
@@ -738,9 +732,8 @@ fn settle(
     } else {
         find_pages(ctl, clock, report, pid, &ask_again)?
     };
-    let now_on = |page: usize| {
-        ask_again.iter().position(|&p| p == page).is_some_and(|k| on(again_status[k]))
-    };
+    let now = |page: usize| ask_again.iter().position(|&p| p == page).map(|k| again_status[k]);
+    let now_on = |page: usize| now(page).is_some_and(on);
     let mut out = Settled { moved: 0, failed: 0, again: Vec::new() };
     let count = |s: i32, page: usize, out: &mut Settled| {
         if on(s) || (s == -EBUSY && now_on(page)) {
@@ -749,46 +742,44 @@ fn settle(
             out.failed += 1;
         }
     };
-    let mut i = 0;
-    for ask in chunk {
-        match *ask {
+    for (ask, &first) in chunk.iter().zip(st) {
+        let b = match *ask {
             Ask::Page(p) => {
-                count(st[i], p, &mut out);
-                i += 1;
+                count(first, p, &mut out);
+                continue;
             }
-            Ask::Block(b) => {
-                let (first, second) = (st[i], st[i + 1]);
-                i += 2;
-                let last = b + (per_block - 1) * ps;
-                report.blocks += 1;
-                if on(first) && second == -EBUSY && now_on(last) {
-                    // One folio from the first page to the last: the whole block moved.
-                    out.moved += per_block as u64;
-                    report.blocks_whole += 1;
-                    continue;
-                }
-                count(first, b, &mut out);
-                count(second, b + ps, &mut out);
-                let rest: Vec<usize> = (2..per_block).map(|k| b + k * ps).collect();
-                if on(first) && on(second) {
-                    // Two base pages, each its own folio: nothing else of the block moved,
-                    // and (none of it was on the planned nodes) every other page is still to
-                    // move.
-                    out.again.extend(rest.into_iter().map(Ask::Page));
-                } else {
-                    // A smaller huge page moved part of the block, or a page would not move:
-                    // find where the rest is before asking for any of it.
-                    for part in rest.chunks(QUERY_PAGES) {
-                        let status = find_pages(ctl, clock, report, pid, part)?;
-                        for (p, &s) in part.iter().zip(&status) {
-                            if on(s) {
-                                // Moved with the first page's folio (none was here before).
-                                out.moved += 1;
-                            } else if s >= 0 {
-                                out.again.push(Ask::Page(*p));
-                            }
-                        }
+            Ask::Block(b) => b,
+        };
+        report.blocks += 1;
+        let (second, last) = (b + ps, b + (per_block - 1) * ps);
+        if on(first) && now_on(second) && now_on(last) {
+            // One folio from the first page to the last: the whole block moved.
+            out.moved += per_block as u64;
+            report.blocks_whole += 1;
+            continue;
+        }
+        count(first, b, &mut out);
+        if on(first) && !now_on(second) {
+            // The first page was a folio of its own (a larger one would hold the second):
+            // nothing else of the block moved, and (none of it was on the planned nodes)
+            // every other page is still to move.
+            out.again.extend((1..per_block).map(|k| Ask::Page(b + k * ps)));
+            continue;
+        }
+        // A smaller huge page moved part of the block, or the first page did not move: find
+        // where the rest is before asking for any of it.
+        let rest: Vec<usize> = (1..per_block).map(|k| b + k * ps).collect();
+        for part in rest.chunks(QUERY_PAGES) {
+            let status = find_pages(ctl, clock, report, pid, part)?;
+            for (p, &s) in part.iter().zip(&status) {
+                if on(s) {
+                    // Moved with the first page's folio (none was here before), or there
+                    // already if the first did not move: counted only as the former.
+                    if on(first) {
+                        out.moved += 1;
                     }
+                } else if s >= 0 {
+                    out.again.push(Ask::Page(*p));
                 }
             }
         }
@@ -1340,15 +1331,15 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_huge_page_is_moved_by_its_first_pages() {
+    fn a_huge_page_is_moved_by_its_first_page() {
         // 4 huge pages of 512 base pages.
         let mut ctl = fake_in_folios(2048, 512);
         let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
         let r = run(&mut ctl, &[blind(2048, 2 << 20)], &rooms, &limits(2048));
         assert_eq!((r.pages_moved, r.pages_failed), (2048, 0), "{:?}", ctl.calls);
         assert!(ctl.pages.values().all(|&n| n == 0));
-        // Two pages asked per block, and two looked up after (the EBUSY one, the last).
-        assert_eq!(asked(&ctl), (8, 8), "{:?}", ctl.calls);
+        // One page asked per block, and two looked up after (the second, the last).
+        assert_eq!(asked(&ctl), (4, 8), "{:?}", ctl.calls);
         assert_eq!((r.blocks, r.blocks_whole), (4, 4));
         // Without blocks: every base page asked for, the EBUSY ones looked up again.
         let mut ctl = fake_in_folios(2048, 512);
@@ -1369,18 +1360,20 @@ pub(crate) mod tests {
         let r = run(&mut ctl, &[range], &rooms, &limits(2048));
         assert_eq!((r.pages_moved, r.pages_failed), (1536, 0), "{:?}", ctl.calls);
         assert!(ctl.pages.values().all(|&n| n == 0));
-        // One lookup of the range, then two pages asked and two looked up per remote block.
-        assert_eq!(asked(&ctl), (6, 2048 + 6), "{:?}", ctl.calls);
+        // One lookup of the range, then one page asked and two looked up per remote block.
+        assert_eq!(asked(&ctl), (3, 2048 + 6), "{:?}", ctl.calls);
     }
 
     #[test]
     fn blocks_of_base_pages_or_smaller_folios_are_moved_page_by_page() {
         let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
-        // Base pages: the first two move alone, the other 510 are asked for without a lookup.
+        // Base pages: the first moves alone (its second page is still elsewhere), the other
+        // 511 are asked for without a lookup of them.
         let mut ctl = fake_in_folios(1024, 1);
         let r = run(&mut ctl, &[blind(1024, 2 << 20)], &rooms, &limits(1024));
         assert_eq!((r.pages_moved, r.pages_failed), (1024, 0), "{:?}", ctl.calls);
-        assert_eq!(asked(&ctl), (1024, 0));
+        assert_eq!(asked(&ctl), (1024, 4));
+        assert_eq!((r.blocks, r.blocks_whole), (2, 0));
         // 64 KiB folios: the first folio moves, the rest of the block is looked up first, and
         // no page is counted twice.
         let mut ctl = fake_in_folios(1024, 16);
