@@ -187,23 +187,7 @@ fn scope_of(
     root: &Path,
     route: Option<&Result<Vec<String>, pinctl_sysfs::DiscoveryError>>,
 ) -> DeviceScope {
-    let near: Vec<&String> =
-        config.services.iter().flat_map(|s| &s.instances).flat_map(|i| &i.near).collect();
-    // The devices the file names, in `near` and `keep-free`: each an entry of sys/class/net
-    // or sys/class/block, and then only those (and their members) are read. Any other name
-    // (an alias such as `nvidia0`, a PCI address, a path, a device of another class, or no
-    // device at all) reads them all: resolving it, or the warning or error that names it,
-    // needs every device.
-    let mut named: Vec<String> = near.iter().map(|n| n.to_string()).collect();
-    if let Some(list) = &config.host.keep_free {
-        named.extend(list.iter().filter_map(|k| match k {
-            KeepFree::Nic(name) => Some(name.clone()),
-            KeepFree::Node(_) => None,
-        }));
-    }
-    if !named.iter().all(|n| is_named_device(root, n)) {
-        return DeviceScope::All;
-    }
+    let Some(mut named) = named_by_file(config, root) else { return DeviceScope::All };
     match (&config.host.keep_free, route) {
         (Some(_), _) if named.is_empty() => DeviceScope::None,
         (Some(_), _) => DeviceScope::Named(named),
@@ -213,24 +197,52 @@ fn scope_of(
         }
         // The routing table unreadable (`prepare` says why) or not read: every network
         // device, or every device when `near` names some.
-        (None, _) if near.is_empty() => DeviceScope::Network,
+        (None, _) if named.is_empty() => DeviceScope::Network,
         (None, _) => DeviceScope::All,
     }
+}
+
+/// The devices the file names, in `near` and `keep-free`, when each is an entry of
+/// sys/class/net or sys/class/block under `root` (a path in `near`, on the live machine: the
+/// block device it lives on); `None` when some other name needs every device to resolve it,
+/// or to say what it is not: an alias such as `nvidia0`, a PCI address, a path in a tree, a
+/// device of another class, no device at all.
+fn named_by_file(config: &Config, root: &Path) -> Option<Vec<String>> {
+    let live = root == Path::new("/");
+    let mut named = Vec::new();
+    for entry in config.services.iter().flat_map(|s| &s.instances).flat_map(|i| &i.near) {
+        let is_path = entry.starts_with('/') || entry.starts_with("./") || entry.starts_with("../");
+        if is_path {
+            if !live {
+                return None;
+            }
+            named.push(pinctl_sysfs::path_device(root, entry).ok()?);
+        } else {
+            named.push(entry.clone());
+        }
+    }
+    if let Some(list) = &config.host.keep_free {
+        named.extend(list.iter().filter_map(|k| match k {
+            KeepFree::Nic(name) => Some(name.clone()),
+            KeepFree::Node(_) => None,
+        }));
+    }
+    named.iter().all(|n| is_named_device(root, n)).then_some(named)
 }
 
 /// Whether a topology read for `scope` lacks a device that the file names in `keep-free` or
 /// `near` (a memberless virtual device such as `lo`, or a partition, has an entry in its class
 /// folder but is no device): the error that follows lists the host's devices, so they are
 /// read whole first.
-pub fn needs_every_device(config: &Config, scope: &DeviceScope, loaded: &LoadedTopology) -> bool {
-    let missing = |n: &String| loaded.topology.device(n).is_none();
+pub fn needs_every_device(
+    config: &Config,
+    root: &Path,
+    scope: &DeviceScope,
+    loaded: &LoadedTopology,
+) -> bool {
     matches!(scope, DeviceScope::Named(_))
-        && (config
-            .host
-            .keep_free
-            .as_ref()
-            .is_some_and(|list| list.iter().any(|k| matches!(k, KeepFree::Nic(n) if missing(n))))
-            || config.services.iter().flat_map(|s| &s.instances).flat_map(|i| &i.near).any(missing))
+        && named_by_file(config, root)
+            .is_none_or(|named| named.iter().any(|n| loaded.topology.device(n).is_none()))
 }
 
 /// Whether `root` has a network or block device called `name` (an entry of sys/class/net or
@@ -257,7 +269,7 @@ pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInst
         LoadedTopology::live_with(scope).map_err(|e| LaunchError::Topology(Box::new(e)))
     };
     let mut loaded = read(&scope)?;
-    if needs_every_device(&config, &scope, &loaded) {
+    if needs_every_device(&config, Path::new("/"), &scope, &loaded) {
         loaded = read(&DeviceScope::All)?;
     }
     let prepared = prepare_knowing_route(config, loaded, false, route.and_then(Result::ok))?;

@@ -140,7 +140,7 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
             let mut scope = pinctl_launch::devices_needed(&c, root);
             let mut scoped = LoadedTopology::directory_with(root, &scope).unwrap();
             let names_devices = !what.starts_with("default") && !what.starts_with("nothing");
-            if pinctl_launch::needs_every_device(&c, &scope, &scoped) {
+            if pinctl_launch::needs_every_device(&c, root, &scope, &scoped) {
                 assert!(names_devices, "{name}: {what}");
                 scope = DeviceScope::All;
                 scoped = LoadedTopology::directory_with(root, &scope).unwrap();
@@ -260,4 +260,26 @@ fn the_devices_a_file_names_are_read_by_name_or_all_of_them() {
     std::fs::create_dir_all(tree.path().join("proc/net")).unwrap();
     std::fs::write(tree.path().join("proc/net/route"), "Iface\tDestination\neth0 zz\n").unwrap();
     assert_eq!(pinctl_launch::devices_needed(&unset, tree.path()), DeviceScope::Network);
+}
+
+#[test]
+fn a_path_in_near_reads_the_device_it_lives_on() {
+    // On the live machine a path means the block device under it: read by name, and the plan
+    // on it is the plan on every device.
+    let c = config(
+        "[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"db\"]\ncpus = 1\nnear = \"/tmp\"\n",
+    );
+    let scope = pinctl_launch::devices_needed(&c, Path::new("/"));
+    match pinctl_sysfs::path_device(Path::new("/"), "/tmp") {
+        Ok(d) if Path::new("/sys/class/block").join(&d).exists() => {
+            assert_eq!(scope, DeviceScope::Named(vec![d]))
+        }
+        other => assert_eq!(scope, DeviceScope::All, "{other:?}"),
+    }
+    let scoped = LoadedTopology::live_with(&scope).unwrap();
+    let all = LoadedTopology::live_with(&DeviceScope::All).unwrap();
+    assert!(!pinctl_launch::needs_every_device(&c, Path::new("/"), &scope, &scoped));
+    assert_eq!(plan_on(&scoped, &c), plan_on(&all, &c));
+    // In a tree, a path cannot be resolved: every device.
+    assert_eq!(pinctl_launch::devices_needed(&c, Path::new("/nonexistent-tree")), DeviceScope::All);
 }

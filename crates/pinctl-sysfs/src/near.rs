@@ -56,23 +56,29 @@ pub fn resolve_near(loaded: &LoadedTopology, spec: &str) -> Result<Vec<String>, 
         };
     }
     let root = loaded.fs_root.clone().unwrap_or_else(|| "/".into());
-    let io = |source| NearError::Io { path: spec.into(), source };
-    let meta = fs::metadata(spec).map_err(io)?;
-    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
-    let (major, minor) = parse::dev_major_minor(dev);
-    let mut name = block_device_name(&root, major, minor)?;
-    if name.is_none() {
-        // btrfs and some others report an anonymous st_dev: the mount's source names the disk.
-        name = mount_source_device(&root, major, minor)?;
-    }
-    let Some(name) = name else {
-        return Err(NearError::NotOnBlockDevice { spec: spec.to_string(), major, minor });
-    };
+    let name = path_device(&root, spec)?;
     if topo.device(&name).is_some() {
         Ok(vec![name])
     } else {
         Err(NearError::DeviceNotInTopology { spec: spec.to_string(), device: name })
     }
+}
+
+/// The block device a path on the live machine lives on, as `near` means it: `stat` ->
+/// `st_dev` (`st_rdev` for a device node) -> `sys/dev/block/MAJ:MIN` under `root` -> its
+/// whole disk for a partition; dm and md volumes keep their own name. An anonymous `st_dev`
+/// (btrfs) is looked up by the mount's source.
+pub fn path_device(root: &Path, spec: &str) -> Result<String, NearError> {
+    let io = |source| NearError::Io { path: spec.into(), source };
+    let meta = fs::metadata(spec).map_err(io)?;
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    let (major, minor) = parse::dev_major_minor(dev);
+    let mut name = block_device_name(root, major, minor)?;
+    if name.is_none() {
+        // btrfs and some others report an anonymous st_dev: the mount's source names the disk.
+        name = mount_source_device(root, major, minor)?;
+    }
+    name.ok_or_else(|| NearError::NotOnBlockDevice { spec: spec.to_string(), major, minor })
 }
 
 /// `spec` as a full PCI address: `0000:41:00.0` as it is, `41:00.0` in domain 0000 (as lspci
