@@ -790,21 +790,27 @@ fn settle(
 /// Reads `/proc/PID/maps` and `/proc/PID/numa_maps` under `root` and returns the ranges with
 /// pages off `nodes`.
 pub fn read_ranges(root: &Path, pid: u32, nodes: &NodeSet) -> Result<Vec<Range>, RebalanceError> {
-    let read = |name: &str| {
-        std::fs::read_to_string(root.join(format!("proc/{pid}/{name}"))).map_err(|e| {
-            match e.kind() {
-                io::ErrorKind::NotFound => RebalanceError::Vanished { pid },
-                _ => call_error(pid, "read the mappings", e),
-            }
-        })
+    // Through FsRoot: a process's mappings are read whole or not at all, up to its bound for
+    // /proc files (64 MiB; numa_maps of 65530 mappings is about 10 MB).
+    let mut fs = pinctl_sysfs::FsRoot::new(root);
+    let failed = |e: pinctl_sysfs::DiscoveryError| match e {
+        pinctl_sysfs::DiscoveryError::Io { source, .. } => {
+            call_error(pid, "read the mappings", source)
+        }
+        e => RebalanceError::Call {
+            pid,
+            what: "read the mappings",
+            source: io::Error::new(io::ErrorKind::InvalidData, e),
+        },
     };
-    let bad = |e: pinctl_sysfs::parse::ParseError| RebalanceError::Call {
-        pid,
-        what: "parse the mappings",
-        source: io::Error::new(io::ErrorKind::InvalidData, e),
-    };
-    let maps = pinctl_sysfs::parse::proc_maps(&read("maps")?).map_err(bad)?;
-    let numa = pinctl_sysfs::parse::numa_maps(&read("numa_maps")?).map_err(bad)?;
+    let maps = fs
+        .parsed(&format!("proc/{pid}/maps"), pinctl_sysfs::parse::proc_maps)
+        .map_err(failed)?
+        .ok_or(RebalanceError::Vanished { pid })?;
+    let numa = fs
+        .parsed(&format!("proc/{pid}/numa_maps"), pinctl_sysfs::parse::numa_maps)
+        .map_err(failed)?
+        .ok_or(RebalanceError::Vanished { pid })?;
     let huge = huge_page_size(root);
     Ok(ranges_off(&maps, &numa, nodes)
         .into_iter()
