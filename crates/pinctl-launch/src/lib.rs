@@ -25,8 +25,8 @@ pub use apply::{
 pub use current::{CurrentPlacement, current_placement};
 pub use error::{Dialect, LaunchError};
 pub use planned::{
-    PlannedInstance, Prepared, devices_needed, live_topology, load_config, near_nodes,
-    near_nodes_on, needs_every_device, plan, planned_instance, prepare as prepare_plan,
+    PlannedInstance, Prepared, default_route_if_unset, devices_needed, live_topology, load_config,
+    near_nodes, near_nodes_on, plan, planned_instance, prepare as prepare_plan, read_needed,
 };
 pub use policies::probe_memory_policies;
 pub use request::{CpuTarget, Nodes, Request, ResolveError, Resolved, device_nodes};

@@ -169,25 +169,27 @@ pub struct PlannedInstance {
 /// cannot be read, and `prepare` then says why). The plan on a topology read with only these
 /// is the plan on the whole one (tested on every fixture tree and captured machine).
 pub fn devices_needed(config: &Config, root: &Path) -> DeviceScope {
-    scope_of(config, root, default_route_if_unset(config, root).as_ref())
+    let route = default_route_if_unset(config, root);
+    scope_of(config, named_by_file(config, root).as_deref(), route.as_ref())
 }
 
 /// The default route's NICs when the file sets no `keep-free` (the planner keeps their nodes
 /// free), read from `root`'s routing table; `None` when `keep-free` is set.
-fn default_route_if_unset(
+pub fn default_route_if_unset(
     config: &Config,
     root: &Path,
 ) -> Option<Result<Vec<String>, pinctl_sysfs::DiscoveryError>> {
     config.host.keep_free.is_none().then(|| default_route_interfaces(root))
 }
 
-/// [`devices_needed`], given what [`default_route_if_unset`] read.
+/// [`devices_needed`], given what [`named_by_file`] and [`default_route_if_unset`] found.
 fn scope_of(
     config: &Config,
-    root: &Path,
+    named: Option<&[String]>,
     route: Option<&Result<Vec<String>, pinctl_sysfs::DiscoveryError>>,
 ) -> DeviceScope {
-    let Some(mut named) = named_by_file(config, root) else { return DeviceScope::All };
+    let Some(named) = named else { return DeviceScope::All };
+    let mut named = named.to_vec();
     match (&config.host.keep_free, route) {
         (Some(_), _) if named.is_empty() => DeviceScope::None,
         (Some(_), _) => DeviceScope::Named(named),
@@ -211,8 +213,7 @@ fn named_by_file(config: &Config, root: &Path) -> Option<Vec<String>> {
     let live = root == Path::new("/");
     let mut named = Vec::new();
     for entry in config.services.iter().flat_map(|s| &s.instances).flat_map(|i| &i.near) {
-        let is_path = entry.starts_with('/') || entry.starts_with("./") || entry.starts_with("../");
-        if is_path {
+        if pinctl_sysfs::is_path(entry) {
             if !live {
                 return None;
             }
@@ -230,28 +231,32 @@ fn named_by_file(config: &Config, root: &Path) -> Option<Vec<String>> {
     named.iter().all(|n| is_named_device(root, n)).then_some(named)
 }
 
-/// Whether a topology read for `scope` lacks a device that the file names in `keep-free` or
-/// `near` (a memberless virtual device such as `lo`, or a partition, has an entry in its class
-/// folder but is no device): the error that follows lists the host's devices, so they are
-/// read whole first.
-pub fn needs_every_device(
+/// The topology a plan of `config` on the machine at `root` needs, read by `read`: with the
+/// devices [`devices_needed`] says, and again with every device when one that the file names
+/// turns out to be no device (a memberless virtual device such as `lo`, or a partition, has an
+/// entry in its class folder): the error that follows lists the host's devices. `route` is
+/// what [`default_route_if_unset`] read. Returns the scope read last and its topology.
+pub fn read_needed<E>(
     config: &Config,
     root: &Path,
-    scope: &DeviceScope,
-    loaded: &LoadedTopology,
-) -> bool {
-    matches!(scope, DeviceScope::Named(_))
-        && named_by_file(config, root)
-            .is_none_or(|named| named.iter().any(|n| loaded.topology.device(n).is_none()))
+    route: Option<&Result<Vec<String>, pinctl_sysfs::DiscoveryError>>,
+    mut read: impl FnMut(&DeviceScope) -> Result<LoadedTopology, E>,
+) -> Result<(DeviceScope, LoadedTopology), E> {
+    let named = named_by_file(config, root);
+    let scope = scope_of(config, named.as_deref(), route);
+    let loaded = read(&scope)?;
+    let missing = matches!(scope, DeviceScope::Named(_))
+        && named.is_some_and(|n| n.iter().any(|d| loaded.topology.device(d).is_none()));
+    if missing {
+        return Ok((DeviceScope::All, read(&DeviceScope::All)?));
+    }
+    Ok((scope, loaded))
 }
 
 /// Whether `root` has a network or block device called `name` (an entry of sys/class/net or
 /// sys/class/block).
 fn is_named_device(root: &Path, name: &str) -> bool {
-    !name.is_empty()
-        && !name.contains('/')
-        && name != "."
-        && name != ".."
+    pinctl_sysfs::fsroot::is_entry_name(name)
         && ["sys/class/net", "sys/class/block"]
             .iter()
             .any(|class| root.join(class).join(name).symlink_metadata().is_ok())
@@ -264,14 +269,9 @@ pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInst
     let config = load_config(config_path)?;
     // The routing table is read once: for the devices to discover and for `keep-free`.
     let route = default_route_if_unset(&config, Path::new("/"));
-    let scope = scope_of(&config, Path::new("/"), route.as_ref());
-    let read = |scope: &DeviceScope| {
+    let (_, loaded) = read_needed(&config, Path::new("/"), route.as_ref(), |scope| {
         LoadedTopology::live_with(scope).map_err(|e| LaunchError::Topology(Box::new(e)))
-    };
-    let mut loaded = read(&scope)?;
-    if needs_every_device(&config, Path::new("/"), &scope, &loaded) {
-        loaded = read(&DeviceScope::All)?;
-    }
+    })?;
     let prepared = prepare_knowing_route(config, loaded, false, route.and_then(Result::ok))?;
     let plan = plan(&prepared)?;
     let cpuset = prepared.loaded.topology.host.allowed_cpus.clone();

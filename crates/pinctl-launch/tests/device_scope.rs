@@ -137,14 +137,13 @@ fn the_plan_on_the_devices_it_needs_is_the_plan_on_all_of_them() {
         }
         for (what, text) in &files {
             let c = config(text);
-            let mut scope = pinctl_launch::devices_needed(&c, root);
-            let mut scoped = LoadedTopology::directory_with(root, &scope).unwrap();
+            // As `exec -c` reads it: every device again when a named one is no device.
+            let route = pinctl_launch::default_route_if_unset(&c, root);
+            let (scope, scoped) = pinctl_launch::read_needed(&c, root, route.as_ref(), |s| {
+                LoadedTopology::directory_with(root, s)
+            })
+            .unwrap();
             let names_devices = !what.starts_with("default") && !what.starts_with("nothing");
-            if pinctl_launch::needs_every_device(&c, root, &scope, &scoped) {
-                assert!(names_devices, "{name}: {what}");
-                scope = DeviceScope::All;
-                scoped = LoadedTopology::directory_with(root, &scope).unwrap();
-            }
             // Only the devices of the scope are read, and those exactly as a full read has them.
             let network = |t: &LoadedTopology| -> Vec<String> {
                 t.topology
@@ -276,9 +275,11 @@ fn a_path_in_near_reads_the_device_it_lives_on() {
         }
         other => assert_eq!(scope, DeviceScope::All, "{other:?}"),
     }
-    let scoped = LoadedTopology::live_with(&scope).unwrap();
+    let (read, scoped) =
+        pinctl_launch::read_needed(&c, Path::new("/"), None, LoadedTopology::live_with).unwrap();
     let all = LoadedTopology::live_with(&DeviceScope::All).unwrap();
-    assert!(!pinctl_launch::needs_every_device(&c, Path::new("/"), &scope, &scoped));
+    // Read as planned: no fallback to every device.
+    assert_eq!(read, scope);
     assert_eq!(plan_on(&scoped, &c), plan_on(&all, &c));
     // In a tree, a path cannot be resolved: every device.
     assert_eq!(pinctl_launch::devices_needed(&c, Path::new("/nonexistent-tree")), DeviceScope::All);

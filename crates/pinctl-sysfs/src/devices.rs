@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use pinctl_topology::{CpuSet, Device, DeviceKind, Locality, NodeId, NodeSet, Topology};
 
 use crate::error::DiscoveryError;
-use crate::fsroot::{Fact, FsRoot, basename, parent};
+use crate::fsroot::{Fact, FsRoot, basename, is_entry_name, parent};
 use crate::parse;
 
 /// How a candidate's locality is found.
@@ -264,11 +264,10 @@ fn net_devices(fs: &mut FsRoot, out: &mut Vec<Candidate>) -> Result<(), Discover
     Ok(())
 }
 
-/// The network devices `names` and, through their members, every device below them (a VLAN
-/// on a bond on two NICs), in name order: what locating `names` needs, and no more.
 /// The devices `names` name, each looked up in `sys/class/net` and then `sys/class/block`,
-/// and their members (bond slaves, VLAN and bridge ports, dm/md members), as the full listing
-/// has them.
+/// and, through their members, every device below them (a VLAN on a bond on two NICs, an LVM
+/// volume on two disks), as the full listing has them: what locating `names` needs, and no
+/// more.
 fn named_devices(
     fs: &mut FsRoot,
     names: &[String],
@@ -284,7 +283,7 @@ fn named_devices(
         // A name neither class folder has, or one without members, is left out as the full
         // listing leaves it out.
         let mut c = net_device(fs, name.clone())?;
-        if c.is_none() && !name.contains('/') && name != "." && name != ".." {
+        if c.is_none() && is_entry_name(&name) {
             // An entry of the block class folder is what the full listing's names are.
             let mut entry = |fs: &mut FsRoot, n: &str| {
                 fs.link(&format!("sys/class/block/{n}")).ok().flatten().is_some()
@@ -306,7 +305,7 @@ fn named_devices(
 /// macvlan); `None` for one without members (lo, tun, dummy, veth) or a name not there.
 fn net_device(fs: &mut FsRoot, name: String) -> Result<Option<Candidate>, DiscoveryError> {
     let dir = "sys/class/net";
-    if name.contains('/') || name == "." || name == ".." {
+    if !is_entry_name(&name) {
         return Ok(None);
     }
     let Some(path) = fs.link(&format!("{dir}/{name}"))? else { return Ok(None) };

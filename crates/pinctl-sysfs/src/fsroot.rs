@@ -581,6 +581,11 @@ pub fn basename(rel: &str) -> &str {
     rel.rsplit_once('/').map_or(rel, |(_, b)| b)
 }
 
+/// Whether `name` can only mean one entry of a folder: not empty, no `/`, not `.` or `..`.
+pub fn is_entry_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && name != "." && name != ".."
+}
+
 /// `dir/name`, or `name` at the top.
 pub fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }

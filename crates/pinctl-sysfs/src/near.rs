@@ -36,8 +36,7 @@ pub fn resolve_near(loaded: &LoadedTopology, spec: &str) -> Result<Vec<String>, 
         }
         return Ok(on_function);
     }
-    let is_path = spec.starts_with('/') || spec.starts_with("./") || spec.starts_with("../");
-    if !is_path {
+    if !is_path(spec) {
         return Err(unknown(loaded, spec));
     }
     if !loaded.is_live {
@@ -62,6 +61,11 @@ pub fn resolve_near(loaded: &LoadedTopology, spec: &str) -> Result<Vec<String>, 
     } else {
         Err(NearError::DeviceNotInTopology { spec: spec.to_string(), device: name })
     }
+}
+
+/// Whether a `near` entry is a path (`/data0`, `./data`, `../data`) rather than a name.
+pub fn is_path(spec: &str) -> bool {
+    spec.starts_with('/') || spec.starts_with("./") || spec.starts_with("../")
 }
 
 /// The block device a path on the live machine lives on, as `near` means it: `stat` ->
