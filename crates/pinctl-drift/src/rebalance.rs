@@ -7,7 +7,7 @@
 //! The kernel is reached only through [`ProcessControl`], and time only through [`Clock`], so
 //! every rule here is tested with a recording fake and a fake clock.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -227,11 +227,25 @@ pub struct Range {
     pub huge_page: u64,
 }
 
+impl Range {
+    /// Base pages in a huge-page block (0 where no huge page can back the range).
+    fn pages_per_block(&self) -> usize {
+        (self.huge_page / self.page_size) as usize
+    }
+}
+
 /// The ranges worth looking at: mappings (by numa_maps, matched to maps by start address) with
 /// resident pages on nodes outside `nodes`. hugetlbfs mappings (pages larger than the smallest
-/// in the file) are left out.
-pub fn ranges_off(maps: &[MapsEntry], numa_maps: &[NumaMapsEntry], nodes: &NodeSet) -> Vec<Range> {
+/// in the file) are left out. `huge_page` is the size of a transparent huge page, if any.
+pub fn ranges_off(
+    maps: &[MapsEntry],
+    numa_maps: &[NumaMapsEntry],
+    nodes: &NodeSet,
+    huge_page: Option<u64>,
+) -> Vec<Range> {
     let base_kb = numa_maps.iter().filter_map(|m| m.page_size_kb).min().unwrap_or(4);
+    let page_size = base_kb * 1024;
+    let huge_page = huge_page.filter(|h| h % page_size == 0 && *h > page_size).unwrap_or(0);
     numa_maps
         .iter()
         .filter(|n| n.page_size_kb.unwrap_or(base_kb) == base_kb)
@@ -239,13 +253,7 @@ pub fn ranges_off(maps: &[MapsEntry], numa_maps: &[NumaMapsEntry], nodes: &NodeS
         .filter_map(|n| {
             let m = maps.iter().find(|m| m.start == n.address)?;
             let has_local = n.pages.iter().any(|&(node, p)| p > 0 && nodes.contains(node));
-            Some(Range {
-                start: m.start,
-                end: m.end,
-                page_size: base_kb * 1024,
-                has_local,
-                huge_page: 0,
-            })
+            Some(Range { start: m.start, end: m.end, page_size, has_local, huge_page })
         })
         .collect()
 }
@@ -466,32 +474,41 @@ enum Ask {
     Block(usize),
 }
 
+impl Ask {
+    /// The page `move_pages` is asked for.
+    fn address(self) -> usize {
+        match self {
+            Ask::Page(p) | Ask::Block(p) => p,
+        }
+    }
+}
+
 /// Where the pages still to ask for come from, for one range.
 struct Asks<'r> {
     range: &'r Range,
     next: u64,
-    /// The huge page size to ask for blocks of; 0 for none.
-    block: u64,
     /// Asks found and not sent yet, and the pages they stand for.
     queue: std::collections::VecDeque<Ask>,
     weight: usize,
 }
 
 impl Asks<'_> {
-    fn pages_per_block(&self) -> usize {
-        (self.block / self.range.page_size) as usize
-    }
-
     fn weight_of(&self, ask: Ask) -> usize {
         match ask {
             Ask::Page(_) => 1,
-            Ask::Block(_) => self.pages_per_block(),
+            Ask::Block(_) => self.range.pages_per_block(),
         }
     }
 
     fn push(&mut self, ask: Ask) {
         self.weight += self.weight_of(ask);
         self.queue.push_back(ask);
+    }
+
+    /// Puts `ask` first, to go in the next batch.
+    fn push_front(&mut self, ask: Ask) {
+        self.weight += self.weight_of(ask);
+        self.queue.push_front(ask);
     }
 
     fn pop(&mut self) -> Option<Ask> {
@@ -544,8 +561,7 @@ pub fn move_memory(
         // A batch may gather pages from several lookups, so its size is the sizer's, not a
         // lookup's (each call has a fixed cost).
         let block = range.huge_page;
-        let mut asks =
-            Asks { range, next: range.start, block, queue: Default::default(), weight: 0 };
+        let mut asks = Asks { range, next: range.start, queue: Default::default(), weight: 0 };
         loop {
             if asks.next < range.end && asks.weight < sizer.size {
                 if restored(report.bytes_moved) {
@@ -563,7 +579,7 @@ pub fn move_memory(
                     asks.next += (pages.len() as u64).max(1) * range.page_size;
                     let status = find_pages(ctl, clock, &mut report, pid, &pages)?;
                     let off = |k: usize| status[k] >= 0 && !targets.contains(status[k] as NodeId);
-                    let per_block = asks.pages_per_block();
+                    let per_block = range.pages_per_block();
                     let mut k = 0;
                     while k < pages.len() {
                         // A whole block found off the planned nodes is asked for as a block.
@@ -625,13 +641,7 @@ pub fn move_memory(
             if !wait.is_zero() {
                 clock.sleep(wait);
             }
-            let addrs: Vec<usize> = chunk
-                .iter()
-                .flat_map(|a| match *a {
-                    Ask::Page(p) => vec![p],
-                    Ask::Block(b) => vec![b],
-                })
-                .collect();
+            let addrs: Vec<usize> = chunk.iter().map(|a| a.address()).collect();
             // A page without an answer is not read as moved to node 0.
             let mut st = vec![UNANSWERED; addrs.len()];
             let t0 = clock.now();
@@ -648,17 +658,16 @@ pub fn move_memory(
             report.batches += 1;
             report.worst_stall = report.worst_stall.max(took);
             let outcome = settle(ctl, clock, &mut report, pid, &chunk, &st, range, rooms[i].node)?;
-            // What the call handled: a block of base pages asked for two of them, not 512.
+            // What the call handled: a block of base pages moved one of them, not 512.
             sizer.observe((outcome.moved + outcome.failed) as usize, took);
             let moved_bytes = outcome.moved * range.page_size;
             report.pages_moved += outcome.moved;
             report.pages_failed += outcome.failed;
             report.bytes_moved += moved_bytes;
             used[i] += moved_bytes;
-            // What a block's first pages did not settle goes first in the next batch.
+            // What a block's first page did not settle goes first in the next batch.
             for ask in outcome.again.into_iter().rev() {
-                asks.weight += asks.weight_of(ask);
-                asks.queue.push_front(ask);
+                asks.push_front(ask);
             }
             if restored(report.bytes_moved) {
                 report.stop = MoveStop::LocalityRestored;
@@ -710,7 +719,7 @@ fn settle(
     node: NodeId,
 ) -> Result<Settled, RebalanceError> {
     let ps = range.page_size as usize;
-    let per_block = (range.huge_page / range.page_size) as usize;
+    let per_block = range.pages_per_block();
     let on = |s: i32| s >= 0 && s as NodeId == node;
     let absent = |s: i32| s == -ENOENT || s == -EFAULT;
     // Pages to look up once after the batch: each EBUSY page, and the second and last page of
@@ -727,13 +736,13 @@ fn settle(
             }
         }
     }
-    let again_status = if ask_again.is_empty() {
-        Vec::new()
+    let again: HashMap<usize, i32> = if ask_again.is_empty() {
+        HashMap::new()
     } else {
-        find_pages(ctl, clock, report, pid, &ask_again)?
+        let status = find_pages(ctl, clock, report, pid, &ask_again)?;
+        ask_again.into_iter().zip(status).collect()
     };
-    let now = |page: usize| ask_again.iter().position(|&p| p == page).map(|k| again_status[k]);
-    let now_on = |page: usize| now(page).is_some_and(on);
+    let now_on = |page: usize| again.get(&page).is_some_and(|&s| on(s));
     let mut out = Settled { moved: 0, failed: 0, again: Vec::new() };
     let count = |s: i32, page: usize, out: &mut Settled| {
         if on(s) || (s == -EBUSY && now_on(page)) {
@@ -811,23 +820,14 @@ pub fn read_ranges(root: &Path, pid: u32, nodes: &NodeSet) -> Result<Vec<Range>,
         .parsed(&format!("proc/{pid}/numa_maps"), pinctl_sysfs::parse::numa_maps)
         .map_err(failed)?
         .ok_or(RebalanceError::Vanished { pid })?;
-    let huge = huge_page_size(root);
-    Ok(ranges_off(&maps, &numa, nodes)
-        .into_iter()
-        .map(|r| Range {
-            huge_page: huge.filter(|h| h % r.page_size == 0 && *h > r.page_size).unwrap_or(0),
-            ..r
-        })
-        .collect())
+    Ok(ranges_off(&maps, &numa, nodes, huge_page_size(&mut fs)))
 }
 
 /// The size of a transparent huge page (`hpage_pmd_size`: 2 MiB on x86-64), when the kernel
 /// has them; a size that makes no sense (over 1 GiB, not a power of two) is not used.
-fn huge_page_size(root: &Path) -> Option<u64> {
-    let text =
-        std::fs::read_to_string(root.join("sys/kernel/mm/transparent_hugepage/hpage_pmd_size"))
-            .ok()?;
-    let size: u64 = text.trim().parse().ok()?;
+fn huge_page_size(fs: &mut pinctl_sysfs::FsRoot) -> Option<u64> {
+    let rel = "sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
+    let size = u64::try_from(fs.parsed(rel, pinctl_sysfs::parse::int).ok()??).ok()?;
     (size.is_power_of_two() && size <= 1 << 30).then_some(size)
 }
 
@@ -1271,7 +1271,7 @@ pub(crate) mod tests {
              7000 default huge N1=1 kernelpagesize_kB=2048\n",
         )
         .unwrap();
-        let r = ranges_off(&maps, &numa, &"0".parse().unwrap());
+        let r = ranges_off(&maps, &numa, &"0".parse().unwrap(), None);
         assert_eq!(
             r,
             vec![Range {
@@ -1282,7 +1282,7 @@ pub(crate) mod tests {
                 huge_page: 0
             }]
         );
-        let r = ranges_off(&maps, &numa, &"2".parse().unwrap());
+        let r = ranges_off(&maps, &numa, &"2".parse().unwrap(), None);
         assert!(r.iter().all(|r| !r.has_local) && r.len() == 2, "{r:?}");
     }
 
