@@ -78,8 +78,8 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s a -l all -d 'numa
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s c -l config -d 'The service file' -r -F
-complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l socket -d 'The control socket (default: `[host] socket`, else /run/pinctl/pinctl.sock)' -r -F
-complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l state-file -d 'The state file used for adoption (default: `[host] state-file`, else /run/pinctl/state.json)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l socket -d 'The control socket (default: `[host] socket`, else /run/pinctl/NAME.sock, NAME being `[host] name` or the service file\'s name without `.toml`)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l state-file -d 'The state file used for adoption (default: `[host] state-file`, else /run/pinctl/NAME.state.json)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l topology -d 'Plan against this topology instead of the live machine' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l strict -d 'Refuse to start when the best plan breaks a soft rule (as `pinctl plan --strict`)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l unpinned -d 'Testing only: start instances without their placement (with a --topology larger than this machine)'

@@ -51,15 +51,31 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 /// A `pinctl run` in a temporary directory, and every process it was seen running.
 struct Run {
     dir: tempfile::TempDir,
+    /// The service file's name: one of its own per test, since a supervisor is named after
+    /// its file and tests run at once, each a supervisor of its own (its cgroup subtree too).
+    name: String,
     child: Option<Child>,
     seen: BTreeSet<(i32, u64)>,
+}
+
+/// A supervisor name no other test of this run uses.
+fn unique_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("t{}-{n}", std::process::id())
 }
 
 impl Run {
     fn new(config: &str) -> Run {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("pinctl.toml"), config).unwrap();
-        Run { dir, child: None, seen: BTreeSet::new() }
+        let name = unique_name();
+        std::fs::write(dir.path().join(format!("{name}.toml")), config).unwrap();
+        Run { dir, name, child: None, seen: BTreeSet::new() }
+    }
+
+    /// The service file.
+    fn config(&self) -> PathBuf {
+        self.path(&format!("{}.toml", self.name))
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -79,7 +95,7 @@ impl Run {
 
     fn command(&self, extra: &[&str]) -> Command {
         let mut cmd = Command::new(BIN);
-        cmd.arg("run").arg("-c").arg(self.path("pinctl.toml"));
+        cmd.arg("run").arg("-c").arg(self.config());
         cmd.arg("--socket").arg(self.socket()).arg("--state-file").arg(self.path("state.json"));
         cmd.args(extra);
         cmd.stdin(Stdio::null());
@@ -405,7 +421,7 @@ cpus = 1
         .replace("[service.gone]\ncommand = [\"sleep\", \"100005\", \"2\"]\ncpus = 1\n", "")
         .replace("\"3\"]", "\"3\"]\nenv = { LEVEL = \"2\" }")
         + "\n[service.added]\ncommand = [\"sleep\", \"100005\", \"4\"]\ncpus = 1\n";
-    std::fs::write(run.path("pinctl.toml"), &v2).unwrap();
+    std::fs::write(run.config(), &v2).unwrap();
 
     let dry = run.ctl(&["reload", "--dry-run"]);
     let text = String::from_utf8_lossy(&dry.stdout);
@@ -444,7 +460,7 @@ cpus = 1
     assert!(!run.seen.iter().any(|&(p, s)| p == gone && alive(p, s)), "removed instance stopped");
 
     // An invalid file: reported, nothing changes.
-    std::fs::write(run.path("pinctl.toml"), v2.replace("cpus = 1\n", "cpus = 0\n")).unwrap();
+    std::fs::write(run.config(), v2.replace("cpus = 1\n", "cpus = 0\n")).unwrap();
     let out = run.ctl(&["reload"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -570,18 +586,54 @@ cpus = 1
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
+/// Runs `pinctl run` on `run`'s file with these paths to completion (it is expected to refuse)
+/// and returns its exit status and stderr.
+fn refused_run(run: &Run, extra: &[&str]) -> (Option<i32>, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("run").arg("-c").arg(run.config()).args(extra);
+    let out = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = out.output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[test]
-fn a_second_supervisor_on_a_live_socket_refuses() {
+fn one_supervisor_per_state_file_socket_and_cgroup_subtree() {
+    assert!(
+        std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+            || std::path::Path::new("/sys/fs/cgroup/unified/cgroup.controllers").exists(),
+        "this test needs a cgroup v2 hierarchy (unified or hybrid), as CI's machines have"
+    );
     let mut run = Run::new(
         "[host]\nkeep-free = []\n[service.second]\ncommand = [\"sleep\", \"100007\"]\ncpus = 1\n",
     );
     run.start(&[]);
-    let out = run.command(&[]).stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let first = run.status()["second"]["pid"].as_i64().unwrap();
+    let (other_socket, other_state) = (run.path("other.sock"), run.path("other.json"));
+    let (socket, state) = (run.socket(), run.path("state.json"));
+    let arg = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    // The same state file through another socket: the lock refuses, naming its holder.
+    let (code, err) =
+        refused_run(&run, &["--socket", &arg(&other_socket), "--state-file", &arg(&state)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("another `pinctl run` (PID {})", run.pid())), "{err}");
+    assert!(err.contains("[host] name"), "the hint leads to a supervisor of its own: {err}");
+    // The same socket with another state file.
+    let (code, err) =
+        refused_run(&run, &["--socket", &arg(&socket), "--state-file", &arg(&other_state)]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("another `pinctl run` is serving"), "{err}");
-    // The first one is unaffected.
-    assert_eq!(run.status()["second"]["state"], "active");
+    // The same name (so the same cgroup subtree) with a socket and state file of its own.
+    let (code, err) =
+        refused_run(&run, &["--socket", &arg(&other_socket), "--state-file", &arg(&other_state)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("belongs to another `pinctl run`"), "{err}");
+    // None of them started, adopted or signalled anything: the first is unaffected.
+    let s = run.status();
+    assert_eq!(
+        (s["second"]["state"].as_str(), s["second"]["pid"].as_i64()),
+        (Some("active"), Some(first))
+    );
+    assert!(!other_socket.exists());
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(run.socket()).unwrap().permissions(),
     );
@@ -590,12 +642,60 @@ fn a_second_supervisor_on_a_live_socket_refuses() {
 }
 
 #[test]
+fn two_service_files_with_default_paths_get_a_supervisor_each() {
+    let config = "[host]\nkeep-free = []\n[service.s]\ncommand = [\"sleep\", \"100011\"]\n";
+    let mut a = Run::new(config);
+    let mut b = Run::new(config);
+    for run in [&mut a, &mut b] {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("run").arg("-c").arg(run.config()).stdin(Stdio::null());
+        cmd.stdout(std::fs::File::create(run.path("stdout")).unwrap());
+        cmd.stderr(std::fs::File::create(run.path("stderr")).unwrap());
+        run.child = Some(cmd.spawn().unwrap());
+    }
+    let mut pids = Vec::new();
+    for run in [&a, &b] {
+        // Named after its file: /run/pinctl/NAME.sock, NAME.state.json.
+        let socket = PathBuf::from(format!("/run/pinctl/{}.sock", run.name));
+        let pid = wait_for("both supervisors to start their instance", || {
+            let out = Command::new(BIN)
+                .args(["status", "--json", "--socket"])
+                .arg(&socket)
+                .output()
+                .ok()?;
+            let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+            let i = &v["instances"][0];
+            (i["state"] == "active").then(|| i["pid"].as_i64())?
+        });
+        pids.push(pid);
+        assert!(PathBuf::from(format!("/run/pinctl/{}.state.json", run.name)).exists());
+    }
+    assert_ne!(pids[0], pids[1], "each file has its own instance");
+    for run in [&mut a, &mut b] {
+        for pid in &pids {
+            if let Some((_, _, start)) = stat(*pid as i32) {
+                run.seen.insert((*pid as i32, start));
+            }
+        }
+        assert!(run.terminate().success(), "{}", run.stderr());
+    }
+    for pid in pids {
+        assert!(stat(pid as i32).is_none_or(|(s, _, _)| s == 'Z'), "{pid} was stopped");
+    }
+    for run in [&a, &b] {
+        // The lock file outlives a supervisor by design; a test's own goes with the test.
+        let _ = std::fs::remove_file(format!("/run/pinctl/{}.state.json.lock", run.name));
+    }
+}
+
+#[test]
 fn an_invalid_file_refuses_to_start_with_located_diagnostics() {
     let run = Run::new("[service.a]\ncommand = [\"sleep\"]\nrestart-delay = \"soon\"\n");
     let out = run.command(&[]).stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("invalid `restart-delay`") && err.contains("pinctl.toml:3:17"), "{err}");
+    let at = format!("{}.toml:3:17", run.name);
+    assert!(err.contains("invalid `restart-delay`") && err.contains(&at), "{err}");
     assert!(!run.socket().exists());
 }
 
@@ -809,9 +909,9 @@ drift-hold = "200ms"
     // A reload re-reads the drift keys: the same service, now `rebalance`, is re-pinned
     // without a restart. Its dry run changes nothing (five cycles later the thread is still
     // where taskset put it).
-    let config = std::fs::read_to_string(run.path("pinctl.toml")).unwrap();
+    let config = std::fs::read_to_string(run.config()).unwrap();
     let rebalance = config.replace("drift-hold", "on-drift = \"rebalance\"\ndrift-hold");
-    std::fs::write(run.path("pinctl.toml"), rebalance).unwrap();
+    std::fs::write(run.config(), rebalance).unwrap();
     let dry = run.ctl(&["reload", "--dry-run"]);
     assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
     std::thread::sleep(Duration::from_secs(1));

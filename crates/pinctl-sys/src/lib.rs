@@ -33,7 +33,7 @@ pub use range::{get_mempolicy_at, mbind};
 pub use setup::{
     Applied, ChildSetup, SetupError, Stage, default_cpu_mask_bits, default_node_mask_bits,
 };
-pub use spawn::{CommandCgroup, CommandPlacement};
+pub use spawn::{CommandCgroup, CommandOutput, CommandPlacement, OutputError};
 
 /// The errnos callers interpret, so they need not depend on libc themselves.
 pub mod errno {

@@ -19,6 +19,7 @@ mod error;
 pub mod fsroot;
 mod host;
 mod near;
+pub mod owned;
 pub mod parse;
 pub mod pci;
 mod process;
