@@ -11,6 +11,8 @@
 //! - `run`: `pinctl run` supervising real processes (restarts, adoption, reload, sd_notify).
 //! - `watch`: `pinctl watch` sampling, alerting and re-pinning real processes.
 //! - `hostile`: hostile inputs built in each test (issue 12).
+//! - `trust`: `pinctl run` as root against hostile files, floods and SIGKILLs (issue 17).
+//! - `supervisor`: the harness `run` and `trust` share.
 //!
 //! `tests/fuzz_parsers.rs` stays a binary of its own: it installs a counting global allocator,
 //! which would count every other test's allocations too.
@@ -22,7 +24,9 @@ mod numactl;
 mod plan;
 mod plan_docs;
 mod run;
+mod supervisor;
 mod support;
 mod topology;
+mod trust;
 mod vm;
 mod watch;

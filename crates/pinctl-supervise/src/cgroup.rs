@@ -18,7 +18,6 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 
 use crate::lifecycle::Pid;
@@ -100,18 +99,15 @@ impl Subtree {
         fs::create_dir_all(&leaf).map_err(unavailable)?;
         fs::create_dir_all(&dir).map_err(unavailable)?;
         let lock = fs::File::open(&dir).map_err(unavailable)?;
-        match rustix::fs::flock(lock.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        if !pinctl_sysfs::owned::lock_exclusive(&lock, pinctl_sysfs::owned::LOCK_PATIENCE)
+            .map_err(unavailable)?
         {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                return Err(SetupError::Claimed(format!(
-                    "the cgroup subtree `{}` belongs to another `pinctl run` (its lock is held): \
-                     two supervisors would kill each other's instances there. Give this service \
-                     file a supervisor of its own (`[host] name`)",
-                    dir.display()
-                )));
-            }
-            Err(e) => return Err(unavailable(e.into())),
+            return Err(SetupError::Claimed(format!(
+                "the cgroup subtree `{}` belongs to another `pinctl run` (its lock is held): \
+                 two supervisors would kill each other's instances there. Give this service \
+                 file a supervisor of its own (`[host] name`)",
+                dir.display()
+            )));
         }
         write(&leaf.join("cgroup.procs"), &std::process::id().to_string()).map_err(unavailable)?;
         let mut cpuset = false;

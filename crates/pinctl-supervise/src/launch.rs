@@ -443,26 +443,53 @@ pub fn observe(pid: Pid) -> Option<Observed> {
 
 /// Whether process `pid`, found in an instance's own cgroup without the state file saying so
 /// (a supervisor died between the spawn and its write), proves to be that instance's main
-/// process: it leads its own process group, as every instance does, and runs the instance's
-/// program (its command line as the file gives it, or `/proc/PID/exe` is the program the
-/// command names; a program that rewrites its `argv` is still recognised by the latter).
-pub fn proves_instance(pid: Pid, spec: &InstanceSpec) -> bool {
-    let Some(observed) = observe(pid) else { return false };
-    if observed.state == 'Z' || observed.state == 'X' || process_group(pid) != Some(pid) {
-        return false;
+/// process as `spec` would start it: it leads its own process group (as every instance does),
+/// runs exactly the command, with the environment, user and working folder the spec gives,
+/// and where it is `pinned`, on the placement the spec plans. `Err` says what differs. A
+/// program that rewrites its `argv` (`redis-server *:6379`) does not prove itself this way.
+pub fn proves_instance(pid: Pid, spec: &InstanceSpec, pinned: bool) -> Result<(), String> {
+    let observed = observe(pid).ok_or("it is gone")?;
+    if observed.state == 'Z' || observed.state == 'X' {
+        return Err("it has exited".into());
     }
-    if observed.cmdline == spec.command {
-        return true;
+    if process_group(pid) != Some(pid) {
+        return Err("it does not lead a process group".into());
     }
-    let path_var = spec.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok());
-    let Ok(program) = resolve_program(&spec.command[0], path_var.as_deref()) else {
-        return false;
-    };
-    let exe = fs::read_link(format!("/proc/{pid}/exe"));
-    match (exe, fs::canonicalize(&program)) {
-        (Ok(exe), Ok(program)) => exe == program,
-        _ => false,
+    if observed.cmdline != spec.command {
+        return Err(format!("it runs `{}`", observed.cmdline.join(" ")));
     }
+    let environ =
+        pinctl_sysfs::fsroot::read_regular(Path::new(&format!("/proc/{pid}/environ")), 1 << 20)
+            .map_err(|e| format!("its environment cannot be read: {e}"))?;
+    let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+    for (k, v) in &spec.env {
+        let want = format!("{k}={v}");
+        if !vars.contains(&want.as_bytes()) {
+            return Err(format!("its environment lacks `{k}` as the file sets it"));
+        }
+    }
+    if let Some(user) = &spec.user {
+        let uid = lookup_user(user).map_err(|f| f.reason)?.uid.as_raw();
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let real = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|u| u.parse::<u32>().ok());
+        if real != Some(uid) {
+            return Err(format!("it does not run as `{user}`"));
+        }
+    }
+    if let Some(dir) = &spec.working_dir {
+        let cwd = fs::read_link(format!("/proc/{pid}/cwd")).ok();
+        if cwd.is_none() || cwd != fs::canonicalize(dir).ok() {
+            return Err(format!("it does not run in `{}`", dir.display()));
+        }
+    }
+    if pinned {
+        verify(pid, &spec.placement).map_err(|(why, _)| format!("it {why}"))?;
+    }
+    Ok(())
 }
 
 /// A pidfd for a process that is not our child (an adopted instance): it becomes readable when

@@ -439,9 +439,20 @@ impl Supervisor {
                 continue;
             }
             let unrecorded = !adoptable.contains_key(&name);
+            let pinned = !self.options.unpinned;
+            let mut why_not = Vec::new();
             let proven = by_name.get(name.as_str()).filter(|_| unrecorded).and_then(|spec| {
-                let leaders: Vec<Pid> =
-                    procs.iter().copied().filter(|&p| launch::proves_instance(p, spec)).collect();
+                let leaders: Vec<Pid> = procs
+                    .iter()
+                    .copied()
+                    .filter(|&p| match launch::proves_instance(p, spec, pinned) {
+                        Ok(()) => true,
+                        Err(why) => {
+                            why_not.push(format!("{p}: {why}"));
+                            false
+                        }
+                    })
+                    .collect();
                 match leaders[..] {
                     [pid] => Some((pid, (*spec).clone())),
                     _ => None,
@@ -476,11 +487,16 @@ impl Supervisor {
                 }
                 None => {
                     let pids: Vec<String> = procs.iter().map(Pid::to_string).collect();
+                    let why = if why_not.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", why_not.join("; "))
+                    };
                     log(
                         &name,
                         &format!(
                             "killing processes {} in `{}`: the state file does not explain \
-                             them and none proves to be the instance",
+                             them and none proves to be the instance{why}",
                             pids.join(", "),
                             cgroups.path_of(&name)
                         ),

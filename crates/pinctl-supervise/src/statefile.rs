@@ -245,20 +245,16 @@ impl StateLock {
                 });
             }
         }
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                let mut holder = String::new();
-                let _ = (&file).take(32).read_to_string(&mut holder);
-                let holder = holder.trim();
-                let holder = if holder.bytes().all(|b| b.is_ascii_digit()) && !holder.is_empty() {
-                    holder.to_string()
-                } else {
-                    "unknown".to_string()
-                };
-                return Err(StateError::Locked { lock: path, holder });
-            }
-            Err(e) => return Err(lock_err(e.into())),
+        if !owned::lock_exclusive(&file, owned::LOCK_PATIENCE).map_err(lock_err)? {
+            let mut holder = String::new();
+            let _ = (&file).take(32).read_to_string(&mut holder);
+            let holder = holder.trim();
+            let holder = if holder.bytes().all(|b| b.is_ascii_digit()) && !holder.is_empty() {
+                holder.to_string()
+            } else {
+                "unknown".to_string()
+            };
+            return Err(StateError::Locked { lock: path, holder });
         }
         file.set_len(0).map_err(lock_err)?;
         file.rewind().map_err(lock_err)?;

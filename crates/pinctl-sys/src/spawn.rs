@@ -118,7 +118,7 @@ impl CommandCgroup for Command {
 }
 
 /// Marks a spawn error as the output file's: real errnos are below 4096.
-const OUTPUT_MARK: i32 = 0x5e71_0000;
+const OUTPUT_MARK: i32 = 0x5e90_0000;
 /// With [`OUTPUT_MARK`]: the file opened, but is not a regular file (or character device)
 /// owned by the user the child runs as.
 const OUTPUT_NOT_OWNED: i32 = 0x8000;

@@ -213,6 +213,28 @@ pub fn check_socket(path: &Path) -> Result<bool, OwnedError> {
     Ok(true)
 }
 
+/// How long [`lock_exclusive`] waits for a lock another process holds: a supervisor killed
+/// while forking leaves its lock with the child for the moment until that child's `exec`
+/// closes it (the descriptor is close-on-exec, but not close-on-fork).
+pub const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Takes an exclusive `flock` on `file` (a regular file or a folder), waiting up to `patience`
+/// while another process holds it. `Ok(false)`: still held by someone else after that.
+pub fn lock_exclusive(file: &fs::File, patience: std::time::Duration) -> io::Result<bool> {
+    use rustix::fs::{FlockOperation, flock};
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
