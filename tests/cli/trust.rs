@@ -96,12 +96,15 @@ fn cgroup_of(pid: i32) -> String {
     text.lines().find_map(|l| l.strip_prefix("0::")).unwrap().to_string()
 }
 
+/// Writes a forged state file at the path from the genuine state.
+type Forge = dyn Fn(&Path, &Value);
+
 #[test]
 fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
     // Each way another user (or a stale disk) could hand pinctl a state file naming a root
     // process of its choosing, with the instance's own command line so that it would pass
     // the PID/start-time/command check if the file were believed.
-    let cases: [(&str, &dyn Fn(&Path, &Value)); 5] = [
+    let cases: [(&str, &Forge); 5] = [
         ("is writable by others (mode 0666)", &|path, state| {
             std::fs::write(path, state.to_string()).unwrap();
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
