@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::supervisor::{Rng, Run, WAIT, alive, stat, unpinned, wait_for};
+use crate::supervisor::{Rng, Run, WAIT, alive, bounded_output, stat, unpinned, wait_for};
 use crate::support::PINCTL as BIN;
 #[test]
 fn random_sigkills_restart_every_instance_exactly_and_leave_nothing() {
@@ -396,8 +396,7 @@ cpus = 1
 fn refused_run(run: &Run, extra: &[&str]) -> (Option<i32>, String) {
     let mut cmd = Command::new(BIN);
     cmd.arg("run").arg("-c").arg(run.config()).args(extra);
-    let out = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = out.output().unwrap();
+    let out = bounded_output(&mut cmd);
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -463,11 +462,9 @@ fn two_service_files_with_default_paths_get_a_supervisor_each() {
         // Named after its file: /run/pinctl/NAME.sock, NAME.state.json.
         let socket = PathBuf::from(format!("/run/pinctl/{}.sock", run.name));
         let pid = wait_for("both supervisors to start their instance", || {
-            let out = Command::new(BIN)
-                .args(["status", "--json", "--socket"])
-                .arg(&socket)
-                .output()
-                .ok()?;
+            let out = bounded_output(
+                Command::new(BIN).args(["status", "--json", "--socket"]).arg(&socket),
+            );
             let v: Value = serde_json::from_slice(&out.stdout).ok()?;
             let i = &v["instances"][0];
             (i["state"] == "active").then(|| i["pid"].as_i64())?
@@ -496,7 +493,7 @@ fn two_service_files_with_default_paths_get_a_supervisor_each() {
 #[test]
 fn an_invalid_file_refuses_to_start_with_located_diagnostics() {
     let run = Run::new("[service.a]\ncommand = [\"sleep\"]\nrestart-delay = \"soon\"\n");
-    let out = run.command(&[]).stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap();
+    let out = bounded_output(&mut run.command(&[]));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     let at = format!("{}.toml:3:17", run.name);

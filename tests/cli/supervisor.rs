@@ -32,6 +32,34 @@ pub(crate) fn alive(pid: i32, start: u64) -> bool {
     stat(pid).is_some_and(|(state, _, s)| s == start && state != 'Z')
 }
 
+/// Runs `cmd` to its end, its stdout and stderr captured, for at most `WAIT`: a command that
+/// should have refused or answered but runs on (an old build serving a socket it should have
+/// refused) is killed and the test fails instead of hanging.
+pub(crate) fn bounded_output(cmd: &mut Command) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    cmd.stdin(Stdio::null());
+    cmd.stdout(std::fs::File::create(&out).unwrap());
+    cmd.stderr(std::fs::File::create(&err).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} did not exit within {WAIT:?}: {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Output { status, stdout: std::fs::read(&out).unwrap(), stderr: std::fs::read(&err).unwrap() }
+}
+
 /// Polls `f` until it returns Some, at most `WAIT`.
 pub(crate) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + WAIT;
@@ -164,7 +192,7 @@ impl Run {
     }
 
     pub(crate) fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(BIN).args(args).arg("--socket").arg(self.socket()).output().unwrap()
+        bounded_output(Command::new(BIN).args(args).arg("--socket").arg(self.socket()))
     }
 
     /// SIGTERM to pinctl and its exit status, waited for at most `WAIT`.

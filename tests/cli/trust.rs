@@ -19,7 +19,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::supervisor::{Rng, Run, WAIT, stat, wait_for};
+use crate::supervisor::{Rng, Run, WAIT, bounded_output, stat, wait_for};
 use crate::support::PINCTL as BIN;
 
 const NOBODY: u32 = 65534;
@@ -166,7 +166,7 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
     let genuine = state["instances"][0]["pid"].as_i64().unwrap() as i32;
     let _ = kill(Pid::from_raw(genuine), Signal::SIGKILL);
     std::os::unix::fs::chown(run.dir.path(), Some(NOBODY), None).unwrap();
-    let out = run.command(&[]).stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap();
+    let out = bounded_output(&mut run.command(&[]));
     std::os::unix::fs::chown(run.dir.path(), Some(0), None).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -266,7 +266,7 @@ fn a_socket_path_that_is_not_a_socket_is_never_removed() {
     let run = Run::new("[host]\nkeep-free = []\n[service.s]\ncommand = [\"sleep\", \"100104\"]\n");
     std::fs::write(run.socket(), "precious").unwrap();
     let mut cmd = run.command(&[]);
-    let out = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap();
+    let out = bounded_output(&mut cmd);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is a regular file, not a socket"), "{err}");
@@ -438,7 +438,7 @@ fn chaos_sigkill_of_pinctl_at_random_points_leaves_no_duplicates_orphans_or_unpi
     let mut totals = Found::default();
     let (mut kills, mut generation) = (0usize, 0u64);
     // How often a kill landed in a window the state file alone would have missed.
-    let (mut from_cgroup, mut killed_unproven) = (0usize, 0usize);
+    let (mut from_cgroup, mut killed_unproven, mut killed_forking) = (0usize, 0usize, 0usize);
     for round in 0..rounds {
         // Where to strike: while it starts (spawns and state writes of every instance), right
         // after an instance died (its respawn), or while a reload restarts one.
@@ -471,9 +471,15 @@ fn chaos_sigkill_of_pinctl_at_random_points_leaves_no_duplicates_orphans_or_unpi
         let said = run.stderr();
         from_cgroup += said.matches("does not record it").count();
         killed_unproven += said.matches("killing processes").count();
+        killed_forking += said.matches("an earlier supervisor was starting").count();
         let mut found = Found::default();
         for name in names {
-            let running = processes_with(&marker(name));
+            // An instance's main process leads its process group; a child it forks has its
+            // command line until it execs, and is not a copy of the instance.
+            let running: Vec<i32> = processes_with(&marker(name))
+                .into_iter()
+                .filter(|&p| stat(p).is_some_and(|(_, pgrp, _)| pgrp == p))
+                .collect();
             let pid = s[name]["pid"].as_i64().map(|p| p as i32);
             found.duplicates += running.len().saturating_sub(1);
             found.orphans += running.iter().filter(|&&p| Some(p) != pid).count();
@@ -503,7 +509,8 @@ fn chaos_sigkill_of_pinctl_at_random_points_leaves_no_duplicates_orphans_or_unpi
     println!(
         "chaos: seed {seed}, {rounds} rounds, {kills} SIGKILLs of pinctl: {} duplicates, {} \
          orphans, {} unpinned; {from_cgroup} unrecorded instances adopted from their cgroup, \
-         {killed_unproven} unproven ones killed",
+         {killed_unproven} unproven ones killed, {killed_forking} times children caught between \
+         fork and their cgroup killed",
         totals.duplicates, totals.orphans, totals.unpinned
     );
     assert_eq!(

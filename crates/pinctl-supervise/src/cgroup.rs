@@ -1,9 +1,10 @@
 //! One cgroup v2 child per instance, where pinctl may write its subtree (root, or a systemd
 //! unit with `Delegate=yes`). cgroup v2 forbids processes in a cgroup that has children with
-//! controllers, so pinctl first moves itself into a leaf of its own cgroup (`_supervisor`, a
+//! controllers, so pinctl first moves itself into a leaf of its subtree (`_supervisor`, a
 //! name no instance or supervisor can have: those start with a letter or digit).
 //!
-//! The instances live in a subtree that belongs to one supervisor: `<base>/<name>/<instance>`,
+//! The instances live in a subtree that belongs to one supervisor: `<base>/<name>/<instance>`
+//! beside its leaf `<base>/<name>/_supervisor`,
 //! where `<base>` is pinctl's own cgroup (`/pinctl` when it runs in the root cgroup) and
 //! `<name>` the supervisor's name (its service file's, or `[host] name`). pinctl holds an
 //! exclusive `flock` on the subtree's folder for its whole life, so a second supervisor that
@@ -70,7 +71,7 @@ pub(crate) fn parse_procs(text: &str) -> Vec<Pid> {
 
 impl Subtree {
     /// Sets up the subtree `<base>/<name>` below `own` (this process's v2 cgroup path, `/` for
-    /// the root), moves this process into `<base>/_supervisor` and locks the subtree.
+    /// the root), locks it and moves this process into `<base>/<name>/_supervisor`.
     pub(crate) fn setup(own: &str, name: &str) -> Result<Subtree, SetupError> {
         let Some(root) =
             ROOTS.iter().map(Path::new).find(|r| r.join("cgroup.controllers").exists())
@@ -84,6 +85,7 @@ impl Subtree {
         // supervisor restarted from inside its old leaf (its cgroup is `.../_supervisor`)
         // sets up the same base again.
         let own = own.trim_end_matches('/');
+        let own = own.strip_suffix(&format!("/{name}/{LEAF}")).unwrap_or(own);
         let own = own.strip_suffix(&format!("/{LEAF}")).unwrap_or(own);
         let base = if own.is_empty() { "/pinctl".to_string() } else { own.to_string() };
         let base_dir = root.join(base.trim_start_matches('/'));
@@ -95,9 +97,8 @@ impl Subtree {
                 dir.display()
             ))
         };
-        let leaf = base_dir.join(LEAF);
+        let leaf = dir.join(LEAF);
         fs::create_dir_all(&leaf).map_err(unavailable)?;
-        fs::create_dir_all(&dir).map_err(unavailable)?;
         let lock = fs::File::open(&dir).map_err(unavailable)?;
         if !pinctl_sysfs::owned::lock_exclusive(&lock, pinctl_sysfs::owned::LOCK_PATIENCE)
             .map_err(unavailable)?
@@ -125,6 +126,38 @@ impl Subtree {
             cpuset = here;
         }
         Ok(Subtree { dir, path, cpuset, _lock: lock })
+    }
+
+    /// Kills what is left in the supervisor's leaf besides this process, and waits (at most
+    /// `patience`) until it is gone: children an earlier supervisor of this name forked just
+    /// before it was killed, still on their way to their instance's cgroup and their `exec`.
+    /// Left alone, such a child would join its instance's cgroup after this supervisor looked
+    /// there, beside the copy it starts. Only one supervisor of this name lives at a time (the
+    /// lock), so nothing else can be there. The number killed.
+    pub(crate) fn clear_leaf(&self, patience: std::time::Duration) -> usize {
+        let me = std::process::id() as Pid;
+        let procs = self.dir.join(LEAF).join("cgroup.procs");
+        let others = || -> Vec<Pid> {
+            read_small(&procs, MAX_PROCS_BYTES)
+                .map(|t| parse_procs(&t).into_iter().filter(|&p| p != me).collect())
+                .unwrap_or_default()
+        };
+        let mut killed = 0;
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            let left = others();
+            if left.is_empty() || std::time::Instant::now() >= deadline {
+                return killed;
+            }
+            for pid in left {
+                // Wherever it went meanwhile, as long as it stayed in this subtree.
+                let prefix = format!("{}/", self.path);
+                if kill_if(pid, |cg| cg.starts_with(&prefix)) {
+                    killed += 1;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// The subtree as `/proc/PID/cgroup` names it (`/pinctl/db`).
@@ -263,11 +296,17 @@ pub(crate) fn cgroup_of(pid: Pid) -> Option<String> {
 
 /// SIGKILL to `pid` through a pidfd, when the process it pins is in cgroup `path`.
 fn kill_if_in(pid: Pid, path: &str) -> bool {
+    kill_if(pid, |cg| cg == path)
+}
+
+/// SIGKILL to `pid` through a pidfd, when the cgroup of the process it pins passes `ours`
+/// (checked once the pidfd is open, so a PID reused meanwhile is never signalled).
+fn kill_if(pid: Pid, ours: impl Fn(&str) -> bool) -> bool {
     let Some(p) = rustix::process::Pid::from_raw(pid) else { return false };
     let Ok(pidfd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
         return false;
     };
-    if cgroup_of(pid).as_deref() != Some(path) {
+    if !cgroup_of(pid).is_some_and(|cg| ours(&cg)) {
         return false;
     }
     rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL).is_ok()

@@ -420,6 +420,16 @@ impl Supervisor {
         adoptable: &mut BTreeMap<String, Entry>,
     ) {
         let Some(cgroups) = &self.cgroups else { return };
+        let leftovers = cgroups.clear_leaf(EMPTY_TIMEOUT);
+        if leftovers > 0 {
+            log(
+                "supervisor",
+                &format!(
+                    "killed {leftovers} processes an earlier supervisor was starting when it \
+                     stopped (they had not reached their instance's cgroup)"
+                ),
+            );
+        }
         let by_name: BTreeMap<&str, &InstanceSpec> =
             specs.iter().map(|s| (s.name.as_str(), s)).collect();
         for name in cgroups.children() {

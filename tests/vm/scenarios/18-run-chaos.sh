@@ -79,11 +79,17 @@ settle() {
     return 1
 }
 
-# PIDs of the running instances (the `sh` whose $0 is the marker) of instance N.
+# PIDs of the running instances of instance N: the `sh` whose $0 is the marker and that leads
+# its process group (a child it forks has the same command line until it execs).
 marked() {
+    _want=$1
     for _d in /proc/[0-9]*; do
+        _pid=${_d#/proc/}
+        _rest=$(sed 's/.*) //' "$_d/stat" 2>/dev/null)
+        # Fields after the name: state, ppid, pgrp.
+        [ "$(echo "$_rest" | cut -d' ' -f3)" = "$_pid" ] || continue
         case " $(tr '\0' ' ' <"$_d/cmdline" 2>/dev/null)" in
-            *" chaos18-$1 ") grep -q '^State:.*Z' "$_d/status" 2>/dev/null || echo "${_d#/proc/}" ;;
+            *" chaos18-$_want ") grep -q '^State:.*Z' "$_d/status" 2>/dev/null || echo "$_pid" ;;
         esac
     done
 }
