@@ -196,6 +196,7 @@ impl SyntheticTopology {
             host,
             warnings: Vec::new(),
             discovery_warnings: Vec::new(),
+            memory_performance: Default::default(),
         }
     }
 }
