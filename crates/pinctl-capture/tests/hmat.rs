@@ -1,5 +1,5 @@
 //! HMAT access classes and memory tiers read from real kernels' trees: a QEMU guest with
-//! `-machine hmat=on` (tests/fixtures/sysfs/qemu-hmat-4node, whose figures must be the ones
+//! `-machine hmat=on` (tests/fixtures/sysfs/qemu-hmat-4node.tar.gz, whose figures must be the ones
 //! its layout gave QEMU), and two hwloc captures of real machines (G05: CPU-only nodes,
 //! memory-only DRAM and NVDIMM nodes and a generic initiator; G04: 2LM, every figure 0, which
 //! HMAT uses for "not given"). Captures and snapshots carry them.
@@ -15,8 +15,8 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn qemu_tree() -> PathBuf {
-    repo().join("tests/fixtures/sysfs/qemu-hmat-4node")
+fn qemu_capture() -> PathBuf {
+    repo().join("tests/fixtures/sysfs/qemu-hmat-4node.tar.gz")
 }
 
 fn shared_tarball(id: &str) -> PathBuf {
@@ -43,7 +43,7 @@ fn entry(t: &Topology, node: NodeId, class: AccessClass) -> &HmatAccess {
 
 #[test]
 fn the_guest_s_kernel_publishes_the_best_initiator_of_each_node_as_qemu_was_told() {
-    let t = load(&qemu_tree());
+    let t = load(&qemu_capture());
     let layout: Value = serde_json::from_str(
         &std::fs::read_to_string(repo().join("tests/vm/layouts/4node.json")).unwrap(),
     )
@@ -117,8 +117,9 @@ fn figures_of_zero_are_not_given() {
 fn captures_and_snapshots_carry_hmat_and_tiers() {
     let dir = tempfile::tempdir().unwrap();
     let tarball = dir.path().join("guest.tar.gz");
-    let summary = capture_topology(&qemu_tree(), &tarball).unwrap();
-    let original = load(&qemu_tree());
+    let tree = pinctl_capture::unpack_tarball(&qemu_capture()).unwrap();
+    let summary = capture_topology(tree.root(), &tarball).unwrap();
+    let original = load(&qemu_capture());
     assert_eq!(summary.topology, original);
     let from_tarball = load(&tarball);
     assert_eq!(from_tarball.memory_performance, original.memory_performance);
@@ -169,7 +170,8 @@ fn a_capture_carries_the_probe_result_it_was_written_with() {
         .flat_map(|c| (0..4).map(move |m| (c, m, if c == m { 80.5 } else { 140.25 })))
         .collect();
     let m = measurement(&pairs);
-    let summary = pinctl_capture::capture_topology_with(&qemu_tree(), &tarball, Some(&m)).unwrap();
+    let tree = pinctl_capture::unpack_tarball(&qemu_capture()).unwrap();
+    let summary = pinctl_capture::capture_topology_with(tree.root(), &tarball, Some(&m)).unwrap();
     assert_eq!(summary.topology.memory_performance.measured.as_ref(), Some(&m));
     let back = load(&tarball);
     assert_eq!(back, summary.topology);
@@ -181,18 +183,13 @@ fn a_capture_carries_the_probe_result_it_was_written_with() {
     assert_eq!(summary.topology.memory_performance.measured.as_ref(), Some(&m));
     assert_eq!(load(&again).memory_performance.measured.as_ref(), Some(&m));
     // The tree without a probe file has no measurement.
-    assert!(load(&qemu_tree()).memory_performance.measured.is_none());
+    assert!(load(tree.root()).memory_performance.measured.is_none());
 }
 
 #[test]
 fn a_probe_result_that_does_not_fit_its_topology_is_refused_by_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    let copy = std::process::Command::new("cp")
-        .args(["-a", &qemu_tree().display().to_string(), &tree.display().to_string()])
-        .status()
-        .unwrap();
-    assert!(copy.success());
+    let unpacked = pinctl_capture::unpack_tarball(&qemu_capture()).unwrap();
+    let tree = unpacked.root().to_path_buf();
     let file = tree.join(pinctl_capture::PROBE_FILE);
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     let source = TopologySource::from_arg(Some(&tree)).unwrap();

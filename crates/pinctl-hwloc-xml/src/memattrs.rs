@@ -14,6 +14,10 @@ use roxmltree::Node as XmlNode;
 
 use crate::{id_set, shown};
 
+/// Per figure slot (read/write latency, read/write bandwidth): the value, and whether it came
+/// from a generic attribute (which a specific one replaces).
+type Figures = [(Option<u32>, bool); 4];
+
 /// Which figure of an [`HmatAccess`] a memory attribute gives, and whether it is a generic
 /// one (read and write alike) that a specific one overrides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +55,7 @@ pub(crate) fn memory_attributes(
     gp_to_node: &HashMap<&str, NodeId>,
 ) -> Result<Vec<HmatAccess>, String> {
     // (figure slot, generic?) values per (target, initiators); specific values win.
-    let mut groups: BTreeMap<(NodeId, Vec<NodeId>), [(Option<u32>, bool); 4]> = BTreeMap::new();
+    let mut groups: BTreeMap<(NodeId, Vec<NodeId>), Figures> = BTreeMap::new();
     for attr in top.children().filter(|c| c.has_tag_name("memattr")) {
         let name = attr.attribute("name").unwrap_or("");
         let Some((figures, generic)) = figures_of(name) else { continue };

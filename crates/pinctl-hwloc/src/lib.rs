@@ -250,6 +250,10 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
     Ok(topology)
 }
 
+/// Per figure slot (read/write latency, read/write bandwidth): the value, and whether it came
+/// from a generic attribute (which a specific one replaces).
+type Figures = [(Option<u32>, bool); 4];
+
 /// libhwloc's memory attributes of NUMA nodes as HMAT entries of class `hwloc`: for each
 /// target node and initiator (a CPU set standing for the nodes whose CPUs lie inside it, or a
 /// NUMA node object), the latency and bandwidth figures; generic `Latency`/`Bandwidth` fill
@@ -266,7 +270,7 @@ fn memory_attributes(hw: &hwlocality::Topology, nodes: &[Node]) -> Result<Vec<Hm
         ("ReadBandwidth", &[2], false),
         ("WriteBandwidth", &[3], false),
     ];
-    let mut groups: BTreeMap<(NodeId, Vec<NodeId>), [(Option<u32>, bool); 4]> = BTreeMap::new();
+    let mut groups: BTreeMap<(NodeId, Vec<NodeId>), Figures> = BTreeMap::new();
     for (name, slots, generic) in ATTRIBUTES {
         let Ok(Some(attribute)) = hw.memory_attribute_named(name) else { continue };
         for target in hw.objects_with_type(ObjectType::NUMANode) {

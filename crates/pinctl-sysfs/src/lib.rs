@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic;
+pub mod cpu_cache;
 mod devices;
 mod discover;
 mod error;
@@ -24,6 +25,7 @@ mod near;
 pub mod parse;
 pub mod pci;
 mod process;
+pub mod smaps;
 mod source;
 
 pub use devices::DeviceScope;

@@ -164,19 +164,30 @@ impl MemoryPerformance {
     /// entry names `from` among the best initiators of `to`: HMAT in sysfs says nothing about
     /// the others.
     pub fn hmat_latency(&self, from: NodeId, to: NodeId) -> Option<(u32, AccessClass)> {
-        [AccessClass::Access1, AccessClass::Hwloc, AccessClass::Access0].into_iter().find_map(
-            |class| {
-                self.hmat
-                    .iter()
-                    .filter(|a| a.node == to && a.class == class && a.initiators.contains(from))
-                    .find_map(|a| a.latency_ns().map(|ns| (ns, class)))
+        self.hmat_entries(from, to).find_map(|a| a.latency_ns().map(|ns| (ns, a.class)))
+    }
+
+    /// The HMAT read bandwidth from initiator node `from` to memory node `to`, MB/s, in the
+    /// order of [`MemoryPerformance::hmat_latency`].
+    pub fn hmat_read_bandwidth(&self, from: NodeId, to: NodeId) -> Option<u32> {
+        self.hmat_entries(from, to).find_map(|a| a.read_bandwidth_mb_s)
+    }
+
+    /// The entries that name `from` among the best initiators of `to`: `access1` first, then
+    /// hwloc's, then `access0`.
+    fn hmat_entries(&self, from: NodeId, to: NodeId) -> impl Iterator<Item = &HmatAccess> {
+        [AccessClass::Access1, AccessClass::Hwloc, AccessClass::Access0].into_iter().flat_map(
+            move |class| {
+                self.hmat.iter().filter(move |a| {
+                    a.node == to && a.class == class && a.initiators.contains(from)
+                })
             },
         )
     }
 
     /// Sorts every part into the order the model promises.
     pub fn put_in_order(&mut self) {
-        self.hmat.sort_by(|a, b| (a.node, a.class).cmp(&(b.node, b.class)));
+        self.hmat.sort_by_key(|a| (a.node, a.class));
         self.memory_tiers.sort_by_key(|t| t.tier);
         if let Some(m) = &mut self.measured {
             m.pairs.sort_by_key(|p| (p.cpu_node, p.memory_node));
