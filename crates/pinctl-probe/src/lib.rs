@@ -27,7 +27,7 @@ pub use plan::{
     Shares, buffer_bytes, default_budget, last_level_cache,
 };
 pub use report::{
-    Disagreement, PROBE_SCHEMA_VERSION, PairComparison, ProbeDocument, TIE_FRACTION, compare,
-    disagreements,
+    Disagreement, PROBE_SCHEMA_VERSION, PairComparison, ProbeDocument, ProbeSchemaVersion,
+    TIE_FRACTION, compare, disagreements,
 };
 pub use run::{Clock, Event, Labels, MonotonicClock, Progress, Silent, run_probe};

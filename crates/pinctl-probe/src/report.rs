@@ -6,11 +6,32 @@
 use std::fmt;
 
 use pinctl_topology::{Measurement, NodeId, Topology};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// The version of the `pinctl probe --json` document (docs/probe.md): it goes up when a field
 /// is removed, renamed or changes type or meaning; fields may be added within a version.
 pub const PROBE_SCHEMA_VERSION: u32 = 1;
+
+/// The `schema_version` of a probe document: always [`PROBE_SCHEMA_VERSION`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProbeSchemaVersion;
+
+impl Serialize for ProbeSchemaVersion {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(PROBE_SCHEMA_VERSION)
+    }
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for ProbeSchemaVersion {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ProbeSchemaVersion".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "integer", "const": PROBE_SCHEMA_VERSION })
+    }
+}
 
 /// Two latencies closer than this fraction of the smaller are a tie: a run-to-run wobble of a
 /// few percent must not read as a ranking.
@@ -22,7 +43,7 @@ pub const TIE_FRACTION: f64 = 0.05;
 #[serde(deny_unknown_fields)]
 pub struct ProbeDocument {
     /// The version of this document's form: 1.
-    pub schema_version: u32,
+    pub schema_version: ProbeSchemaVersion,
     /// What was measured (as `memory_performance.measured` of `pinctl topology --json`).
     pub measured: Measurement,
     /// Each pair beside SLIT and HMAT, by CPU node then memory node.
@@ -88,7 +109,7 @@ impl ProbeDocument {
     /// The document of `measured` on `topology` (whose SLIT and HMAT it is set beside).
     pub fn new(topology: &Topology, measured: &Measurement) -> ProbeDocument {
         ProbeDocument {
-            schema_version: PROBE_SCHEMA_VERSION,
+            schema_version: ProbeSchemaVersion,
             pairs: compare(topology, measured),
             disagreements: disagreements(topology, measured),
             measured: measured.clone(),
