@@ -120,7 +120,9 @@ pub fn run_probe(
 ) -> Result<Measurement, ProbeError> {
     let result = measure_all(plan, measurer, clock, progress);
     measurer.release();
-    let (pairs, elapsed) = result?;
+    let (mut pairs, elapsed) = result?;
+    // Measured memory node by memory node; kept in the model's order.
+    pairs.sort_by_key(|p| (p.cpu_node, p.memory_node));
     Ok(Measurement {
         tool: labels.tool,
         measured_at: labels.measured_at,
