@@ -137,7 +137,7 @@ fn bad_arguments_are_refused_before_anything_is_measured() {
             "`--save probe.txt`: name a snapshot (.json) or a capture (.tar.gz, .tgz)",
         ),
         (&["--save", "/nonexistent/dir/p.json"], 2, "folder `/nonexistent/dir` does not exist"),
-        (&["--budget", "0.001"], 1, "cannot measure"),
+        (&["--quick", "--budget", "0.001"], 1, "cannot measure"),
     ];
     for (args, code, want) in cases {
         let out = pinctl().arg("probe").args(args).output().unwrap();

@@ -145,8 +145,8 @@ impl ProbePlan {
                 note(
                     n.id,
                     format!(
-                        "no memory side: {} MiB free, and the probe takes {} MiB there only \
-                         when as much again stays free",
+                        "no memory side: {} MiB free (MemFree), and the probe takes {} MiB \
+                         there only when as much again stays free",
                         free >> 20,
                         buffer_bytes >> 20
                     ),
@@ -293,7 +293,7 @@ mod tests {
             [
                 "1: no memory side: it has no memory",
                 "2: no CPU side: it has no CPUs (memory-only)",
-                "3: no memory side: 100 MiB free, and the probe takes 256 MiB there only when as much again stays free",
+                "3: no memory side: 100 MiB free (MemFree), and the probe takes 256 MiB there only when as much again stays free",
                 "5: offline",
             ]
         );
