@@ -134,30 +134,7 @@ fn captures_and_snapshots_carry_hmat_and_tiers() {
 }
 
 fn measurement(pairs: &[(NodeId, NodeId, f64)]) -> pinctl_topology::Measurement {
-    pinctl_topology::Measurement {
-        tool: "pinctl test".into(),
-        measured_at: "2025-06-01T12:00:00Z".into(),
-        kernel: Some("6.1.0-50-cloud-amd64".into()),
-        quick: false,
-        budget_ms: 30_000,
-        elapsed_ms: 28_500,
-        buffer_bytes: 64 << 20,
-        last_level_cache_bytes: Some(16 << 20),
-        pairs: pairs
-            .iter()
-            .map(|&(cpu_node, memory_node, latency_ns)| pinctl_topology::MeasuredPair {
-                cpu_node,
-                memory_node,
-                latency_ns,
-                read_bandwidth_gb_s: 12.5,
-                threads: 2,
-                latency_passes: 4,
-                bandwidth_passes: 3,
-                huge_page_bytes: 64 << 20,
-            })
-            .collect(),
-        not_measured: vec![],
-    }
+    pinctl_testkit::measurement(pairs.iter().copied())
 }
 
 /// A probe result saved into a capture comes back with the tree, from the tarball and from

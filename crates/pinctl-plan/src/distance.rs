@@ -212,7 +212,7 @@ fn latency_matrix(
 mod tests {
     use super::*;
     use pinctl_testkit::{GIB, SyntheticTopology};
-    use pinctl_topology::{MeasuredPair, Measurement};
+    use pinctl_topology::Measurement;
 
     fn topology() -> Topology {
         SyntheticTopology::new()
@@ -224,33 +224,11 @@ mod tests {
     }
 
     fn measured(latency: impl Fn(u32, u32) -> Option<f64>) -> Measurement {
-        let pairs = (0..3)
-            .flat_map(|c| (0..3).map(move |m| (c, m)))
-            .filter_map(|(c, m)| {
-                Some(MeasuredPair {
-                    cpu_node: c,
-                    memory_node: m,
-                    latency_ns: latency(c, m)?,
-                    read_bandwidth_gb_s: 10.0,
-                    threads: 1,
-                    latency_passes: 1,
-                    bandwidth_passes: 1,
-                    huge_page_bytes: 0,
-                })
-            })
-            .collect();
-        Measurement {
-            tool: "pinctl 0.1.0".into(),
-            measured_at: "2025-01-01T00:00:00Z".into(),
-            kernel: None,
-            quick: false,
-            budget_ms: 1,
-            elapsed_ms: 1,
-            buffer_bytes: 1,
-            last_level_cache_bytes: None,
-            pairs,
-            not_measured: vec![],
-        }
+        pinctl_testkit::measurement(
+            (0..3)
+                .flat_map(|c| (0..3).map(move |m| (c, m)))
+                .filter_map(|(c, m)| Some((c, m, latency(c, m)?))),
+        )
     }
 
     #[test]

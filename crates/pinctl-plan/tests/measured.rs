@@ -9,36 +9,18 @@ mod common;
 
 use common::*;
 use pinctl_plan::DistanceMeasure;
-use pinctl_topology::{AccessClass, HmatAccess, MeasuredPair, Measurement, NodeId, Topology};
+use pinctl_topology::{AccessClass, HmatAccess, Measurement, NodeId, Topology};
 
 /// A measurement of every pair of `t`'s nodes, latency by `latency(cpu, memory)`.
 fn measurement(t: &Topology, latency: impl Fn(NodeId, NodeId) -> f64) -> Measurement {
     let ids: Vec<NodeId> = t.nodes.iter().map(|n| n.id).collect();
-    Measurement {
-        tool: "pinctl 0.1.0".into(),
-        measured_at: "2025-06-01T12:00:00Z".into(),
-        kernel: Some("6.8.0".into()),
-        quick: false,
-        budget_ms: 90_000,
-        elapsed_ms: 88_000,
-        buffer_bytes: 256 << 20,
-        last_level_cache_bytes: Some(32 << 20),
-        pairs: ids
-            .iter()
+    let mut m = pinctl_testkit::measurement(
+        ids.iter()
             .flat_map(|&c| ids.iter().map(move |&m| (c, m)))
-            .map(|(c, m)| MeasuredPair {
-                cpu_node: c,
-                memory_node: m,
-                latency_ns: latency(c, m),
-                read_bandwidth_gb_s: 20.0,
-                threads: 8,
-                latency_passes: 5,
-                bandwidth_passes: 5,
-                huge_page_bytes: 256 << 20,
-            })
-            .collect(),
-        not_measured: vec![],
-    }
+            .map(|(c, m)| (c, m, latency(c, m))),
+    );
+    m.measured_at = "2025-06-01T12:00:00Z".into();
+    m
 }
 
 /// EPYC NPS4 (SLIT 10/12/32, nvme0n1 on node 2) measured: 90 ns local, 140 ns inside a

@@ -179,36 +179,11 @@ pub fn disagreements(topology: &Topology, m: &Measurement) -> Vec<Disagreement> 
 mod tests {
     use super::*;
     use pinctl_testkit::{GIB, SyntheticTopology};
-    use pinctl_topology::MeasuredPair;
 
     fn measured(latencies: &[[f64; 3]; 3]) -> Measurement {
-        let mut pairs = Vec::new();
-        for (c, row) in latencies.iter().enumerate() {
-            for (m, &ns) in row.iter().enumerate() {
-                pairs.push(MeasuredPair {
-                    cpu_node: c as u32,
-                    memory_node: m as u32,
-                    latency_ns: ns,
-                    read_bandwidth_gb_s: 10.0,
-                    threads: 2,
-                    latency_passes: 3,
-                    bandwidth_passes: 3,
-                    huge_page_bytes: 0,
-                });
-            }
-        }
-        Measurement {
-            tool: "test".into(),
-            measured_at: "2025-01-01T00:00:00Z".into(),
-            kernel: None,
-            quick: false,
-            budget_ms: 1,
-            elapsed_ms: 1,
-            buffer_bytes: 1,
-            last_level_cache_bytes: None,
-            pairs,
-            not_measured: vec![],
-        }
+        pinctl_testkit::measurement(latencies.iter().enumerate().flat_map(|(c, row)| {
+            row.iter().enumerate().map(move |(m, &ns)| (c as u32, m as u32, ns))
+        }))
     }
 
     /// EPYC-like SLIT: 12 inside the socket, 32 across. The measurement finds node 2

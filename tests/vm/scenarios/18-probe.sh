@@ -80,13 +80,7 @@ bench probe_quick_ms="$elapsed" budget_ms="$budget" pairs="$(node_count | awk '{
 # --- saved with the topology, read back, planned on
 run_to saved "$PINCTL" topology --json --topology /tmp/probed.json
 check_eq probe/saved "$(jq -c .measured probe.out)" "$(jq -c .memory_performance.measured saved.out)" saved.out
-sed_devices=""
-for dev in $(layout_devices); do
-    key=${dev#*/}
-    key=${key%/*}
-    sed_devices="$sed_devices s|@$key@|$(device_name "$key")|g;"
-done
-sed "$sed_devices" "/vm/configs/$LAYOUT.toml" >config.toml
+layout_config config.toml
 run_to plan "$PINCTL" plan --json -c config.toml --topology /tmp/probed.json
 check_eq probe/plan-says-why-not-measured-nor-hmat \
     "slit: the saved measurement is a --quick one, not for planning; HMAT names only each node's best initiators and says nothing of node 0 and node 1" \
