@@ -211,16 +211,10 @@ fn latency_matrix(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pinctl_testkit::{GIB, SyntheticTopology};
     use pinctl_topology::Measurement;
 
     fn topology() -> Topology {
-        SyntheticTopology::new()
-            .node("0-1".parse().unwrap(), 0, Some(GIB))
-            .node("2-3".parse().unwrap(), 0, Some(GIB))
-            .node("4-5".parse().unwrap(), 1, Some(GIB))
-            .distance_matrix(vec![vec![10, 12, 32], vec![12, 10, 32], vec![32, 32, 10]])
-            .build()
+        pinctl_testkit::three_nodes_slit_12_32()
     }
 
     fn measured(latency: impl Fn(u32, u32) -> Option<f64>) -> Measurement {

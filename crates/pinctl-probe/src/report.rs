@@ -178,7 +178,6 @@ pub fn disagreements(topology: &Topology, m: &Measurement) -> Vec<Disagreement> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pinctl_testkit::{GIB, SyntheticTopology};
 
     fn measured(latencies: &[[f64; 3]; 3]) -> Measurement {
         pinctl_testkit::measurement(latencies.iter().enumerate().flat_map(|(c, row)| {
@@ -189,12 +188,7 @@ mod tests {
     /// EPYC-like SLIT: 12 inside the socket, 32 across. The measurement finds node 2
     /// (across) faster from node 0 than node 1 (inside), and 1 and 2 alike from node 2.
     fn topology() -> Topology {
-        SyntheticTopology::new()
-            .node("0-1".parse().unwrap(), 0, Some(GIB))
-            .node("2-3".parse().unwrap(), 0, Some(GIB))
-            .node("4-5".parse().unwrap(), 1, Some(GIB))
-            .distance_matrix(vec![vec![10, 12, 32], vec![12, 10, 32], vec![32, 32, 10]])
-            .build()
+        pinctl_testkit::three_nodes_slit_12_32()
     }
 
     #[test]

@@ -201,6 +201,18 @@ impl SyntheticTopology {
     }
 }
 
+/// Three nodes of 2 CPUs and 1 GiB, nodes 0 and 1 in package 0 and node 2 in package 1, with
+/// EPYC-like SLIT distances (12 inside a package, 32 across): the machine the tests of measured
+/// distances contradict.
+pub fn three_nodes_slit_12_32() -> Topology {
+    SyntheticTopology::new()
+        .node("0-1".parse().unwrap_or_default(), 0, Some(GIB))
+        .node("2-3".parse().unwrap_or_default(), 0, Some(GIB))
+        .node("4-5".parse().unwrap_or_default(), 1, Some(GIB))
+        .distance_matrix(vec![vec![10, 12, 32], vec![12, 10, 32], vec![32, 32, 10]])
+        .build()
+}
+
 /// A full (not `--quick`) `pinctl probe` result of the pairs `(CPU node, memory node, latency
 /// ns)`, in the order given: 10 GB/s and 3 passes of each kind per pair, 2 threads, a 256 MiB
 /// buffer on huge pages, by `pinctl 0.1.0` on 2025-01-01. Tests change the fields they are
