@@ -5,6 +5,7 @@
 //! once instead of once per file.
 //!
 //! - `check`, `plan`, `plan_docs`, `topology`: the commands on bundled files and fixtures.
+//! - `probe`: `pinctl probe` measuring this machine, and what it saves.
 //! - `exec`: `pinctl exec` applying placements on this machine.
 //! - `numactl`: pinctl's numactl mode against the real numactl (which must be installed).
 //! - `vm`: static checks of the QEMU test bed, and the whole VM suite as an ignored test.
@@ -23,6 +24,7 @@ mod hostile;
 mod numactl;
 mod plan;
 mod plan_docs;
+mod probe;
 mod run;
 mod supervisor;
 mod support;

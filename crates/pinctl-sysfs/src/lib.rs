@@ -13,16 +13,20 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic;
+pub mod cpu_cache;
 mod devices;
 mod discover;
 mod error;
 pub mod fsroot;
+pub mod hmat;
 mod host;
+pub mod memory_tiers;
 mod near;
 pub mod owned;
 pub mod parse;
 pub mod pci;
 mod process;
+pub mod smaps;
 mod source;
 
 pub use devices::DeviceScope;

@@ -9,6 +9,7 @@
 
 mod discovery;
 mod idset;
+mod performance;
 mod policy;
 pub mod text;
 mod warnings;
@@ -17,6 +18,9 @@ pub use discovery::DiscoveryWarning;
 pub use idset::{
     CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
     ParseIdSetError,
+};
+pub use performance::{
+    AccessClass, HmatAccess, MeasuredPair, Measurement, MemoryPerformance, MemoryTier, NotMeasured,
 };
 pub use policy::{MemoryPolicy, ParseMemoryPolicyError};
 pub use warnings::{MEMORY_AGREEMENT_PERCENT, host_warnings};
@@ -98,6 +102,10 @@ pub struct Topology {
     /// the JSON when there are none (a healthy source).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub discovery_warnings: Vec<DiscoveryWarning>,
+    /// What is known about reaching each node's memory beyond SLIT: HMAT, memory tiers, and a
+    /// measurement by `pinctl probe` (docs/probe.md). Absent from the JSON when nothing is.
+    #[serde(default, skip_serializing_if = "MemoryPerformance::is_empty")]
+    pub memory_performance: MemoryPerformance,
 }
 
 /// One NUMA node.
@@ -267,7 +275,7 @@ pub struct NodeWeight {
 }
 
 /// A node set as an array of node ids, read from that or from a list string (`"0-1"`).
-mod node_ids {
+pub(crate) mod node_ids {
     use serde::de::{self, SeqAccess, Visitor};
     use serde::ser::SerializeSeq;
     use serde::{Deserializer, Serializer};
@@ -439,6 +447,7 @@ mod tests {
             },
             warnings: vec![],
             discovery_warnings: vec![],
+            memory_performance: MemoryPerformance::default(),
         };
         t.refresh_warnings();
         t
