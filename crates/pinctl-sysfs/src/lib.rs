@@ -23,6 +23,7 @@ pub mod parse;
 pub mod pci;
 mod process;
 mod source;
+pub mod trust;
 
 pub use devices::DeviceScope;
 pub use discover::{read_topology, read_topology_with, read_tree, read_tree_with};

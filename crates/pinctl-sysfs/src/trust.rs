@@ -1,0 +1,387 @@
+//! Reading a small file that another user may have written (a service's PID file), the way a
+//! program running as root must: the path is walked one name at a time from the root, so
+//! each folder and each symbolic link on the way is seen with its owner and mode before it is
+//! used; the file itself is opened without following a link and without blocking (a FIFO
+//! there is an error, not a wait), must be a regular file, and is read up to a bound.
+//!
+//! What the walk finds decides whether the content can be believed, as systemd and OpenSSH
+//! decide it (systemd's PID-file rule, OpenSSH's `StrictModes`): it can when the file, every
+//! folder on the way and every link followed belong to root or to the user pinctl runs as,
+//! the file is writable by its owner alone, its folder too, and no folder above lets others
+//! write except with the sticky bit (`/tmp`: there nobody but an entry's owner can rename or
+//! remove it). Anything else is [`Untrusted`]: the file was read, but another user could have
+//! chosen what it says, and the caller must prove it some other way or refuse it.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
+
+/// Symbolic links followed in one walk at most (the kernel's own limit, `MAXSYMLINKS`).
+pub const MAX_LINKS: u32 = 40;
+
+/// Why a file's content cannot be believed on its own: the first such thing met on the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Untrusted {
+    /// The file belongs to another user.
+    FileOwner { uid: u32 },
+    /// Group or others may write the file.
+    FileWritable { mode: u32 },
+    /// A folder on the way belongs to another user.
+    FolderOwner { folder: PathBuf, uid: u32 },
+    /// A folder on the way lets group or others write: the file's own folder, or one above
+    /// it without the sticky bit.
+    FolderWritable { folder: PathBuf, mode: u32 },
+    /// A symbolic link on the way was placed by another user.
+    Link { link: PathBuf, uid: u32 },
+}
+
+impl fmt::Display for Untrusted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Untrusted::FileOwner { uid } => write!(f, "owned by uid {uid}, not root"),
+            Untrusted::FileWritable { mode } => {
+                write!(f, "writable by group or others (mode {:04o})", mode & 0o7777)
+            }
+            Untrusted::FolderOwner { folder, uid } => {
+                write!(f, "in `{}`, a folder owned by uid {uid}, not root", folder.display())
+            }
+            Untrusted::FolderWritable { folder, mode } => write!(
+                f,
+                "in `{}`, a folder group or others may write (mode {:04o})",
+                folder.display(),
+                mode & 0o7777
+            ),
+            Untrusted::Link { link, uid } => write!(
+                f,
+                "reached through `{}`, a symbolic link placed by uid {uid}, not root",
+                link.display()
+            ),
+        }
+    }
+}
+
+/// Why a file could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckedReadError {
+    /// The file, or a folder on the way, does not exist.
+    #[error("`{}` does not exist", path.display())]
+    NotFound { path: PathBuf },
+    /// The file's own name is a symbolic link: never followed.
+    #[error("`{}` is a symbolic link: it is not followed", path.display())]
+    Link { path: PathBuf },
+    /// The file is a FIFO, socket, device or folder.
+    #[error("`{}` is not a regular file (a {kind})", path.display())]
+    NotRegular { path: PathBuf, kind: &'static str },
+    /// A name on the way is not a folder.
+    #[error("`{}` is not a folder", path.display())]
+    NotAFolder { path: PathBuf },
+    /// More than [`MAX_LINKS`] links on the way.
+    #[error("`{}`: more than {MAX_LINKS} symbolic links on the way", path.display())]
+    TooManyLinks { path: PathBuf },
+    /// The file holds more than the bound.
+    #[error("`{}` holds more than {max} bytes", path.display())]
+    TooLarge { path: PathBuf, max: usize },
+    /// Any other failure of a call on the way.
+    #[error("cannot read `{}`: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// What [`read_checked`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedRead {
+    /// The file's bytes, at most the bound.
+    pub bytes: Vec<u8>,
+    /// `None` when root (or the user pinctl runs as) alone could have chosen them.
+    pub untrusted: Option<Untrusted>,
+}
+
+/// Whether `uid` may be believed: root, or the user this process runs as.
+fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == rustix::process::geteuid().as_raw()
+}
+
+fn kind_of(ft: FileType) -> &'static str {
+    match ft {
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Directory => "folder",
+        FileType::Symlink => "symbolic link",
+        _ => "special file",
+    }
+}
+
+/// A folder reached on the way, open for the names below it.
+struct Folder {
+    fd: OwnedFd,
+    /// Where it was reached, for messages (links followed, so not always the path given).
+    shown: PathBuf,
+    mode: u32,
+}
+
+/// Reads the file at `path` (absolute, taken under `root`: `/` on the live machine) as the
+/// module says, at most `max` bytes. Links on the way are followed inside `root` (an absolute
+/// target starts again at `root`, `..` never climbs above it); the file's own name must not
+/// be a link.
+pub fn read_checked(root: &Path, path: &Path, max: usize) -> Result<CheckedRead, CheckedReadError> {
+    let io_at = |at: &Path| {
+        let at = at.to_path_buf();
+        move |e: rustix::io::Errno| {
+            let source = io::Error::from(e);
+            match source.kind() {
+                io::ErrorKind::NotFound => CheckedReadError::NotFound { path: at },
+                io::ErrorKind::NotADirectory => CheckedReadError::NotAFolder { path: at },
+                _ => CheckedReadError::Io { path: at, source },
+            }
+        }
+    };
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let top = rustix::fs::open(root, dir_flags, Mode::empty()).map_err(io_at(root))?;
+    let top_mode = rustix::fs::fstat(&top).map_err(io_at(root))?;
+    let mut untrusted = None;
+    let mut note = |why: Untrusted| {
+        untrusted.get_or_insert(why);
+    };
+    let mut folders = vec![Folder { fd: top, shown: PathBuf::from("/"), mode: top_mode.st_mode }];
+    if !trusted_owner(top_mode.st_uid) {
+        note(Untrusted::FolderOwner { folder: PathBuf::from("/"), uid: top_mode.st_uid });
+    }
+    let mut names: VecDeque<OsString> = names_of(path);
+    let mut links = 0;
+    while let Some(name) = names.pop_front() {
+        if name == ".." {
+            if folders.len() > 1 {
+                folders.pop();
+            }
+            continue;
+        }
+        let here = folders.last().expect("the root stays").shown.join(&name);
+        if names.is_empty() {
+            let folder = folders.last().expect("the root stays");
+            if folder.mode & 0o022 != 0 {
+                note(Untrusted::FolderWritable { folder: folder.shown.clone(), mode: folder.mode });
+            }
+            let flags = OFlags::RDONLY
+                | OFlags::NOFOLLOW
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::CLOEXEC;
+            let fd = match rustix::fs::openat(&folder.fd, name.as_os_str(), flags, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::LOOP) => return Err(CheckedReadError::Link { path: here }),
+                // A socket cannot be opened at all.
+                Err(rustix::io::Errno::NXIO) => {
+                    return Err(CheckedReadError::NotRegular { path: here, kind: "socket" });
+                }
+                Err(e) => return Err(io_at(&here)(e)),
+            };
+            let stat = rustix::fs::fstat(&fd).map_err(io_at(&here))?;
+            let ft = FileType::from_raw_mode(stat.st_mode);
+            if ft != FileType::RegularFile {
+                return Err(CheckedReadError::NotRegular { path: here, kind: kind_of(ft) });
+            }
+            if !trusted_owner(stat.st_uid) {
+                note(Untrusted::FileOwner { uid: stat.st_uid });
+            }
+            if stat.st_mode & 0o022 != 0 {
+                note(Untrusted::FileWritable { mode: stat.st_mode });
+            }
+            let mut bytes = Vec::new();
+            File::from(fd)
+                .take(max as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|source| CheckedReadError::Io { path: here.clone(), source })?;
+            if bytes.len() > max {
+                return Err(CheckedReadError::TooLarge { path: here, max });
+            }
+            return Ok(CheckedRead { bytes, untrusted });
+        }
+        let folder = folders.last().expect("the root stays");
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&folder.fd, name.as_os_str(), flags, Mode::empty())
+            .map_err(io_at(&here))?;
+        let stat = rustix::fs::fstat(&fd).map_err(io_at(&here))?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Symlink => {
+                if !trusted_owner(stat.st_uid) {
+                    note(Untrusted::Link { link: here.clone(), uid: stat.st_uid });
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(CheckedReadError::TooManyLinks { path: path.to_path_buf() });
+                }
+                // Read from the folder, not through `fd`: a link's folder that others could
+                // change is already untrusted, and one nobody else can change keeps the link.
+                let target = rustix::fs::readlinkat(&folder.fd, name.as_os_str(), Vec::new())
+                    .map_err(io_at(&here))?;
+                let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+                if target.is_absolute() {
+                    folders.truncate(1);
+                }
+                for n in names_of(&target).into_iter().rev() {
+                    names.push_front(n);
+                }
+            }
+            FileType::Directory => {
+                if !trusted_owner(stat.st_uid) {
+                    note(Untrusted::FolderOwner { folder: here.clone(), uid: stat.st_uid });
+                }
+                // Above the file's own folder, the sticky bit keeps others from renaming or
+                // removing what is not theirs (checked again if this is the file's folder).
+                if stat.st_mode & 0o022 != 0 && stat.st_mode & 0o1000 == 0 {
+                    note(Untrusted::FolderWritable { folder: here.clone(), mode: stat.st_mode });
+                }
+                folders.push(Folder { fd, shown: here, mode: stat.st_mode });
+            }
+            _ => return Err(CheckedReadError::NotAFolder { path: here }),
+        }
+    }
+    // No name at all: the path was the root itself.
+    Err(CheckedReadError::NotRegular { path: path.to_path_buf(), kind: "folder" })
+}
+
+/// The names of a path, `..` kept (the walk resolves it), `/` and `.` dropped.
+fn names_of(path: &Path) -> VecDeque<OsString> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .filter(|n| !n.as_bytes().is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+
+    use super::*;
+
+    fn chmod(p: &Path, mode: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// A root with `run/db/db.pid` (folders 0755, file 0644): trusted.
+    fn tree() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("run/db")).unwrap();
+        chmod(&d.path().join("run"), 0o755);
+        chmod(&d.path().join("run/db"), 0o755);
+        std::fs::write(d.path().join("run/db/db.pid"), "100\n").unwrap();
+        chmod(&d.path().join("run/db/db.pid"), 0o644);
+        d
+    }
+
+    fn read(root: &Path, path: &str) -> Result<CheckedRead, CheckedReadError> {
+        read_checked(root, Path::new(path), 64)
+    }
+
+    #[test]
+    fn a_file_only_root_could_write_is_trusted() {
+        let d = tree();
+        let r = read(d.path(), "/run/db/db.pid").unwrap();
+        assert_eq!((r.bytes.as_slice(), r.untrusted), (&b"100\n"[..], None));
+        // A link root placed is followed, relative or absolute (inside the root).
+        symlink("db", d.path().join("run/alias")).unwrap();
+        symlink("/run/db", d.path().join("run/abs")).unwrap();
+        assert_eq!(read(d.path(), "/run/alias/db.pid").unwrap().untrusted, None);
+        assert_eq!(read(d.path(), "/run/abs/../db/db.pid").unwrap().untrusted, None);
+        // `..` never climbs above the root.
+        assert_eq!(read(d.path(), "/../../run/db/db.pid").unwrap().untrusted, None);
+    }
+
+    #[test]
+    fn writable_files_and_folders_are_untrusted() {
+        let d = tree();
+        chmod(&d.path().join("run/db/db.pid"), 0o666);
+        let why = read(d.path(), "/run/db/db.pid").unwrap().untrusted.unwrap();
+        assert_eq!(why, Untrusted::FileWritable { mode: 0o100666 });
+        assert_eq!(why.to_string(), "writable by group or others (mode 0666)");
+        chmod(&d.path().join("run/db/db.pid"), 0o644);
+        // The file's own folder: writable by others, even sticky, is not safe.
+        chmod(&d.path().join("run/db"), 0o1777);
+        let why = read(d.path(), "/run/db/db.pid").unwrap().untrusted.unwrap();
+        assert!(
+            why.to_string().starts_with("in `/run/db`, a folder group or others may write"),
+            "{why}"
+        );
+        // A folder above it: sticky keeps others from renaming what is not theirs...
+        chmod(&d.path().join("run/db"), 0o755);
+        chmod(&d.path().join("run"), 0o1777);
+        assert_eq!(read(d.path(), "/run/db/db.pid").unwrap().untrusted, None);
+        // ...without it, `db` could be replaced.
+        chmod(&d.path().join("run"), 0o775);
+        let why = read(d.path(), "/run/db/db.pid").unwrap().untrusted.unwrap();
+        assert_eq!(why, Untrusted::FolderWritable { folder: "/run".into(), mode: 0o40775 });
+    }
+
+    #[test]
+    fn files_and_links_of_other_users_are_untrusted() {
+        // Giving a file to another user takes root, as the rule is for root.
+        let euid = rustix::process::geteuid().as_raw();
+        assert_eq!(euid, 0, "this test gives files to uid 65534: run it as root");
+        let d = tree();
+        let pid = d.path().join("run/db/db.pid");
+        std::os::unix::fs::lchown(&pid, Some(65534), None).unwrap();
+        let why = read(d.path(), "/run/db/db.pid").unwrap().untrusted.unwrap();
+        assert_eq!(why.to_string(), "owned by uid 65534, not root");
+        std::os::unix::fs::lchown(&pid, Some(0), None).unwrap();
+        std::os::unix::fs::lchown(d.path().join("run/db"), Some(65534), None).unwrap();
+        let why = read(d.path(), "/run/db/db.pid").unwrap().untrusted.unwrap();
+        assert_eq!(why, Untrusted::FolderOwner { folder: "/run/db".into(), uid: 65534 });
+        std::os::unix::fs::lchown(d.path().join("run/db"), Some(0), None).unwrap();
+        // A link someone else placed: followed, but what it leads to is not believed.
+        let link = d.path().join("run/elsewhere");
+        symlink("db", &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), None).unwrap();
+        let why = read(d.path(), "/run/elsewhere/db.pid").unwrap().untrusted.unwrap();
+        assert_eq!(why, Untrusted::Link { link: "/run/elsewhere".into(), uid: 65534 });
+    }
+
+    #[test]
+    fn links_fifos_devices_and_large_files_are_refused_without_blocking() {
+        let d = tree();
+        symlink("db.pid", d.path().join("run/db/last.pid")).unwrap();
+        assert!(matches!(read(d.path(), "/run/db/last.pid"), Err(CheckedReadError::Link { .. })));
+        // A FIFO with no writer: opened without blocking, refused.
+        let fifo = d.path().join("run/db/fifo.pid");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let e = read(d.path(), "/run/db/fifo.pid").unwrap_err();
+        assert_eq!(e.to_string(), format!("`/run/db/fifo.pid` is not a regular file (a FIFO)"));
+        let e = read_checked(Path::new("/"), Path::new("/dev/null"), 64).unwrap_err();
+        assert!(matches!(e, CheckedReadError::NotRegular { kind: "character device", .. }));
+        std::fs::write(d.path().join("run/db/big.pid"), "1".repeat(65)).unwrap();
+        assert!(matches!(
+            read(d.path(), "/run/db/big.pid"),
+            Err(CheckedReadError::TooLarge { max: 64, .. })
+        ));
+        assert!(matches!(
+            read(d.path(), "/run/none/x.pid"),
+            Err(CheckedReadError::NotFound { .. })
+        ));
+        assert!(matches!(
+            read(d.path(), "/run/db/db.pid/x"),
+            Err(CheckedReadError::NotAFolder { .. })
+        ));
+        // A loop of links ends.
+        symlink("loop", d.path().join("run/loop")).unwrap();
+        assert!(matches!(
+            read(d.path(), "/run/loop/db.pid"),
+            Err(CheckedReadError::TooManyLinks { .. })
+        ));
+    }
+}
