@@ -15,13 +15,19 @@ use crate::model::Instance;
 /// The most bytes of per-instance settings a file expands to, all instances together: an
 /// instance's name, the `{instance}` arguments of its `command` (the others are shared),
 /// `near`, `unit`, `working-dir`, `env`, `output` and `pid-file`, with what each string costs
-/// to hold. 8192 instances of a service with a 2 KiB command line, twenty `env` variables and
-/// a few `near` entries take about 40 MiB.
+/// to hold (and a `near` entry what it costs to resolve and plan). 8192 instances with a
+/// command line of 32 `{instance}` arguments, twenty `env` variables and two `near` entries
+/// take about 41 MiB; 8192 instances may have 14 `near` entries each.
 pub const MAX_EXPANDED_BYTES: u64 = 64 << 20;
 
 /// What holding one more string costs besides its bytes: its `String` (or shared pointer)
 /// and the allocator's rounding.
 const STRING_COST: u64 = 32;
+
+/// What a `near` entry of an instance costs besides its string: each distinct entry is
+/// resolved to devices, kept in the planner's inputs with them, and becomes a target the
+/// planner weighs for every option of its instance (measured: about half a KiB each).
+const NEAR_ENTRY_COST: u64 = 480;
 
 /// What one instance of a service holds once expanded, by the key that puts it there.
 #[derive(Debug, Default, Clone, Copy)]
@@ -48,7 +54,7 @@ impl InstanceCost {
             // The instance itself, its name (`NAME-8191`) and the key of its `pid-file`.
             fixed: size_of::<Instance>() as u64 + 2 * string(service_name) + 10,
             command: command.sum(),
-            near: m.near.iter().flatten().map(|(n, _)| string(n)).sum(),
+            near: m.near.iter().flatten().map(|(n, _)| string(n) + NEAR_ENTRY_COST).sum(),
             env: m.env.iter().map(|(k, (v, _))| string(k) + string(v)).sum(),
             paths: paths.iter().filter_map(|p| p.as_ref()).map(|(p, _)| string(p)).sum(),
         }
@@ -210,6 +216,57 @@ fn shown_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the services of `text` expand to, and whether the file is accepted.
+    fn expanded(text: &str) -> (bool, u64) {
+        let (document, errors) = toml::de::DeTable::parse_recoverable(text);
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut walker = Walker {
+            file: std::sync::Arc::new(crate::SourceFile::new(std::path::Path::new("f"), text)),
+            diagnostics: Vec::new(),
+            watch: Default::default(),
+        };
+        let mut raw = super::super::RawDocument::default();
+        walker.read_table(document.get_ref(), super::super::TOP_READERS, &mut raw);
+        let bytes = raw
+            .services
+            .iter()
+            .map(|(name, _, own)| {
+                let m = super::super::merge(&raw.defaults, own);
+                u64::from(m.instance_count()) * InstanceCost::of(name, &m).total()
+            })
+            .sum();
+        (crate::parse(std::path::Path::new("f.toml"), text).is_ok(), bytes)
+    }
+
+    /// The figures docs/config.md gives: a large file of a common shape, and the most `near`
+    /// entries 8192 instances may have.
+    #[test]
+    fn the_documented_files_expand_as_documented() {
+        let env: Vec<String> =
+            (0..20).map(|i| format!("V{i:02}=\"/srv/data/{{instance}}/value-{i:02}\"")).collect();
+        let args: Vec<String> =
+            (0..32).map(|i| format!("\"--opt-{i:02}=/srv/data/{{instance}}/x\"")).collect();
+        let common = format!(
+            "[service.a]\ncommand = [\"/usr/bin/server\", {}]\ninstances = 8192\n\
+             near = [\"/srv/{{instance}}\", \"/data{{instance}}\"]\n[service.a.env]\n{}\n",
+            args.join(", "),
+            env.join("\n")
+        );
+        let (accepted, bytes) = expanded(&common);
+        assert!(accepted);
+        assert_eq!(bytes >> 20, 41, "{bytes}");
+        let near = |n: usize| {
+            let entries: Vec<String> =
+                (0..n).map(|i| format!("\"/srv/d/{{instance}}/v{i:03}\"")).collect();
+            format!(
+                "[service.a]\ncommand = [\"x\"]\ninstances = 8192\nnear = [{}]\n",
+                entries.join(", ")
+            )
+        };
+        assert!(expanded(&near(14)).0);
+        assert!(!expanded(&near(15)).0);
+    }
 
     #[test]
     fn sizes_are_shown_in_their_largest_unit() {
