@@ -459,13 +459,7 @@ impl Drop for Slot {
 /// process or the host is short of something, and the next try waits. Neither gives the
 /// listener up.
 fn connections_fault(e: &std::io::Error) -> bool {
-    const EPERM: i32 = 1;
-    const EINTR: i32 = 4;
-    const EAGAIN: i32 = 11;
-    const EPROTO: i32 = 71;
-    const ECONNABORTED: i32 = 103;
-    const ECONNRESET: i32 = 104;
-    const ETIMEDOUT: i32 = 110;
+    use libc::{EAGAIN, ECONNABORTED, ECONNRESET, EINTR, EPERM, EPROTO, ETIMEDOUT};
     matches!(
         e.raw_os_error(),
         Some(EPERM | EINTR | EAGAIN | EPROTO | ECONNABORTED | ECONNRESET | ETIMEDOUT)

@@ -538,6 +538,11 @@ mod tests {
         d
     }
 
+    /// A watcher of [`target`] on the host `d`, every 10 s.
+    fn watcher(d: &tempfile::TempDir, action: OnDrift) -> Watcher {
+        Watcher::new(d.path(), vec![target(action)], Duration::from_secs(10), Watermark::default())
+    }
+
     fn target(action: OnDrift) -> Target {
         Target {
             instance: "db".into(),
@@ -561,12 +566,7 @@ mod tests {
     #[test]
     fn an_alert_instance_gets_one_alert_per_episode_and_is_never_touched() {
         let d = host(16384, 5, "0-7");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Alert)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Alert);
         let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
         let mut fake_clock = FakeClock(ctl.clock.clone());
         let mut alerts = 0;
@@ -591,12 +591,7 @@ mod tests {
     #[test]
     fn a_rebalance_instance_is_repinned_and_its_pages_moved_back() {
         let d = host(16384, 5, "0-7");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Rebalance)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Rebalance);
         let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
         for i in 0..16384usize {
             ctl.pages.insert(0x10000 + (16384 + i) * 4096, 1);
@@ -660,12 +655,7 @@ mod tests {
     #[test]
     fn drift_events_are_told_before_the_rebalance_they_cause() {
         let d = host(16384, 5, "0-7");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Rebalance)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Rebalance);
         let mut fake = FakeControl { listings: vec![vec![100]], ..Default::default() };
         for i in 0..16384usize {
             fake.pages.insert(0x10000 + (16384 + i) * 4096, 1);
@@ -697,12 +687,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         let d = host(16384, 5, "0-7");
         fs::set_permissions(d.path().join("run"), fs::Permissions::from_mode(0o777)).unwrap();
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Rebalance)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Rebalance);
         let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
         let mut fake_clock = FakeClock(ctl.clock.clone());
         for i in 0..6 {
@@ -719,12 +704,7 @@ mod tests {
     #[test]
     fn a_pid_taken_by_another_process_since_the_sample_is_left_alone() {
         let d = host(16384, 5, "0-7");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Rebalance)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Rebalance);
         let s = w.cycle(Duration::ZERO, None).instances[0].sample.clone().unwrap();
         assert_eq!(still_the_sampled(d.path(), 100, &s), Ok(()));
         // PID 100 exited and a new process took the number (another start time).
@@ -764,12 +744,7 @@ mod tests {
     #[test]
     fn a_vanished_instance_ends_its_episodes() {
         let d = host(16384, 1, "0-1");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Alert)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Alert);
         for i in 0..3 {
             w.cycle(Duration::from_secs(i * 10), None);
         }
