@@ -164,8 +164,8 @@ pub struct InstanceReport {
     pub sample: Option<InstanceSample>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Whether the process found could not be proven to be the instance (`error` says why):
-    /// it is not sampled, re-pinned or moved.
+    /// Whether the process found could not be proven to be the instance, or its PID file could
+    /// not be read safely (`error` says why): it is not sampled, re-pinned or moved.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub refused: bool,
     /// Fraction of memory on the planned nodes (`None` under `min-memory` or unsampled).
@@ -318,7 +318,7 @@ impl Watcher {
                 &mut budget,
             );
             let drift = self.drift.entry(t.instance.clone()).or_default();
-            let refused = matches!(sampled, Err(SampleError::Refused(_)));
+            let refused = matches!(sampled, Err(SampleError::Refused(_) | SampleError::PidFile(_)));
             let (sample, error, verdicts, transitions) = match sampled {
                 Ok(s) => {
                     let wm = self.watermark;
