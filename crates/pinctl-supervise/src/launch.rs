@@ -229,19 +229,26 @@ pub fn spawn(
 /// is opened as root, and the folder must be one that only root can write.
 fn check_output_folder(path: &Path, user: Option<&str>) -> Result<(), SpawnFailure> {
     use std::os::unix::fs::MetadataExt as _;
-    let dir = pinctl_sysfs::owned::folder_of(path);
+    let dir = pinctl_sysfs::trust::folder_of(path);
     let refused =
         |why: String| fail(EXIT_STDOUT, format!("refusing output `{}`: {why}", path.display()));
     if user.is_none() {
-        return match pinctl_sysfs::owned::check_folder(dir) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(refused(format!(
-                "{e}; an instance that runs as root writes its output only where nobody else \
+        return match pinctl_sysfs::trust::check_folder(dir) {
+            Ok(()) => Ok(()),
+            Err(pinctl_sysfs::trust::TrustError::Refused(r)) => Err(refused(format!(
+                "{r}; an instance that runs as root writes its output only where nobody else \
                  can (or set `user`)"
             ))),
+            // Not a refusal: the folder could not be looked at (no descriptor left, say).
+            Err(e) => Err(io_failure(path, &e)),
         };
     }
-    let m = fs::metadata(dir).map_err(|e| refused(format!("`{}`: {e}", dir.display())))?;
+    let m = fs::metadata(dir).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => {
+            refused(format!("`{}`: {e}", dir.display()))
+        }
+        _ => io_failure(path, &e),
+    })?;
     if m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0 {
         return Err(refused(format!(
             "`{}` is writable by others (mode {:04o})",
@@ -250,6 +257,12 @@ fn check_output_folder(path: &Path, user: Option<&str>) -> Result<(), SpawnFailu
         )));
     }
     Ok(())
+}
+
+/// A check that could not be made for now (its own I/O failed): retried by the restart rules,
+/// not a failure that a retry would repeat.
+fn io_failure(path: &Path, e: &dyn std::fmt::Display) -> SpawnFailure {
+    fail(1, format!("cannot check the folder of output `{}` for now: {e}", path.display()))
 }
 
 /// An exit status as the lifecycle's `i32` codes.

@@ -754,32 +754,41 @@ impl Supervisor {
         // Nothing of an earlier run may be left in the instance's cgroup when its next process
         // starts: two copies of a database on one data directory is the harm this avoids.
         if let Some(cgroups) = &self.cgroups {
-            if cgroups.populated(name) {
-                let killed = cgroups.kill(name).unwrap_or(0);
-                log(
-                    name,
-                    &format!(
-                        "{killed} processes of an earlier run are still in `{}`: killed; \
-                         starting once they are gone",
-                        cgroups.path_of(name)
-                    ),
-                );
-                let tx = self.tx.clone();
-                let name = name.to_string();
-                let events = cgroups.events_file(&name);
-                tokio::spawn(async move {
-                    let deadline = Instant::now() + EMPTY_TIMEOUT;
-                    let mut emptied = false;
-                    while Instant::now() < deadline {
-                        if !cgroup::populated_in(&events) {
-                            emptied = true;
-                            break;
+            match cgroups.populated(name) {
+                Ok(false) => {}
+                Ok(true) => {
+                    let killed = cgroups.kill(name).unwrap_or(0);
+                    log(
+                        name,
+                        &format!(
+                            "{killed} processes of an earlier run are still in `{}`: killed; \
+                             starting once they are gone",
+                            cgroups.path_of(name)
+                        ),
+                    );
+                    let tx = self.tx.clone();
+                    let name = name.to_string();
+                    let events = cgroups.events_file(&name);
+                    tokio::spawn(async move {
+                        let deadline = Instant::now() + EMPTY_TIMEOUT;
+                        let mut emptied = false;
+                        while Instant::now() < deadline {
+                            if matches!(cgroup::populated_in(&events), Ok(false)) {
+                                emptied = true;
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(10)).await;
                         }
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    let _ = tx.send(Msg::CgroupEmptied { name, emptied });
-                });
-                return;
+                        let _ = tx.send(Msg::CgroupEmptied { name, emptied });
+                    });
+                    return;
+                }
+                Err(e) => {
+                    let jitter = self.rng.random::<f64>();
+                    let reason = format!("cannot tell whether its cgroup is empty for now: {e}");
+                    return self
+                        .dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
+                }
             }
         }
         let Some(inst) = self.insts.get_mut(name) else { return };
@@ -787,15 +796,24 @@ impl Supervisor {
         inst.cgroup = None;
         let mut cgroup = None;
         if let Some(cgroups) = &self.cgroups {
+            // With a subtree, an instance starts in its cgroup or not at all: one started
+            // outside it would be invisible to the next supervisor's look into the cgroups.
             let enforce = inst.spec.enforce_cgroup.then_some(&inst.spec.placement);
-            match cgroups.prepare(name, enforce).and_then(|()| cgroups.procs_file(name)) {
+            match cgroups.prepare(name, enforce) {
                 Ok(procs) => cgroup = Some((cgroups.path_of(name), procs)),
-                Err(reason) if enforce.is_some() => {
+                Err(cgroup::PrepareError::NoCpuset) => {
+                    let reason =
+                        "`enforce = \"cgroup\"`: the cpuset controller cannot be enabled here"
+                            .to_string();
                     let code = launch::status(pinctl_launch::ExitStatus::CpuAffinity);
                     let e = Event::StartFailed { pid: None, reason, code, jitter };
                     return self.dispatch(name, e);
                 }
-                Err(reason) => log(name, &format!("no cgroup of its own: {reason}")),
+                Err(cgroup::PrepareError::Io(why)) => {
+                    let reason = format!("cannot prepare its cgroup for now: {why}");
+                    let e = Event::StartFailed { pid: None, reason, code: 1, jitter };
+                    return self.dispatch(name, e);
+                }
             }
         }
         let (cgroup_path, procs) = cgroup.unzip();

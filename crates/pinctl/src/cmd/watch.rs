@@ -18,7 +18,7 @@ use pinctl_drift::alert::AlertRunner;
 use pinctl_drift::metrics::{self, Metrics};
 use pinctl_drift::rebalance::{LinuxControl, SystemClock};
 use pinctl_drift::watch::{
-    CycleReport, InstanceReport, RebalanceReport, Watcher, Watermark, targets,
+    CycleReport, InstanceReport, RebalanceReport, Watcher, Watermark, system_uid, targets,
 };
 use pinctl_drift::{DriftKind, Edge};
 
@@ -51,8 +51,12 @@ pub(crate) fn run(args: WatchArgs) -> CmdResult {
     let plan = pinctl_launch::plan(&prepared)?;
     let config = &prepared.config;
     let interval = config.watch.interval;
-    let watcher =
-        Watcher::new(Path::new("/"), targets(config, &plan), interval, Watermark::of(config));
+    let watcher = Watcher::new(
+        Path::new("/"),
+        targets(config, &plan, &system_uid),
+        interval,
+        Watermark::of(config),
+    );
     if args.once {
         let mut watcher = watcher;
         let report = watcher.cycle(Duration::ZERO, None);
@@ -80,7 +84,7 @@ pub(crate) fn run(args: WatchArgs) -> CmdResult {
                 .with_context(|| format!("cannot listen on `{addr}` (metrics-listen)"))?;
             let bound = listener.local_addr().context("reading the metrics address")?;
             watching.log("metrics", &[("listen", format!("http://{bound}/metrics"))]);
-            rt.spawn(metrics::serve(listener, watching.metrics.registry()));
+            rt.spawn(metrics::serve(listener, watching.metrics.server()));
             Some(rt)
         }
         None => None,
@@ -296,10 +300,16 @@ impl Watching {
         }
     }
 
-    /// Logs an instance that appears or disappears (once per change, not every cycle).
+    /// Logs an instance that appears, disappears or is refused (once per change, not every
+    /// cycle).
     fn instance_status(&mut self, i: &InstanceReport) {
         let now = match (&i.sample, &i.error) {
-            (Some(s), _) => format!("found pids={:?} source={}", s.pids, s.source.name()),
+            (Some(s), _) => format!(
+                "found pids={:?} source={} refused={:?}",
+                s.pids,
+                s.source.name(),
+                s.refused
+            ),
             (None, Some(e)) => format!("missing {e}"),
             (None, None) => "missing".to_string(),
         };
@@ -316,9 +326,13 @@ impl Watching {
                     s.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
                 ));
                 fields.push(("source", s.source.name().into()));
+                if !s.refused.is_empty() {
+                    fields.push(("refused", refused_text(&s.refused)));
+                }
             }
             (None, e) => {
-                fields.push(("status", "missing".into()));
+                let status = if i.refused { "refused" } else { "missing" };
+                fields.push(("status", status.into()));
                 fields.push(("reason", e.clone().unwrap_or_default()));
             }
         }
@@ -460,14 +474,23 @@ fn supervised_target(o: &Observed, watch: &WatchConfig) -> Target {
     }
 }
 
-/// What `pinctl status` shows of an instance's last sample.
+/// What `pinctl status` shows of an instance's last sample; processes of its cgroup that were
+/// refused as the instance are said there too.
 fn drift_state(i: &InstanceReport) -> DriftState {
+    let refused = i.sample.as_ref().filter(|s| !s.refused.is_empty());
     DriftState {
         local_fraction: i.local_fraction,
         drifting: i.drifting.iter().map(|k| k.name().to_string()).collect(),
         threads_out_of_place: i.threads_out_of_place,
-        error: i.error.clone(),
+        error: i.error.clone().or_else(|| refused.map(|s| refused_text(&s.refused))),
     }
+}
+
+/// Processes refused as the instance, with why: `refused PID 7 (runs as uid 0, ...); ...`.
+fn refused_text(refused: &[pinctl_drift::read::Refused]) -> String {
+    let each: Vec<String> =
+        refused.iter().map(|r| format!("refused PID {} ({})", r.pid, r.reason)).collect();
+    each.join("; ")
 }
 
 impl Observer for SupervisedWatch {
@@ -503,10 +526,10 @@ impl Observer for SupervisedWatch {
             *latest = instances.to_vec();
         }
         if let Some(listener) = self.listener.take() {
-            let registry = self.pending.as_ref().map(|(m, _)| m.registry());
-            match (tokio::net::TcpListener::from_std(listener), registry) {
-                (Ok(l), Some(registry)) => {
-                    tokio::spawn(metrics::serve(l, registry));
+            let server = self.pending.as_ref().map(|(m, _)| m.server());
+            match (tokio::net::TcpListener::from_std(listener), server) {
+                (Ok(l), Some(server)) => {
+                    tokio::spawn(metrics::serve(l, server));
                 }
                 (Err(e), _) => {
                     log_to(
@@ -637,6 +660,13 @@ fn render_once(out: &mut impl Write, r: &CycleReport) -> io::Result<()> {
             s.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
             s.cost.as_secs_f64() * 1e6
         )?;
+        for r in &s.refused {
+            writeln!(
+                out,
+                "  refused PID {}: {} (not sampled, re-pinned or moved)",
+                r.pid, r.reason
+            )?;
+        }
         let mut header = format!("  {:<10}", "MiB");
         for n in &nodes {
             header.push_str(&format!(" {:>12}", format!("Node {n}")));
