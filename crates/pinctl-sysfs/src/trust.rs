@@ -142,7 +142,7 @@ struct Folder {
 /// be a link.
 pub fn read_checked(root: &Path, path: &Path, max: usize) -> Result<CheckedRead, CheckedReadError> {
     let mut walk = Walk::start(root, path)?;
-    let Some(name) = walk.to_last_name()? else {
+    let Some(name) = walk.walk_to_last_name()? else {
         // No name at all: the path was the root itself.
         return Err(CheckedReadError::NotRegular { path: path.to_path_buf(), kind: "folder" });
     };
@@ -193,7 +193,7 @@ pub fn read_checked(root: &Path, path: &Path, max: usize) -> Result<CheckedRead,
 /// or link beside what pinctl keeps there.
 pub fn folder_checked(root: &Path, path: &Path) -> Result<Option<Untrusted>, CheckedReadError> {
     let mut walk = Walk::start(root, path)?;
-    if let Some(last) = walk.to_last_name()? {
+    if let Some(last) = walk.walk_to_last_name()? {
         walk.names.push_back(last);
         walk.step()?;
     }
@@ -256,7 +256,7 @@ impl Walk {
 
     /// Walks every folder (and link) up to the last name, and returns that name (`None`: the
     /// path names the root).
-    fn to_last_name(&mut self) -> Result<Option<OsString>, CheckedReadError> {
+    fn walk_to_last_name(&mut self) -> Result<Option<OsString>, CheckedReadError> {
         loop {
             match self.names.len() {
                 0 => return Ok(None),
