@@ -27,16 +27,12 @@ use crate::adopt::Observed;
 use crate::lifecycle::{Pid, Policy, Restart, StartLimit};
 use crate::spec::{InstanceSpec, LimitsSpec, PlacementSpec};
 
-/// Exit statuses standing for failures before the program ran (systemd's numbers).
-pub const EXIT_CHDIR: i32 = 200;
-/// The program could not be executed for another reason than "not found"/"not executable".
-pub const EXIT_EXEC: i32 = 203;
-/// The output file could not be opened as the service's user (systemd's `EXIT_STDOUT`).
-pub const EXIT_STDOUT: i32 = 209;
-/// The group is unknown or could not be set.
-pub const EXIT_GROUP: i32 = 216;
-/// The user is unknown or could not be set.
-pub const EXIT_USER: i32 = 217;
+/// An instance's failures before its program ran, as the lifecycle's `i32` codes.
+const EXIT_CHDIR: i32 = ExitStatus::WorkingDir as i32;
+const EXIT_EXEC: i32 = ExitStatus::Exec as i32;
+const EXIT_STDOUT: i32 = ExitStatus::Output as i32;
+const EXIT_GROUP: i32 = ExitStatus::Group as i32;
+const EXIT_USER: i32 = ExitStatus::User as i32;
 
 /// The spec of every planned instance, in plan order.
 pub fn specs(config: &Config, plan: &Plan) -> Vec<InstanceSpec> {
