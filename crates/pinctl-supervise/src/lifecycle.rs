@@ -19,11 +19,6 @@ pub type Time = Duration;
 /// A process id.
 pub type Pid = i32;
 
-/// The restart-delay when the file gives none.
-pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
-/// The restart-max-delay when the file gives none.
-pub const DEFAULT_RESTART_MAX_DELAY: Duration = Duration::from_secs(10);
-
 /// When an instance is started again after it exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -51,14 +46,16 @@ pub struct Policy {
 }
 
 impl Default for Policy {
+    /// A service file's defaults (pinctl-config holds them; this only translates).
     fn default() -> Policy {
+        let limit = pinctl_config::DEFAULT_START_LIMIT;
         Policy {
             restart: Restart::OnFailure,
-            restart_delay: DEFAULT_RESTART_DELAY,
-            restart_max_delay: DEFAULT_RESTART_MAX_DELAY,
-            start_limit: None,
+            restart_delay: pinctl_config::DEFAULT_RESTART_DELAY,
+            restart_max_delay: pinctl_config::DEFAULT_RESTART_MAX_DELAY,
+            start_limit: Some(StartLimit { burst: limit.burst, interval: limit.interval }),
             stop_signal: SIGTERM,
-            stop_timeout: Duration::from_secs(30),
+            stop_timeout: pinctl_config::DEFAULT_STOP_TIMEOUT,
         }
     }
 }
