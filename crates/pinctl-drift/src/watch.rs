@@ -244,6 +244,11 @@ impl Watcher {
         self.reader.hold_files(on);
     }
 
+    /// How often it samples (`watch-interval`).
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
     /// Samples every `interval` from now on (a reload changed `watch-interval`).
     pub fn set_interval(&mut self, interval: Duration) {
         self.interval = interval;
@@ -285,13 +290,13 @@ impl Watcher {
         now: Duration,
         control: Option<(&mut dyn ProcessControl, &mut dyn Clock)>,
     ) -> CycleReport {
-        self.cycle_telling(now, control, &mut |_, _| {})
+        self.cycle_with_events(now, control, &mut |_, _| {})
     }
 
     /// [`Watcher::cycle`], handing each drift event (with its target) to `on_event` as soon as
     /// it is known, before the instance is rebalanced: a rebalance can take seconds, and the
     /// drift's log line and alert must not wait for it. The report still carries every event.
-    pub fn cycle_telling(
+    pub fn cycle_with_events(
         &mut self,
         now: Duration,
         mut control: Option<(&mut dyn ProcessControl, &mut dyn Clock)>,
@@ -505,7 +510,7 @@ fn still_the_sampled(root: &Path, pid: u32, s: &InstanceSample) -> Result<(), St
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::fs;
 
     use pinctl_topology::MemoryPolicy;
@@ -515,7 +520,7 @@ mod tests {
     use crate::rebalance::tests::{FakeClock, FakeControl};
 
     /// Two nodes; instance `db` (PID 100, one thread) planned on node 0, CPUs 0-1.
-    fn host(remote_pages: u32, thread_cpu: u32, allowed: &str) -> tempfile::TempDir {
+    pub(crate) fn host(remote_pages: u32, thread_cpu: u32, allowed: &str) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
         write(r, "run/db.pid", "100\n");
@@ -543,7 +548,7 @@ mod tests {
         Watcher::new(d.path(), vec![target(action)], Duration::from_secs(10), Watermark::default())
     }
 
-    fn target(action: OnDrift) -> Target {
+    pub(crate) fn target(action: OnDrift) -> Target {
         Target {
             instance: "db".into(),
             service: "db".into(),
@@ -666,7 +671,7 @@ mod tests {
         let mut told = Vec::new();
         let mut rebalances = 0;
         for i in 0..3 {
-            let r = w.cycle_telling(
+            let r = w.cycle_with_events(
                 Duration::from_secs(i * 10),
                 Some((&mut ctl, &mut fake_clock)),
                 &mut |t, e| told.push((t.instance.clone(), e.kind, calls.get())),

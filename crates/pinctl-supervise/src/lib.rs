@@ -24,4 +24,4 @@ pub mod socket;
 pub mod spec;
 pub mod statefile;
 
-pub use runtime::{Options, Outcome, Planner, RunError, run, run_observed};
+pub use runtime::{Options, Outcome, Planner, Replan, RunError, run, run_observed};

@@ -58,11 +58,19 @@ pub struct Options {
 }
 
 /// Re-reads and re-plans the service file on reload, given where the running instances are
-/// (so the plan keeps them there when it can): the new specs, or why the file cannot be used
-/// (rendered diagnostics).
-/// Runs on a blocking thread (a large file takes a while to plan), never on the event loop.
+/// (so the plan keeps them there when it can): the new specs with the file, or why the file
+/// cannot be used (rendered diagnostics). Runs on a blocking thread (a large file takes a while
+/// to plan), never on the event loop.
 pub type Planner =
-    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Vec<InstanceSpec>, String> + Send>;
+    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Replan, String> + Send>;
+
+/// A reload's plan: the instances of the file as it reads now, and the file itself (whose
+/// other settings, such as the drift watcher's, an observer takes up with the reload).
+#[derive(Debug)]
+pub struct Replan {
+    pub specs: Vec<InstanceSpec>,
+    pub config: pinctl_config::Config,
+}
 
 /// How the supervisor ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +219,7 @@ enum Msg {
     /// A reload's plan, made on a blocking thread; the planner comes back with it.
     Planned {
         planner: Planner,
-        result: Result<Vec<InstanceSpec>, String>,
+        result: Box<Result<Replan, String>>,
         reload: PendingReload,
     },
 }
@@ -625,7 +633,7 @@ impl Supervisor {
                     Msg::CgroupEmptied { name, emptied } => self.cgroup_emptied(&name, emptied),
                     Msg::Planned { planner, result, reload } => {
                         self.planner = Some(planner);
-                        self.finish_reload(result, reload);
+                        self.finish_reload(*result, reload);
                         if let Some(next) = self.reloads.pop_front() {
                             self.request_reload(next);
                         }
@@ -1118,19 +1126,19 @@ impl Supervisor {
         let tx = self.tx.clone();
         tokio::task::spawn_blocking(move || {
             let result = planner(&running);
-            let _ = tx.send(Msg::Planned { planner, result, reload });
+            let _ = tx.send(Msg::Planned { planner, result: Box::new(result), reload });
         });
     }
 
     /// Applies a reload's plan (or only answers with the difference, for a dry run).
-    fn finish_reload(&mut self, planned: Result<Vec<InstanceSpec>, String>, reload: PendingReload) {
+    fn finish_reload(&mut self, planned: Result<Replan, String>, reload: PendingReload) {
         let dry_run = reload.dry_run;
         let response = match planned {
             Err(report) => Response::error(format!(
                 "the service file was not applied, nothing changed:\n{report}"
             )),
             Ok(_) if self.shutting_down => Response::error("the supervisor is stopping"),
-            Ok(specs) => {
+            Ok(Replan { specs, config }) => {
                 let current: Vec<InstanceSpec> = self
                     .order
                     .iter()
@@ -1141,7 +1149,7 @@ impl Supervisor {
                 if !dry_run {
                     self.apply(&changes, specs);
                     if let Some(observer) = self.observer.as_mut() {
-                        observer.reloaded();
+                        observer.reloaded(&config);
                     }
                 }
                 let changes = changes
