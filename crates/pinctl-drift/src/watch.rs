@@ -100,6 +100,11 @@ impl Watermark {
     }
 }
 
+/// An action as the file spells it (`ignore`, `alert`, `rebalance`), in JSON reports.
+fn on_drift_name<S: serde::Serializer>(action: &OnDrift, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(action.name())
+}
+
 /// A drift episode that started or ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DriftEvent {
@@ -114,7 +119,8 @@ pub struct DriftEvent {
     /// Whether the alert command is due (a start outside the cool-down, action not
     /// `ignore`).
     pub alert: bool,
-    pub action: &'static str,
+    #[serde(serialize_with = "on_drift_name")]
+    pub action: OnDrift,
     /// Seconds the episode lasted (ends only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lasted_seconds: Option<f64>,
@@ -142,7 +148,7 @@ impl DriftEvent {
             ("PINCTL_VALUE", self.value.to_string()),
             ("PINCTL_THRESHOLD", self.threshold.to_string()),
             ("PINCTL_DETAIL", self.detail.clone()),
-            ("PINCTL_ACTION", self.action.to_string()),
+            ("PINCTL_ACTION", self.action.name().to_string()),
         ];
         if let Some(f) = self.local_fraction {
             env.push(("PINCTL_LOCAL_FRACTION", format!("{f:.4}")));
@@ -156,7 +162,8 @@ impl DriftEvent {
 pub struct InstanceReport {
     pub instance: String,
     pub service: String,
-    pub action: &'static str,
+    #[serde(serialize_with = "on_drift_name")]
+    pub action: OnDrift,
     pub planned_cpus: String,
     pub planned_nodes: String,
     pub planned_policy: String,
@@ -380,7 +387,7 @@ impl Watcher {
             instances.push(InstanceReport {
                 instance: t.instance.clone(),
                 service: t.service.clone(),
-                action: t.settings.on_drift.name(),
+                action: t.settings.on_drift,
                 planned_cpus: p.cpus.to_string(),
                 planned_nodes: p.memory_nodes().to_string(),
                 planned_policy: p.policy.to_string(),
@@ -419,7 +426,7 @@ fn event(t: &Target, kind: DriftKind, tr: Transition, local_fraction: Option<f64
         threshold: tr.finding.threshold,
         detail: tr.finding.detail,
         alert: tr.alert && t.settings.on_drift != OnDrift::Ignore,
-        action: t.settings.on_drift.name(),
+        action: t.settings.on_drift,
         lasted_seconds: tr.lasted.map(|d| d.as_secs_f64()),
         local_fraction,
     }
@@ -733,7 +740,7 @@ pub(crate) mod tests {
             threshold: 0.9,
             detail: "half".into(),
             alert: true,
-            action: "alert",
+            action: OnDrift::Alert,
             lasted_seconds: None,
             local_fraction: Some(0.5),
         };

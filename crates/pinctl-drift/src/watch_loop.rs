@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pinctl_config::{Config, WatchConfig};
+use pinctl_config::{Config, OnDrift, WatchConfig};
 
 use crate::alert::AlertRunner;
 use crate::metrics::Metrics;
@@ -151,7 +151,7 @@ impl<C: Clock> WatchLoop<C> {
         let WatchLoop { watcher, alerts, control, clock, sink, .. } = self;
         let report =
             watcher.cycle_with_events(now, Some((control.as_mut(), clock)), &mut |t, e| {
-                if e.action == "ignore" {
+                if e.action == OnDrift::Ignore {
                     return;
                 }
                 sink.say(Said::Drift(e));

@@ -77,7 +77,7 @@ fn report() -> CycleReport {
             InstanceReport {
                 instance: "mysql-0".into(),
                 service: "mysql".into(),
-                action: "rebalance",
+                action: pinctl_config::OnDrift::Rebalance,
                 planned_cpus: "0-31".into(),
                 planned_nodes: "0".into(),
                 planned_policy: "bind".into(),
@@ -93,7 +93,7 @@ fn report() -> CycleReport {
             InstanceReport {
                 instance: "mysql-1".into(),
                 service: "mysql".into(),
-                action: "alert",
+                action: pinctl_config::OnDrift::Alert,
                 planned_cpus: "32-63".into(),
                 planned_nodes: "1".into(),
                 planned_policy: "bind".into(),
@@ -117,7 +117,7 @@ fn report() -> CycleReport {
             threshold: 0.9,
             detail: "75%".into(),
             alert: true,
-            action: "rebalance",
+            action: pinctl_config::OnDrift::Rebalance,
             lasted_seconds: None,
             local_fraction: Some(0.75),
         }],

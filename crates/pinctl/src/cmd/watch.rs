@@ -372,7 +372,7 @@ fn event_fields(e: &pinctl_drift::watch::DriftEvent) -> Vec<(&'static str, Strin
     if let Some(s) = e.lasted_seconds {
         f.push(("lasted_seconds", format!("{s:.1}")));
     }
-    f.push(("action", e.action.to_string()));
+    f.push(("action", e.action.name().to_string()));
     f.push(("alert", if e.alert { "yes" } else { "no" }.to_string()));
     f.push(("detail", e.detail.clone()));
     f
@@ -392,7 +392,12 @@ fn render_once(out: &mut impl Write, r: &CycleReport) -> io::Result<()> {
         writeln!(
             out,
             "{} (service {}): planned CPUs {}, memory {} on node(s) {}, on-drift {}",
-            i.instance, i.service, i.planned_cpus, i.planned_policy, i.planned_nodes, i.action
+            i.instance,
+            i.service,
+            i.planned_cpus,
+            i.planned_policy,
+            i.planned_nodes,
+            i.action.name()
         )?;
         let Some(s) = &i.sample else {
             writeln!(out, "  not sampled: {}", i.error.as_deref().unwrap_or("unknown"))?;
