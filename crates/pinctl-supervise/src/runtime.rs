@@ -168,7 +168,7 @@ fn claimed(
         let (tx, rx) = mpsc::unbounded_channel();
         let control = tx.clone();
         let submit: socket::Submit = std::sync::Arc::new(move |request, reply| {
-            control.send(Msg::Control { request, reply }).is_ok()
+            control.send(Input::Control { request, reply }).is_ok()
         });
         tokio::spawn(socket::serve(listener, submit));
         // Signals are caught from here on: a SIGTERM while instances start stops them.
@@ -200,7 +200,7 @@ fn raise_nofile_limit() -> Option<(u64, u64)> {
 }
 
 /// Inputs from tasks to the dispatcher.
-enum Msg {
+enum Input {
     Exited {
         name: String,
         pid: Pid,
@@ -236,7 +236,7 @@ struct PendingReload {
 
 /// One supervised instance with what the runtime knows about its process.
 #[derive(Debug)]
-struct Inst {
+struct Instance {
     spec: InstanceSpec,
     unit: Unit,
     adopted: bool,
@@ -252,10 +252,10 @@ struct Inst {
     cgroup: Option<String>,
 }
 
-impl Inst {
-    fn new(spec: InstanceSpec) -> Inst {
+impl Instance {
+    fn new(spec: InstanceSpec) -> Instance {
         let unit = Unit::new(spec.policy.clone());
-        Inst {
+        Instance {
             spec,
             unit,
             adopted: false,
@@ -277,9 +277,9 @@ struct Waiter {
 struct Supervisor {
     options: Options,
     order: Vec<String>,
-    insts: HashMap<String, Inst>,
+    instances: HashMap<String, Instance>,
     origin: Instant,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<Input>,
     rng: rand::rngs::StdRng,
     waiters: Vec<Waiter>,
     notifier: Notifier,
@@ -306,11 +306,11 @@ fn log(name: &str, message: &str) {
 }
 
 impl Supervisor {
-    fn new(options: Options, tx: mpsc::UnboundedSender<Msg>, planner: Planner) -> Supervisor {
+    fn new(options: Options, tx: mpsc::UnboundedSender<Input>, planner: Planner) -> Supervisor {
         Supervisor {
             options,
             order: Vec::new(),
-            insts: HashMap::new(),
+            instances: HashMap::new(),
             origin: Instant::now(),
             tx,
             rng: rand::rngs::StdRng::from_os_rng(),
@@ -357,7 +357,7 @@ impl Supervisor {
                     let changed = entry.spec.changed(&spec);
                     self.adopt(entry, spec.policy.clone(), false);
                     if !changed.is_empty() {
-                        let inst = self.insts.get_mut(&name).expect("just adopted");
+                        let inst = self.instances.get_mut(&name).expect("just adopted");
                         inst.spec = spec;
                         let fields: Vec<&str> = changed.iter().map(|f| f.name()).collect();
                         log(&name, &format!("restarting: {} changed", fields.join(", ")));
@@ -365,7 +365,7 @@ impl Supervisor {
                     }
                 }
                 None => {
-                    self.insts.insert(name.clone(), Inst::new(spec));
+                    self.instances.insert(name.clone(), Instance::new(spec));
                     self.dispatch(&name, Event::Start);
                 }
             }
@@ -545,7 +545,7 @@ impl Supervisor {
                 ),
             );
         }
-        let inst = Inst {
+        let inst = Instance {
             spec: entry.spec,
             unit,
             adopted: true,
@@ -556,7 +556,7 @@ impl Supervisor {
             removing,
             cgroup,
         };
-        self.insts.insert(entry.name.clone(), inst);
+        self.instances.insert(entry.name.clone(), inst);
         match launch::pidfd_open(pid) {
             Ok(pidfd) => {
                 log(
@@ -591,20 +591,20 @@ impl Supervisor {
 
     async fn main_loop(
         &mut self,
-        mut rx: mpsc::UnboundedReceiver<Msg>,
+        mut rx: mpsc::UnboundedReceiver<Input>,
         signals: Signals,
     ) -> Outcome {
         let Signals { mut term, mut int, mut hup, mut usr2 } = signals;
         let mut watchdog = self.notifier.watchdog_interval().map(tokio::time::interval);
         loop {
-            if self.shutting_down && self.insts.values().all(|i| i.unit.state.pid().is_none()) {
+            if self.shutting_down && self.instances.values().all(|i| i.unit.state.pid().is_none()) {
                 let _ = std::fs::remove_file(&self.options.state_file);
                 if let Some(cgroups) = &self.cgroups {
                     cgroups.remove_all();
                 }
                 return Outcome::Stopped { clean: !self.unclean };
             }
-            let next_timer = self.insts.values().filter_map(|i| i.timer).min();
+            let next_timer = self.instances.values().filter_map(|i| i.timer).min();
             let sleep = async {
                 match next_timer {
                     Some(at) => tokio::time::sleep_until(self.origin + at).await,
@@ -624,14 +624,14 @@ impl Supervisor {
                 _ = tick(&mut watchdog) => self.notifier.send("WATCHDOG=1"),
                 () = sleep => self.fire_timers(),
                 Some(msg) = rx.recv() => match msg {
-                    Msg::Exited { name, pid, exit } => self.exited(&name, pid, exit),
-                    Msg::Control { request: Request::Detach, .. } => {
+                    Input::Exited { name, pid, exit } => self.exited(&name, pid, exit),
+                    Input::Control { request: Request::Detach, .. } => {
                         self.detach();
                         return Outcome::Detached;
                     }
-                    Msg::Control { request, reply } => self.control(request, reply),
-                    Msg::CgroupEmptied { name, emptied } => self.cgroup_emptied(&name, emptied),
-                    Msg::Planned { planner, result, reload } => {
+                    Input::Control { request, reply } => self.control(request, reply),
+                    Input::CgroupEmptied { name, emptied } => self.cgroup_emptied(&name, emptied),
+                    Input::Planned { planner, result, reload } => {
                         self.planner = Some(planner);
                         self.finish_reload(*result, reload);
                         if let Some(next) = self.reloads.pop_front() {
@@ -666,11 +666,11 @@ impl Supervisor {
         let due: Vec<String> = self
             .order
             .iter()
-            .filter(|n| self.insts.get(*n).and_then(|i| i.timer).is_some_and(|t| t <= now))
+            .filter(|n| self.instances.get(*n).and_then(|i| i.timer).is_some_and(|t| t <= now))
             .cloned()
             .collect();
         for name in due {
-            if let Some(inst) = self.insts.get_mut(&name) {
+            if let Some(inst) = self.instances.get_mut(&name) {
                 inst.timer = None;
             }
             self.dispatch(&name, Event::Timer);
@@ -678,7 +678,7 @@ impl Supervisor {
     }
 
     fn exited(&mut self, name: &str, pid: Pid, exit: Exit) {
-        let Some(inst) = self.insts.get(name) else { return };
+        let Some(inst) = self.instances.get(name) else { return };
         if inst.unit.state.pid() == Some(pid) {
             if !inst.adopted {
                 // Helpers the instance forked die with it (its process group): the group
@@ -697,7 +697,7 @@ impl Supervisor {
 
     fn dispatch(&mut self, name: &str, event: Event) {
         let now = self.now();
-        let Some(inst) = self.insts.get_mut(name) else { return };
+        let Some(inst) = self.instances.get_mut(name) else { return };
         if self.shutting_down && matches!(event, Event::Start | Event::Restart) {
             return;
         }
@@ -717,7 +717,7 @@ impl Supervisor {
         match action {
             Action::Log(message) => log(name, &message),
             Action::SetTimer { at } => {
-                if let Some(inst) = self.insts.get_mut(name) {
+                if let Some(inst) = self.instances.get_mut(name) {
                     inst.timer = Some(at);
                 }
             }
@@ -732,7 +732,7 @@ impl Supervisor {
     }
 
     fn signal(&mut self, name: &str, pid: Pid, signal: i32) {
-        let Some(inst) = self.insts.get(name) else { return };
+        let Some(inst) = self.instances.get(name) else { return };
         // Never signal a recycled PID: the process must still be the one we started.
         let now = launch::observe(pid);
         if now.as_ref().map(|o| o.start_time) != inst.start_time {
@@ -787,7 +787,7 @@ impl Supervisor {
                             }
                             tokio::time::sleep(Duration::from_millis(10)).await;
                         }
-                        let _ = tx.send(Msg::CgroupEmptied { name, emptied });
+                        let _ = tx.send(Input::CgroupEmptied { name, emptied });
                     });
                     return;
                 }
@@ -799,7 +799,7 @@ impl Supervisor {
                 }
             }
         }
-        let Some(inst) = self.insts.get_mut(name) else { return };
+        let Some(inst) = self.instances.get_mut(name) else { return };
         let jitter = self.rng.random::<f64>();
         inst.cgroup = None;
         let mut cgroup = None;
@@ -858,7 +858,7 @@ impl Supervisor {
                 },
                 Err(_) => Exit::Unknown,
             };
-            let _ = tx.send(Msg::Exited { name: task_name, pid, exit });
+            let _ = tx.send(Input::Exited { name: task_name, pid, exit });
         });
         let verified =
             if self.options.unpinned { Ok(()) } else { launch::verify(pid, &inst.spec.placement) };
@@ -881,7 +881,7 @@ impl Supervisor {
 
     /// The cgroup an instance's spawn waited on emptied (the spawn goes on), or did not.
     fn cgroup_emptied(&mut self, name: &str, emptied: bool) {
-        if self.insts.get(name).is_none_or(|i| i.unit.state != State::Activating) {
+        if self.instances.get(name).is_none_or(|i| i.unit.state != State::Activating) {
             return;
         }
         if emptied {
@@ -896,7 +896,7 @@ impl Supervisor {
     }
 
     fn counts(&self) -> (usize, usize) {
-        let live = self.insts.values().filter(|i| !i.removing);
+        let live = self.instances.values().filter(|i| !i.removing);
         let running = live.clone().filter(|i| matches!(i.unit.state, State::Active { .. })).count();
         (running, live.count())
     }
@@ -905,7 +905,7 @@ impl Supervisor {
     /// processes, answer requests that waited for a state, tell systemd.
     fn after_change(&mut self) {
         let gone: Vec<String> = self
-            .insts
+            .instances
             .iter()
             .filter(|(_, i)| {
                 i.removing && matches!(i.unit.state, State::Inactive | State::Failed { .. })
@@ -913,13 +913,13 @@ impl Supervisor {
             .map(|(n, _)| n.clone())
             .collect();
         for name in gone {
-            self.insts.remove(&name);
+            self.instances.remove(&name);
             self.order.retain(|n| *n != name);
         }
         let mut pids: Vec<(String, Pid)> = self
             .order
             .iter()
-            .filter_map(|n| Some((n.clone(), self.insts.get(n)?.unit.state.pid()?)))
+            .filter_map(|n| Some((n.clone(), self.instances.get(n)?.unit.state.pid()?)))
             .collect();
         pids.sort();
         // Written when a process starts (or is adopted), so a supervisor killed right after
@@ -937,7 +937,7 @@ impl Supervisor {
             let settled = w
                 .names
                 .iter()
-                .all(|n| self.insts.get(n).is_none_or(|i| !i.unit.state.is_transient()));
+                .all(|n| self.instances.get(n).is_none_or(|i| !i.unit.state.is_transient()));
             if settled {
                 let r = self.status(&w.names);
                 let _ = w.reply.send(r);
@@ -961,7 +961,7 @@ impl Supervisor {
             .order
             .iter()
             .filter_map(|n| {
-                let i = self.insts.get(n)?;
+                let i = self.instances.get(n)?;
                 Some(Observed {
                     name: n.clone(),
                     service: i.spec.service.clone(),
@@ -983,7 +983,7 @@ impl Supervisor {
             .order
             .iter()
             .filter_map(|n| {
-                let inst = self.insts.get(n)?;
+                let inst = self.instances.get(n)?;
                 let pid = inst.unit.state.pid()?;
                 Some(Entry {
                     name: n.clone(),
@@ -1016,7 +1016,7 @@ impl Supervisor {
 
     fn unknown(&self, names: &[String]) -> Option<Response> {
         let unknown: Vec<&str> =
-            names.iter().filter(|n| !self.insts.contains_key(*n)).map(String::as_str).collect();
+            names.iter().filter(|n| !self.instances.contains_key(*n)).map(String::as_str).collect();
         if unknown.is_empty() {
             return None;
         }
@@ -1067,7 +1067,7 @@ impl Supervisor {
             .iter()
             .filter(|n| names.is_empty() || names.contains(n))
             .filter_map(|n| {
-                let inst = self.insts.get(n)?;
+                let inst = self.instances.get(n)?;
                 let p = &inst.spec.placement;
                 let pid = inst.unit.state.pid();
                 let usage = pid.and_then(launch::usage);
@@ -1117,7 +1117,7 @@ impl Supervisor {
         // Running (or starting) instances keep their nodes and CPUs where the new plan can
         // keep them; one that is stopped, failed or waiting to restart loses nothing by moving.
         let running: BTreeMap<String, CurrentPlacement> = self
-            .insts
+            .instances
             .iter()
             .filter(|(_, i)| !i.removing)
             .filter(|(_, i)| matches!(i.unit.state, State::Active { .. } | State::Activating))
@@ -1126,7 +1126,7 @@ impl Supervisor {
         let tx = self.tx.clone();
         tokio::task::spawn_blocking(move || {
             let result = planner(&running);
-            let _ = tx.send(Msg::Planned { planner, result: Box::new(result), reload });
+            let _ = tx.send(Input::Planned { planner, result: Box::new(result), reload });
         });
     }
 
@@ -1142,7 +1142,7 @@ impl Supervisor {
                 let current: Vec<InstanceSpec> = self
                     .order
                     .iter()
-                    .filter_map(|n| self.insts.get(n).filter(|i| !i.removing))
+                    .filter_map(|n| self.instances.get(n).filter(|i| !i.removing))
                     .map(|i| i.spec.clone())
                     .collect();
                 let changes = diff(&current, &specs);
@@ -1193,7 +1193,7 @@ impl Supervisor {
             match change {
                 Change::Start => {
                     let spec = by_name.remove(name).expect("new spec");
-                    match self.insts.get_mut(name) {
+                    match self.instances.get_mut(name) {
                         // Still stopping after an earlier reload removed it: keep tracking
                         // that process, start the new spec once it has exited.
                         Some(inst) => {
@@ -1203,20 +1203,20 @@ impl Supervisor {
                             self.dispatch(name, Event::Restart);
                         }
                         None => {
-                            self.insts.insert(name.clone(), Inst::new(spec));
+                            self.instances.insert(name.clone(), Instance::new(spec));
                             self.dispatch(name, Event::Start);
                         }
                     }
                 }
                 Change::Stop => {
-                    if let Some(inst) = self.insts.get_mut(name) {
+                    if let Some(inst) = self.instances.get_mut(name) {
                         inst.removing = true;
                     }
                     self.dispatch(name, Event::Stop);
                 }
                 Change::Keep | Change::Restart { .. } => {
                     let spec = by_name.remove(name).expect("new spec");
-                    if let Some(inst) = self.insts.get_mut(name) {
+                    if let Some(inst) = self.instances.get_mut(name) {
                         inst.unit.policy = spec.policy.clone();
                         inst.spec = spec;
                         if matches!(change, Change::Restart { .. }) {
@@ -1295,7 +1295,7 @@ fn watch_pidfd(
     name: String,
     process: Recorded,
     pidfd: std::os::fd::OwnedFd,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<Input>,
 ) -> io::Result<()> {
     std::thread::Builder::new().name("pinctl-adopted".into()).stack_size(64 * 1024).spawn(
         move || {
@@ -1307,16 +1307,16 @@ fn watch_pidfd(
                     std::thread::sleep(POLL);
                 }
             }
-            let _ = tx.send(Msg::Exited { name, pid: process.pid, exit: Exit::Unknown });
+            let _ = tx.send(Input::Exited { name, pid: process.pid, exit: Exit::Unknown });
         },
     )?;
     Ok(())
 }
 
 /// Polls an adopted process until it is gone (kernels without `pidfd_open`).
-async fn poll_adopted(name: String, process: Recorded, tx: mpsc::UnboundedSender<Msg>) {
+async fn poll_adopted(name: String, process: Recorded, tx: mpsc::UnboundedSender<Input>) {
     while still_runs(&process) {
         tokio::time::sleep(POLL).await;
     }
-    let _ = tx.send(Msg::Exited { name, pid: process.pid, exit: Exit::Unknown });
+    let _ = tx.send(Input::Exited { name, pid: process.pid, exit: Exit::Unknown });
 }
