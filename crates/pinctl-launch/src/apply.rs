@@ -41,7 +41,7 @@ pub enum Warning {
 /// A placement ready to be applied: the setup with every mask allocated, and what was let
 /// pass on the way.
 #[derive(Debug)]
-pub struct Prepared {
+pub struct LaunchSetup {
     /// What to apply between fork and exec, or to this process.
     pub setup: ChildSetup,
     /// Warnings so far.
@@ -95,13 +95,13 @@ fn missing(
 /// interleave, the NUMA balancing flag) are probed first: a kernel without them refuses the
 /// launch, named, unless `launch.ignore_unsupported` lets it run without them.
 /// `kernel_release` is only called to word that refusal.
-pub fn prepare<K: Kernel + ?Sized>(
+pub fn setup<K: Kernel + ?Sized>(
     kernel: &K,
     resolved: &Resolved,
     allowed: &Allowed,
     launch: Launch,
     kernel_release: impl FnOnce() -> String,
-) -> Result<Prepared, LaunchError> {
+) -> Result<LaunchSetup, LaunchError> {
     let sys = |stage: Stage, e: io::Error| {
         let error = SetupError { stage, errno: e.raw_os_error().unwrap_or(0) };
         explain(error, resolved, allowed, None)
@@ -143,14 +143,14 @@ pub fn prepare<K: Kernel + ?Sized>(
         node_bits,
         launch.verify,
     );
-    Ok(Prepared { setup, warnings })
+    Ok(LaunchSetup { setup, warnings })
 }
 
 /// Applies a prepared placement to this process (the caller then execs). Returns the
 /// warnings of the whole launch.
 pub fn apply_to_self<K: Kernel + ?Sized>(
     kernel: &K,
-    mut prepared: Prepared,
+    mut prepared: LaunchSetup,
     resolved: &Resolved,
     allowed: &Allowed,
     launch: Launch,
@@ -359,7 +359,7 @@ mod tests {
         r.memory_policy = Some(MemoryPolicy::PreferredMany);
         r.memory_nodes = Some("0-1".parse().unwrap());
         let strict = Launch { verify: true, ignore_unsupported: false };
-        let e = prepare(&kernel, &r, &allowed(), strict, || "Linux 5.10".into()).unwrap_err();
+        let e = setup(&kernel, &r, &allowed(), strict, || "Linux 5.10".into()).unwrap_err();
         assert_eq!(e.exit_status().code(), 242);
         assert!(e.to_string().contains("Linux 5.10") && e.to_string().contains("preferred-many"));
         assert!(e.to_string().contains("--if-unsupported=ignore"));
@@ -371,7 +371,7 @@ mod tests {
         );
 
         let lenient = Launch { verify: true, ignore_unsupported: true };
-        let prepared = prepare(&kernel, &r, &allowed(), lenient, || unreachable!()).unwrap();
+        let prepared = setup(&kernel, &r, &allowed(), lenient, || unreachable!()).unwrap();
         assert!(matches!(prepared.warnings[..], [Warning::Unsupported { .. }]));
         let calls_before = kernel.calls().len();
         apply_to_self(&kernel, prepared, &r, &allowed(), lenient).unwrap();

@@ -19,14 +19,12 @@ mod request;
 pub mod spec;
 mod status;
 
-pub use apply::{
-    Launch, Prepared as PreparedLaunch, Warning, apply_to_self, exec, explain, prepare,
-};
+pub use apply::{Launch, LaunchSetup, Warning, apply_to_self, exec, explain, setup};
 pub use current::{CurrentPlacement, current_placement};
 pub use error::{Dialect, LaunchError};
 pub use planned::{
-    PlannedInstance, Prepared, default_route_if_unset, devices_needed, live_topology, load_config,
-    near_nodes, near_nodes_on, plan, planned_instance, prepare as prepare_plan, read_needed,
+    PlannedInstance, ServiceFile, default_route_if_unset, devices_needed, live_topology,
+    load_config, near_nodes, near_nodes_on, planned_instance, read_needed,
 };
 pub use policies::probe_memory_policies;
 pub use request::{CpuTarget, Nodes, Request, ResolveError, Resolved, device_nodes};

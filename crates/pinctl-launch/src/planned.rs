@@ -1,11 +1,15 @@
-//! The placement the planner gives an instance on this machine, computed from the inputs
-//! `pinctl plan` uses (the topology, each `near` entry resolved to devices, the NICs of the
-//! default route), so `exec -c`, `plan` and the supervisor always agree; and `--near`.
+//! The one route from a service file to its plan: [`ServiceFile`] is the file read, validated,
+//! checked against a topology and given what the planner needs besides them (each `near`
+//! entry resolved to devices, the NICs of the default route); its [`ServiceFile::plan`] is the
+//! plan. `pinctl plan`, `check`, `watch`, `run` (and its reloads) and `exec -c` all come
+//! through here, so they always agree. Also `--near`.
 
 use std::path::Path;
 
 use pinctl_config::{Config, Diagnostic, KeepFree, Severity};
-use pinctl_plan::{Placement, Plan, PlanInputs};
+use std::collections::BTreeMap;
+
+use pinctl_plan::{CurrentPlacement, Placement, Plan, PlanInputs};
 use pinctl_sysfs::{DeviceScope, LoadedTopology, default_route_interfaces};
 use pinctl_topology::{CpuSet, NodeSet};
 
@@ -16,10 +20,10 @@ pub fn live_topology() -> Result<LoadedTopology, LaunchError> {
     LoadedTopology::live().map_err(|e| LaunchError::Topology(Box::new(e)))
 }
 
-/// A service file and a topology ready to plan, with what checking one against the other
-/// found (warnings only: errors make [`prepare`] fail with the rendered report).
+/// A service file on a topology, ready to plan, with what checking one against the other
+/// found (warnings only: errors make [`ServiceFile::check`] fail with the rendered report).
 #[derive(Debug)]
-pub struct Prepared {
+pub struct ServiceFile {
     /// The validated file.
     pub config: Config,
     /// The topology it is planned on.
@@ -30,44 +34,67 @@ pub struct Prepared {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Checks `config` against `loaded` and resolves what the planner needs besides them: `near`
-/// entries to devices (one that names nothing is an error on the live machine and under
-/// `strict`, a warning on another host's topology, said here once with its place in the file)
-/// and, when the file sets no `keep-free`, the default route's NICs.
-/// This is the one preparation `plan`, `check`, `exec -c` and the supervisor share, so they
-/// always compute the same plan.
-pub fn prepare(
-    config: Config,
-    loaded: LoadedTopology,
-    strict: bool,
-) -> Result<Prepared, LaunchError> {
-    prepare_knowing_route(config, loaded, strict, None)
-}
+impl ServiceFile {
+    /// Reads and validates the service file at `path`, then [`ServiceFile::check`]s it against
+    /// `loaded`.
+    pub fn load(path: &Path, loaded: LoadedTopology, strict: bool) -> Result<Self, LaunchError> {
+        ServiceFile::check(load_config(path)?, loaded, strict)
+    }
 
-/// [`prepare`], given the default route's NICs when the caller already read them from the
-/// same machine (`exec -c` reads them to choose which devices to discover).
-fn prepare_knowing_route(
-    config: Config,
-    loaded: LoadedTopology,
-    strict: bool,
-    route: Option<Vec<String>>,
-) -> Result<Prepared, LaunchError> {
-    let mut diagnostics = config.warnings.clone();
-    diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
-    let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
-    resolve_near_entries(&config, &loaded, strict, &mut inputs, &mut diagnostics);
-    crate::policies::unsupported_policies(&config, &loaded, &mut diagnostics);
-    if config.host.keep_free.is_none() {
-        inputs.default_keep_free = match route {
-            Some(nics) => nics,
-            None => default_keep_free(&config, &loaded, &mut diagnostics)?,
-        };
+    /// Checks `config` against `loaded` and resolves what the planner needs besides them:
+    /// `near` entries to devices (one that names nothing is an error on the live machine and
+    /// under `strict`, a warning on another host's topology, said here once with its place in
+    /// the file) and, when the file sets no `keep-free`, the default route's NICs.
+    pub fn check(
+        config: Config,
+        loaded: LoadedTopology,
+        strict: bool,
+    ) -> Result<Self, LaunchError> {
+        ServiceFile::check_knowing_route(config, loaded, strict, None)
     }
-    if diagnostics.iter().any(Diagnostic::is_error) {
-        let report = pinctl_config::render_all(&diagnostics, Some(&config.path), false);
-        return Err(LaunchError::Rejected { report });
+
+    /// [`ServiceFile::check`], given the default route's NICs when the caller already read
+    /// them from the same machine (`exec -c` reads them to choose which devices to discover).
+    fn check_knowing_route(
+        config: Config,
+        loaded: LoadedTopology,
+        strict: bool,
+        route: Option<Vec<String>>,
+    ) -> Result<Self, LaunchError> {
+        let mut diagnostics = config.warnings.clone();
+        diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
+        let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
+        resolve_near_entries(&config, &loaded, strict, &mut inputs, &mut diagnostics);
+        crate::policies::unsupported_policies(&config, &loaded, &mut diagnostics);
+        if config.host.keep_free.is_none() {
+            inputs.default_keep_free = match route {
+                Some(nics) => nics,
+                None => default_keep_free(&config, &loaded, &mut diagnostics)?,
+            };
+        }
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            let report = pinctl_config::render_all(&diagnostics, Some(&config.path), false);
+            return Err(LaunchError::Rejected { report });
+        }
+        Ok(ServiceFile { config, loaded, inputs, diagnostics })
     }
-    Ok(Prepared { config, loaded, inputs, diagnostics })
+
+    /// The plan of the file.
+    pub fn plan(&self) -> Result<Plan, LaunchError> {
+        self.plan_keeping(&BTreeMap::new())
+    }
+
+    /// The plan of the file, keeping the instances in `current` where they run when it can
+    /// (a supervisor's reload; docs/supervisor.md, "Sticky").
+    pub fn plan_keeping(
+        &self,
+        current: &BTreeMap<String, CurrentPlacement>,
+    ) -> Result<Plan, LaunchError> {
+        let inputs = PlanInputs { current: current.clone(), ..self.inputs.clone() };
+        pinctl_plan::plan(&self.loaded.topology, &self.config, &inputs).map_err(|source| {
+            LaunchError::Plan { path: self.config.path.clone(), source: Box::new(source) }
+        })
+    }
 }
 
 fn resolve_near_entries(
@@ -164,13 +191,6 @@ fn default_keep_free(
 /// Loads and validates a service file.
 pub fn load_config(path: &Path) -> Result<Config, LaunchError> {
     pinctl_config::load(path).map_err(|e| LaunchError::Config(Box::new(e)))
-}
-
-/// The plan of a prepared file.
-pub fn plan(prepared: &Prepared) -> Result<Plan, LaunchError> {
-    pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs).map_err(
-        |source| LaunchError::Plan { path: prepared.config.path.clone(), source: Box::new(source) },
-    )
 }
 
 /// One instance's planned placement, and the CPUs of the cpuset the plan was computed
@@ -292,9 +312,9 @@ pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInst
     let (_, loaded) = read_needed(&config, Path::new("/"), route.as_ref(), |scope| {
         LoadedTopology::live_with(scope).map_err(|e| LaunchError::Topology(Box::new(e)))
     })?;
-    let prepared = prepare_knowing_route(config, loaded, false, route.and_then(Result::ok))?;
-    let plan = plan(&prepared)?;
-    let cpuset = prepared.loaded.topology.host.allowed_cpus.clone();
+    let file = ServiceFile::check_knowing_route(config, loaded, false, route.and_then(Result::ok))?;
+    let plan = file.plan()?;
+    let cpuset = file.loaded.topology.host.allowed_cpus.clone();
     match plan.placement(service) {
         Some(p) => Ok(PlannedInstance { placement: p.clone(), cpuset }),
         None => {

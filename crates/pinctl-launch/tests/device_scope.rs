@@ -53,8 +53,8 @@ fn plan_on(loaded: &LoadedTopology, config: &pinctl_config::Config) -> String {
         is_live: loaded.is_live,
         source: loaded.source.clone(),
     };
-    match pinctl_launch::prepare_plan(config.clone(), copy, false) {
-        Ok(prepared) => match pinctl_launch::plan(&prepared) {
+    match pinctl_launch::ServiceFile::check(config.clone(), copy, false) {
+        Ok(file) => match file.plan() {
             Ok(plan) => format!("{:?}\n{:?}", plan.placements, plan.warnings),
             Err(e) => format!("no plan: {e}"),
         },

@@ -372,7 +372,7 @@ fn child_setup(p: &PlacementSpec) -> Result<ChildSetup, SpawnFailure> {
     let allowed = host.allowed().map_err(|e| failed(LaunchError::Allowed(e)))?;
     let launch = Launch { verify: true, ignore_unsupported: false };
     let prepared =
-        pinctl_launch::prepare(&LinuxKernel, &resolved, &allowed, launch, || host.kernel_release())
+        pinctl_launch::setup(&LinuxKernel, &resolved, &allowed, launch, || host.kernel_release())
             .map_err(failed)?;
     Ok(prepared.setup)
 }

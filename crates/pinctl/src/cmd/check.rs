@@ -9,10 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::cmd::plan::prepare;
+use crate::cmd::plan::service_file;
 use crate::error::CmdResult;
-use pinctl_launch::ExitStatus;
-use pinctl_topology::text::{escaped, escaped_but_newlines};
+use pinctl_launch::{ExitStatus, LaunchError};
 
 /// Arguments of `pinctl check`.
 #[derive(Debug, clap::Args)]
@@ -30,24 +29,29 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let failed = ExitCode::from(ExitStatus::Failure.code());
-    let prepared = match prepare(&args.config, args.topology.as_deref(), false)? {
-        Ok(prepared) => prepared,
-        Err(report) => {
-            io::stderr().lock().write_all(report.as_bytes()).context("writing to stderr")?;
+    let file = match service_file(&args.config, args.topology.as_deref(), false) {
+        Ok(file) => file,
+        Err(
+            e @ crate::error::Error::Launch(LaunchError::Config(_) | LaunchError::Rejected { .. }),
+        ) => {
+            // A file that is wrong is `check`'s answer, not a failure to run it.
+            if let Some(report) = e.message() {
+                io::stderr().lock().write_all(report.as_bytes()).context("writing to stderr")?;
+            }
             return Ok(failed);
         }
+        Err(e) => return Err(e),
     };
-    let mut warnings = prepared.diagnostics.len();
-    if !prepared.diagnostics.is_empty() {
-        let text = pinctl_config::render_all(&prepared.diagnostics, Some(&args.config), false);
+    let mut warnings = file.diagnostics.len();
+    if !file.diagnostics.is_empty() {
+        let text = pinctl_config::render_all(&file.diagnostics, Some(&args.config), false);
         writeln!(out, "{text}").context("writing to stdout")?;
     }
-    for w in &prepared.loaded.topology.warnings {
+    for w in &file.loaded.topology.warnings {
         writeln!(out, "warning: host: {w}").context("writing to stdout")?;
         warnings += 1;
     }
-    let topology = &prepared.loaded.topology;
-    let code = match pinctl_plan::plan(topology, &prepared.config, &prepared.inputs) {
+    let code = match file.plan() {
         Ok(plan) => {
             for w in &plan.warnings {
                 writeln!(out, "warning: plan: {w}").context("writing to stdout")?;
@@ -61,7 +65,7 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
                 out,
                 "ok: `{}` is valid for {}: {} instance{} on node{} {}{}",
                 args.config.display(),
-                prepared.loaded.source,
+                file.loaded.source,
                 plan.placements.len(),
                 if plan.placements.len() == 1 { "" } else { "s" },
                 if used.len() == 1 { "" } else { "s" },
@@ -76,13 +80,9 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            let config = escaped(&args.config.display().to_string());
-            let message = escaped_but_newlines(&e.to_string());
-            writeln!(
-                io::stderr().lock(),
-                "error: cannot place the services of `{config}`: {message}"
-            )
-            .context("writing to stderr")?;
+            if let Some(message) = crate::error::Error::from(e).message() {
+                writeln!(io::stderr().lock(), "{message}").context("writing to stderr")?;
+            }
             failed
         }
     };

@@ -236,7 +236,7 @@ pub(crate) fn run(args: ExecArgs) -> CmdResult {
         Launch { verify: true, ignore_unsupported: args.if_unsupported == IfUnsupported::Ignore };
     let kernel = LinuxKernel;
     let prepared =
-        pinctl_launch::prepare(&kernel, &resolved, &allowed, launch, || host.kernel_release())?;
+        pinctl_launch::setup(&kernel, &resolved, &allowed, launch, || host.kernel_release())?;
     let warnings = pinctl_launch::apply_to_self(&kernel, prepared, &resolved, &allowed, launch)?;
     crate::error::warn_all(&warnings);
     Err(pinctl_launch::exec(&args.command).into())

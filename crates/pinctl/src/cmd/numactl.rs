@@ -459,7 +459,7 @@ fn apply(
 ) -> Result<(), Error> {
     let kernel = LinuxKernel;
     let prepared =
-        pinctl_launch::prepare(&kernel, resolved, allowed, launch, || host.kernel_release())?;
+        pinctl_launch::setup(&kernel, resolved, allowed, launch, || host.kernel_release())?;
     let warnings = pinctl_launch::apply_to_self(&kernel, prepared, resolved, allowed, launch)?;
     crate::error::warn_all(&warnings);
     Ok(())

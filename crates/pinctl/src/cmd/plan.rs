@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use pinctl_capture::{StagedFile, load_topology};
 use pinctl_config::Config;
-use pinctl_launch::{LaunchError, Prepared};
+use pinctl_launch::ServiceFile;
 use pinctl_plan::{Placement, Plan};
 use pinctl_sysfs::{LoadedTopology, TopologySource};
 use pinctl_topology::MemoryPolicy;
@@ -76,73 +76,56 @@ fn parse_emit(values: &[String]) -> Result<Emit, Error> {
 pub(crate) fn run(args: PlanArgs) -> CmdResult {
     let emit = args.emit.as_deref().map(parse_emit).transpose()?;
     let mut err = io::stderr().lock();
-    let prepared = match prepare(&args.config, args.topology.as_deref(), args.strict)? {
-        Ok(prepared) => prepared,
-        Err(report) => {
-            err.write_all(report.as_bytes()).context("writing to stderr")?;
-            return Err(Error::Reported(pinctl_launch::ExitStatus::Failure));
-        }
-    };
-    if !prepared.diagnostics.is_empty() {
-        let text = pinctl_config::render_all(&prepared.diagnostics, Some(&args.config), false);
+    let file = service_file(&args.config, args.topology.as_deref(), args.strict)?;
+    if !file.diagnostics.is_empty() {
+        let text = pinctl_config::render_all(&file.diagnostics, Some(&args.config), false);
         writeln!(err, "{text}").context("writing to stderr")?;
     }
     // The host's warnings (discovery's assumptions first) are printed once: in the text
     // output, in `--json`'s `host_warnings`, and for `--emit`, whose stdout is files or
     // command lines, on stderr.
     if emit.is_some() {
-        for w in &prepared.loaded.topology.warnings {
+        for w in &file.loaded.topology.warnings {
             writeln!(err, "warning: host: {}", escaped(w)).context("writing to stderr")?;
         }
     }
-    let plan = pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs)
-        .with_context(|| format!("cannot place the services of `{}`", args.config.display()))?;
+    let plan = file.plan()?;
 
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     match emit {
         Some(Emit::Systemd(dir)) => {
-            emit_systemd(&mut out, &prepared.config, &plan, &args.config, &dir)?;
+            emit_systemd(&mut out, &file.config, &plan, &args.config, &dir)?;
         }
         Some(Emit::Numactl) => {
-            emit_numactl(&mut out, &prepared.config, &plan).context("writing to stdout")?;
+            emit_numactl(&mut out, &file.config, &plan).context("writing to stdout")?;
         }
         None if args.json => {
-            let host_warnings = &prepared.loaded.topology.warnings;
-            let config_warnings: Vec<String> = prepared.diagnostics.iter().map(one_line).collect();
+            let host_warnings = &file.loaded.topology.warnings;
+            let config_warnings: Vec<String> = file.diagnostics.iter().map(one_line).collect();
             serde_json::to_writer_pretty(&mut out, &plan.document(host_warnings, &config_warnings))
                 .context("writing JSON")?;
             writeln!(out).context("writing to stdout")?;
         }
-        None => {
-            render(&mut out, &plan, &args.config, &prepared.loaded).context("writing to stdout")?
-        }
+        None => render(&mut out, &plan, &args.config, &file.loaded).context("writing to stdout")?,
     }
     out.flush().context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Loads the service file and the topology and prepares them for planning
-/// ([`pinctl_launch::prepare_plan`]: machine checks, `near` entries, the default route).
-/// `Ok(Err(report))` is a rendered report of errors in the file; `Err` is a failure to read
-/// the topology.
-pub(crate) fn prepare(
-    config_path: &Path,
+/// The service file at `path` on the topology `--topology` names (the live machine without
+/// it): the one route every command that plans a file takes ([`ServiceFile`]). The file is
+/// read and validated first, so its errors are said even where the topology cannot be read.
+pub(crate) fn service_file(
+    path: &Path,
     topology: Option<&Path>,
     strict: bool,
-) -> Result<Result<Prepared, String>, Error> {
-    let config = match pinctl_config::load(config_path) {
-        Ok(config) => config,
-        Err(e) => return Ok(Err(e.render(false))),
-    };
+) -> Result<ServiceFile, Error> {
+    let config = pinctl_launch::load_config(path)?;
     let source = TopologySource::from_arg(topology).map_err(Error::failure)?;
     let mut loaded = load_topology(&source).map_err(Error::failure)?;
     pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
-    match pinctl_launch::prepare_plan(config, loaded, strict) {
-        Ok(prepared) => Ok(Ok(prepared)),
-        Err(LaunchError::Rejected { report }) => Ok(Err(report)),
-        Err(e) => Err(e.into()),
-    }
+    Ok(ServiceFile::check(config, loaded, strict)?)
 }
 
 /// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and

@@ -39,32 +39,25 @@ pub(crate) struct RunArgs {
     unpinned: bool,
 }
 
-/// Loads, checks and plans the file (keeping the instances in `running` where they are when
-/// it can: a reload): the instance specs, or the rendered report of what is wrong (the same
-/// diagnostics `pinctl plan` prints).
+/// Plans the file (keeping the instances in `running` where they are when it can: a reload):
+/// the instance specs, the file, and its warnings rendered; or the rendered report of what is
+/// wrong (the same diagnostics `pinctl plan` prints).
 fn plan_specs(
     config_path: &Path,
     topology: Option<&Path>,
     strict: bool,
     running: &BTreeMap<String, CurrentPlacement>,
 ) -> Result<(Vec<InstanceSpec>, pinctl_config::Config, String), String> {
-    let mut prepared = match super::plan::prepare(config_path, topology, strict) {
-        Ok(Ok(p)) => p,
-        Ok(Err(report)) => return Err(report),
-        Err(failed) => return Err(failed.message().map(|m| m + "\n").unwrap_or_default()),
-    };
-    let warnings = if prepared.diagnostics.is_empty() {
+    let report = |e: Error| e.message().map(|m| m + "\n").unwrap_or_default();
+    let file = super::plan::service_file(config_path, topology, strict).map_err(report)?;
+    let warnings = if file.diagnostics.is_empty() {
         String::new()
     } else {
-        pinctl_config::render_all(&prepared.diagnostics, Some(config_path), false)
+        pinctl_config::render_all(&file.diagnostics, Some(config_path), false)
     };
-    prepared.inputs.current = running.clone();
-    let plan = pinctl_plan::plan(&prepared.loaded.topology, &prepared.config, &prepared.inputs)
-        .map_err(|e| {
-            format!("error: cannot place the services of `{}`: {e}\n", config_path.display())
-        })?;
-    let specs = pinctl_supervise::launch::specs(&prepared.config, &plan);
-    Ok((specs, prepared.config, warnings))
+    let plan = file.plan_keeping(running).map_err(|e| report(e.into()))?;
+    let specs = pinctl_supervise::launch::specs(&file.config, &plan);
+    Ok((specs, file.config, warnings))
 }
 
 pub(crate) fn run(args: RunArgs) -> CmdResult {

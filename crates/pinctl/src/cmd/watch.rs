@@ -40,10 +40,9 @@ pub(crate) struct WatchArgs {
 }
 
 pub(crate) fn run(args: WatchArgs) -> CmdResult {
-    let config = pinctl_launch::load_config(&args.config)?;
-    let prepared = pinctl_launch::prepare_plan(config, pinctl_launch::live_topology()?, false)?;
-    let plan = pinctl_launch::plan(&prepared)?;
-    let config = &prepared.config;
+    let file = super::plan::service_file(&args.config, None, false)?;
+    let plan = file.plan()?;
+    let config = &file.config;
     let settings = WatchSettings::of(config);
     let watcher = Watcher::new(
         Path::new("/"),
