@@ -70,6 +70,7 @@ fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryE
     let nodes = read_nodes(fs, &cpus_online)?;
     let cpus = read_cpus(fs, &cpus_online, &nodes)?;
     let host = read_host(fs, &cpus_online, &nodes)?;
+    let caches = crate::caches::read_caches(fs, &cpus_online.online)?;
     let mut topology = Topology {
         schema_version: SchemaVersion,
         nodes: nodes.nodes,
@@ -79,6 +80,7 @@ fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryE
         host,
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
+        caches,
     };
     topology.devices = read_devices(fs, &topology, scope)?;
     Ok(topology)

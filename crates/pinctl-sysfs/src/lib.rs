@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic;
+mod caches;
 mod devices;
 mod discover;
 mod error;
