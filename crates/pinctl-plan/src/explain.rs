@@ -10,7 +10,14 @@ use crate::{Placement, Plan, PlanError, format_bytes, plural};
 
 pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
     let mut b = Builder::new(p, &outcome.assignment);
-    let placements: Vec<Placement> = (0..p.instances.len()).map(|i| b.placement(i)).collect();
+    // Sharing instances get what the others leave of their node: they come last.
+    let sharing = |i: &usize| matches!(p.instances[*i].shape, Shape::Sharing { .. });
+    let (last, first): (Vec<usize>, Vec<usize>) = (0..p.instances.len()).partition(sharing);
+    let mut placed: Vec<(usize, Placement)> =
+        first.into_iter().chain(last).map(|i| (i, b.placement(i))).collect();
+    placed.sort_by_key(|(i, _)| *i);
+    let mut placements: Vec<Placement> = placed.into_iter().map(|(_, pl)| pl).collect();
+    crate::sharing::note_overlaps(&b.occupants, &mut placements);
     b.shared_memory_violations();
     let Builder { mut warnings, violations, .. } = b;
 
@@ -37,6 +44,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         .filter(|&j| !p.kept_free[j].is_empty())
         .map(|j| (p.nodes[j].id, p.kept_free[j].clone()))
         .collect();
+    let node_use = crate::sharing::node_use(p, &outcome.assignment, &placements);
     Ok(Plan {
         kept_free_nodes: kept.intersection(&free_nodes),
         kept_free_for,
@@ -45,6 +53,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         warnings: all_warnings,
         cost: outcome.cost,
         optimal: outcome.exhaustive,
+        node_use,
     })
 }
 
@@ -55,8 +64,10 @@ struct Builder<'a> {
     /// The nodes (indexes into `p.nodes`) of each instance.
     assignment: &'a [Vec<usize>],
     /// The instances on each node.
-    occupants: Vec<Vec<usize>>,
+    pub(crate) occupants: Vec<Vec<usize>>,
     node_cpus: Vec<NodeCpus>,
+    /// The CPUs `cpus = N` instances took on each node (sharing instances get the rest).
+    held: Vec<CpuSet>,
     /// The CPUs each instance keeps from where it runs today (claimed before anyone takes
     /// CPUs, so a neighbour's change does not shift them).
     kept: Vec<Option<CpuSet>>,
@@ -73,8 +84,11 @@ impl<'a> Builder<'a> {
                 occupants[j].push(i);
             }
         }
-        let mut node_cpus: Vec<NodeCpus> =
-            p.nodes.iter().map(|node| NodeCpus::new(&node.cores)).collect();
+        let mut node_cpus: Vec<NodeCpus> = p
+            .nodes
+            .iter()
+            .map(|node| NodeCpus::new(&node.cores, &node.cache_group, node.max_uses()))
+            .collect();
         let kept = (0..p.instances.len())
             .map(|i| keep_cpus(p, i, &assignment[i], &mut node_cpus))
             .collect();
@@ -83,6 +97,7 @@ impl<'a> Builder<'a> {
             assignment,
             occupants,
             node_cpus,
+            held: vec![CpuSet::new(); p.nodes.len()],
             kept,
             warnings: p.warnings.clone(),
             violations: Vec::new(),
@@ -121,6 +136,7 @@ impl<'a> Builder<'a> {
             memory_policy: inst.policy,
             memory_nodes,
             reasons,
+            shares_with: Vec::new(),
         }
     }
 
@@ -155,6 +171,20 @@ impl<'a> Builder<'a> {
                     left -= got.len() as u32;
                     cpus = cpus.union(&got);
                 }
+                if let Some(note) = set.iter().find_map(|&j| {
+                    crate::sharing::cache_note(&p.nodes[j], &cpus).filter(|_| set.len() == 1)
+                }) {
+                    if let Some(last) = reasons.last_mut() {
+                        last.push_str(&note);
+                    }
+                }
+                cpus
+            }
+            Shape::Sharing { .. } => {
+                let j = set[0];
+                let cpus: CpuSet = p.nodes[j].cores.iter().flatten().copied().collect();
+                let cpus = cpus.difference(&self.held[j]);
+                reasons.push(crate::sharing::sharing_reason(p, &self.occupants, i, j, &self.held[j]));
                 cpus
             }
             Shape::Shared(c) => {
@@ -176,15 +206,18 @@ impl<'a> Builder<'a> {
                 } else {
                     format!("; shares it with {}", others.join(", "))
                 };
-                reasons.push(format!(
-                    "cpus = {c}: packed in node {} ({used} of its {} usable CPUs taken), whole cores first{sharing}",
-                    p.nodes[j].id,
-                    p.nodes[j].cpu_count()
-                ));
-                match self.kept[i].clone() {
+                let cpus = match self.kept[i].clone() {
                     Some(kept) => kept,
                     None => self.node_cpus[j].take(c),
-                }
+                };
+                self.held[j] = self.held[j].union(&cpus);
+                let taken = crate::sharing::taken(&p.nodes[j], used, p.overcommit);
+                let caches = crate::sharing::cache_note(&p.nodes[j], &cpus).unwrap_or_default();
+                reasons.push(format!(
+                    "cpus = {c}: packed in node {} ({taken}), whole cores first{caches}{sharing}",
+                    p.nodes[j].id,
+                ));
+                cpus
             }
         }
     }
@@ -246,7 +279,7 @@ impl<'a> Builder<'a> {
             return;
         }
         let capacity = match inst.shape {
-            Shape::Shared(_) => p.nodes[set[0]].memory,
+            Shape::Shared(_) | Shape::Sharing { .. } => p.nodes[set[0]].memory,
             _ => p.memory_of(set),
         };
         let what = format!("{} {}", inst.policy, format_bytes(inst.memory));
@@ -279,7 +312,7 @@ impl<'a> Builder<'a> {
             let shared: Vec<usize> = on_node
                 .iter()
                 .copied()
-                .filter(|&k| matches!(p.instances[k].shape, Shape::Shared(_)))
+                .filter(|&k| !p.instances[k].shape.owns_nodes())
                 .collect();
             let total: u64 = shared.iter().map(|&k| p.instances[k].memory).sum();
             if let Some(cap) = p.nodes[j].memory {

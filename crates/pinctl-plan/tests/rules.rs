@@ -92,6 +92,13 @@ command = ["/bin/db"]
     let two = text
         .replace("[service.db]", "[service.db]\ninstances = 2")
         .replace("command = [\"/bin/db\"]", "command = [\"/bin/db\", \"{instance}\"]");
+    // Without a size, the second instance shares node 0 rather than be refused...
+    let shared = plan_text(&t, &two, false).unwrap();
+    for p in &shared.placements {
+        assert_eq!((p.nodes.to_string(), p.cpus.to_string()), ("0".into(), "1-7,65-71".into()));
+    }
+    // ...and where the file demands a node each, it is refused.
+    let two = two.replace("instances = 2", "instances = 2\nshare-nodes = \"never\"");
     let err = plan_text(&t, &two, false).unwrap_err().to_string();
     assert!(
         err.starts_with("db-1 needs 1 whole node: 8 nodes, 1 taken (by db-0), 7 not available"),
