@@ -297,10 +297,26 @@ impl<'a> Builder<'a> {
                     inst.policy
                 ));
             }
-            Some(cap) => reasons.push(format!(
-                "memory {what} fits {on_nodes} ({} after the reserve)",
-                format_bytes(cap)
-            )),
+            Some(cap) => {
+                // A sharing instance's memory fits only with its neighbours': say what they
+                // expect together.
+                let together = match inst.shape {
+                    Shape::Sharing { .. } => {
+                        let on_node = &self.occupants[set[0]];
+                        let total: u64 = on_node.iter().map(|&k| p.instances[k].memory).sum();
+                        let with = on_node.iter().filter(|&&k| p.instances[k].memory > 0).count();
+                        (with > 1).then(|| {
+                            format!("; its {with} instances expect {} together", format_bytes(total))
+                        })
+                    }
+                    _ => None,
+                };
+                reasons.push(format!(
+                    "memory {what} fits {on_nodes} ({} after the reserve{})",
+                    format_bytes(cap),
+                    together.unwrap_or_default()
+                ))
+            }
             None => reasons.push(format!("memory {what}: {on_nodes} has unknown memory size")),
         }
     }

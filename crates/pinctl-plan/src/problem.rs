@@ -566,6 +566,7 @@ impl Problem {
         let mut sharers = vec![0u32; n];
         let mut alone_first = vec![0u64; n];
         let mut load = vec![0u32; n];
+        let mut sharing_memory = vec![0u64; n];
         let mut cost = Cost {
             memory_overflow: 0,
             shared_instances: 0,
@@ -618,6 +619,7 @@ impl Problem {
                         _ => {
                             sharers[j] += 1;
                             alone_first[j] += u64::from(inst.shape.alone_first());
+                            sharing_memory[j] += inst.memory;
                         }
                     }
                     total_memory[j] += inst.memory;
@@ -653,18 +655,26 @@ impl Problem {
             }
             cost.shared_instances += shared_beyond_first(alone_first[j], occupants[j]);
         }
-        cost.spread = self.spread(&owner, &load);
+        cost.spread = self.spread(&owner, &load, &sharing_memory);
         Some(cost)
     }
 
     /// Node loads, highest first, over placeable nodes: an owned node is full, another one
-    /// carries the CPUs of its `cpus = N` instances and the weights of its sharing ones.
-    pub(crate) fn spread(&self, owner: &[bool], load: &[u32]) -> Vec<Load> {
+    /// carries the CPUs of its `cpus = N` instances and the weights of its sharing ones, or,
+    /// when larger, the share of its memory its sharing instances expect (`sharing_memory`).
+    pub(crate) fn spread(&self, owner: &[bool], load: &[u32], sharing_memory: &[u64]) -> Vec<Load> {
         let mut loads: Vec<Load> = (0..self.nodes.len())
             .filter(|&j| self.nodes[j].placeable)
             .map(|j| {
                 let capacity = self.nodes[j].cpu_count();
-                Load { used: if owner[j] { capacity } else { load[j] }, capacity }
+                if owner[j] {
+                    return Load { used: capacity, capacity };
+                }
+                let cpus = Load { used: load[j], capacity };
+                match self.nodes[j].memory {
+                    Some(m) if sharing_memory[j] > 0 => cpus.max(memory_load(sharing_memory[j], m)),
+                    _ => cpus,
+                }
             })
             .collect();
         loads.sort_by(|a, b| b.cmp(a));
@@ -738,6 +748,13 @@ impl Problem {
             .min()
             .unwrap_or(0)
     }
+}
+
+/// The share of a node's `capacity` bytes that `expected` bytes take, in MiB (expected rounded
+/// up, capacity down) so that it compares exactly with CPU loads.
+pub(crate) fn memory_load(expected: u64, capacity: u64) -> Load {
+    let mib = |b: u64| u32::try_from(b >> 20).unwrap_or(u32::MAX);
+    Load { used: mib(expected.saturating_add((1 << 20) - 1)), capacity: mib(capacity).max(1) }
 }
 
 /// When-needed instances without a node of their own on a node of `occupants` instances, of

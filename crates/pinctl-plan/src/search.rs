@@ -12,7 +12,8 @@ use std::cmp::{Ordering, Reverse};
 
 use crate::PlanError;
 use crate::problem::{
-    Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms, shared_beyond_first, term,
+    Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms, memory_load, shared_beyond_first,
+    term,
 };
 
 /// Budget of each pass once it has a plan, in options tried times instances times nodes (the
@@ -58,6 +59,10 @@ struct Choice {
     load_before: Load,
     /// Empty nodes it occupies.
     empty_taken: usize,
+    /// `delta` plus what taking those empty nodes forces on the `when-needed` instances still
+    /// to place (`Search::must_share`): what the option adds to the bound. Options are tried in
+    /// its order, so that once one is beyond the best plan, so is every later one.
+    bound_delta: Terms,
 }
 
 /// What a search pass looks for.
@@ -95,9 +100,11 @@ struct Search<'p> {
     used: Vec<u32>,
     /// CPUs and weights of the instances on each node that do not own it (spread).
     load: Vec<u32>,
-    /// Sharing instances on each node, and how many of them prefer a node of their own.
+    /// Sharing instances on each node, how many of them prefer a node of their own, and the
+    /// memory they expect there.
     sharers: Vec<u32>,
     alone_first: Vec<u32>,
+    sharing_memory: Vec<u64>,
     bind_memory: Vec<u64>,
     total_memory: Vec<u64>,
     assignment: Vec<Option<Vec<usize>>>,
@@ -188,6 +195,7 @@ impl<'p> Search<'p> {
             load: vec![0; n],
             sharers: vec![0; n],
             alone_first: vec![0; n],
+            sharing_memory: vec![0; n],
             bind_memory: vec![0; n],
             total_memory: vec![0; n],
             assignment: vec![None; p.instances.len()],
@@ -283,9 +291,8 @@ impl Search<'_> {
                 return;
             }
             self.steps += 1;
-            let mut bound =
-                add_terms(&add_terms(&self.terms, &option.delta), &self.remaining[depth + 1]);
-            bound[term::SHARED_INSTANCES] += self.must_share(depth + 1, option.empty_taken);
+            let bound =
+                add_terms(&add_terms(&self.terms, &option.bound_delta), &self.remaining[depth + 1]);
             let target = match &self.goal {
                 Goal::Optimise => self.best.as_ref().map(|(best, _)| (best.terms(), &best.spread)),
                 Goal::LowestIds { terms, spread } => Some((*terms, spread)),
@@ -409,7 +416,7 @@ impl Search<'_> {
     fn leaf(&mut self) {
         // The state holds the numeric terms; a full evaluation is only needed for a plan that
         // is kept.
-        let spread = self.p.spread(&self.owner, &self.load);
+        let spread = self.p.spread(&self.owner, &self.load, &self.sharing_memory);
         let keep = match (&self.goal, &self.best) {
             (Goal::Optimise, None) => true,
             (Goal::Optimise, Some((best, _))) => {
@@ -437,6 +444,8 @@ impl Search<'_> {
     /// instance `i` on `set`: the CPUs the later shared instances need, poured like water into
     /// the least loaded nodes that nobody owns (fractional water-filling minimises the sorted
     /// load vector over all fractional distributions, so no real completion is below it).
+    /// Memory shares only ever raise a node's load above its CPU load, so pouring CPUs onto
+    /// CPU loads alone keeps it a lower bound.
     fn spread_bound(&self, water_from: usize, i: usize, set: &[usize], tight: bool) -> Vec<Load> {
         let p = self.p;
         let shape = p.instances[i].shape;
@@ -506,11 +515,13 @@ impl Search<'_> {
                         _ => (0, 1),
                     };
                     let alone = u32::from(inst.shape.alone_first());
+                    let sharing_memory = if sharer > 0 { inst.memory } else { 0 };
                     if add {
                         self.used[j] += c;
                         self.load[j] += inst.shape.load();
                         self.sharers[j] += sharer;
                         self.alone_first[j] += alone;
+                        self.sharing_memory[j] += sharing_memory;
                         self.total_memory[j] += inst.memory;
                         self.bind_memory[j] += bind;
                     } else {
@@ -518,6 +529,7 @@ impl Search<'_> {
                         self.load[j] -= inst.shape.load();
                         self.sharers[j] -= sharer;
                         self.alone_first[j] -= alone;
+                        self.sharing_memory[j] -= sharing_memory;
                         self.total_memory[j] -= inst.memory;
                         self.bind_memory[j] -= bind;
                     }
@@ -561,9 +573,10 @@ impl Search<'_> {
                         continue;
                     }
                     let capacity = p.nodes[j].cpu_count();
-                    // `cpus = N` within the node's limit; a sharing instance needs a CPU that
-                    // no `cpus = N` instance holds.
-                    if self.used[j] + c > p.cpu_limit(j, self.sharers[j] + sharer) {
+                    // N different CPUs, within the node's limit (overcommitted or not); a
+                    // sharing instance needs a CPU that no `cpus = N` instance holds.
+                    if c > capacity || self.used[j] + c > p.cpu_limit(j, self.sharers[j] + sharer)
+                    {
                         continue;
                     }
                     let memory = p.nodes[j].memory;
@@ -593,13 +606,22 @@ impl Search<'_> {
                         self.occupied[j] + 1,
                     );
                     delta[term::SHARED_INSTANCES] = after - before;
-                    let load = self.load[j];
+                    let load = |cpus: u32, memory: u64| {
+                        let cpus = Load { used: cpus, capacity };
+                        match p.nodes[j].memory {
+                            Some(m) if memory > 0 => cpus.max(memory_load(memory, m)),
+                            _ => cpus,
+                        }
+                    };
+                    let (now, expected) = (self.load[j], self.sharing_memory[j]);
+                    let more = if sharer > 0 { inst.memory } else { 0 };
                     out.push(Choice {
                         set: vec![j],
                         delta,
-                        load_after: Load { used: load + inst.shape.load(), capacity },
-                        load_before: Load { used: load, capacity },
+                        load_after: load(now + inst.shape.load(), expected + more),
+                        load_before: load(now, expected),
                         empty_taken: usize::from(self.occupied[j] == 0),
+                        bound_delta: [0; term::COUNT],
                     });
                 }
             }
@@ -628,17 +650,29 @@ impl Search<'_> {
                         kept_free.map(|&j| u64::from(p.nodes[j].cpu_count())).sum();
                     let full = Load { used: 1, capacity: 1 };
                     let empty_taken = set.len();
-                    out.push(Choice { set, delta, load_after: full, load_before: full, empty_taken });
+                    out.push(Choice {
+                        set,
+                        delta,
+                        load_after: full,
+                        load_before: full,
+                        empty_taken,
+                        bound_delta: [0; term::COUNT],
+                    });
                 }
             }
+        }
+        for choice in &mut out {
+            choice.bound_delta = choice.delta;
+            choice.bound_delta[term::SHARED_INSTANCES] +=
+                self.must_share(depth + 1, choice.empty_taken);
         }
         if matches!(self.goal, Goal::LowestIds { .. }) {
             out.sort_by(|a, b| a.set.cmp(&b.set));
             return out;
         }
         out.sort_by(|a, b| {
-            a.delta
-                .cmp(&b.delta)
+            a.bound_delta
+                .cmp(&b.bound_delta)
                 .then(a.load_after.cmp(&b.load_after))
                 .then(b.load_before.cmp(&a.load_before))
                 .then_with(|| a.set.cmp(&b.set))
@@ -809,8 +843,13 @@ impl Search<'_> {
                 } else {
                     format!("; the rest is shared{}", list_names(&sharers))
                 };
+                let overcommit = if p.overcommit == pinctl_config::Overcommit::NONE {
+                    "; `cpu-overcommit` in `[host]` would let `cpus = N` instances share CPUs"
+                } else {
+                    ""
+                };
                 format!(
-                    "needs {c} CPU{} on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}{shared_by}",
+                    "needs {c} CPU{} on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}{shared_by}{overcommit}",
                     crate::plural(c as usize),
                     crate::plural(candidates),
                     list_names(&owners),

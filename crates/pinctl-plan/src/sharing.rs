@@ -10,14 +10,14 @@ use crate::problem::{NodeInfo, Problem, Shape};
 use crate::{NodeUse, Placement, plural};
 
 /// `12 of its 16 usable CPUs taken`, or on an overcommitted node `4 CPUs of instances on its
-/// 2 usable CPUs, 2 per CPU (cpu-overcommit 2)`.
+/// 2 usable CPUs: 2 per CPU, as cpu-overcommit 2 allows`.
 pub(crate) fn taken(node: &NodeInfo, used: u32, overcommit: pinctl_config::Overcommit) -> String {
     let capacity = node.cpu_count();
     if used <= capacity {
         return format!("{used} of its {capacity} usable CPUs taken");
     }
     format!(
-        "{used} CPUs of instances on its {capacity} usable CPUs, {} per CPU (cpu-overcommit {overcommit})",
+        "{used} CPUs of instances on its {capacity} usable CPUs: {} per CPU, as cpu-overcommit {overcommit} allows",
         ratio(used, capacity)
     )
 }

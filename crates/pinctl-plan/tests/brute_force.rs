@@ -504,6 +504,7 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
     let mut alone_first = vec![0u64; n as usize];
     let mut weights = vec![0u64; n as usize];
     let mut sharers = vec![false; n as usize];
+    let mut sharing_memory = vec![0u64; n as usize];
     let package = |j: u32| t.cpus.iter().find(|c| c.node == Some(j))?.package;
     let mut want = Cost {
         memory_overflow: plan.cost.memory_overflow,
@@ -559,6 +560,7 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
             } else if sharing(service) {
                 sharers[j] = true;
                 weights[j] += u64::from(service.share_weight);
+                sharing_memory[j] += service.memory.unwrap_or(0);
                 alone_first[j] += u64::from(service.share_nodes == ShareNodes::WhenNeeded);
             } else {
                 shared[j] += p.cpus.len() as u64;
@@ -579,9 +581,25 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
     let load = |j: u32| load(j) + weights[j as usize];
     let placeable =
         |j: &u32| usable(*j) > 0 && t.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(*j));
+    // A node's load is the larger of its CPU share and the share of its memory (MemTotal less
+    // the 2% reserve, in whole MiB) its sharing instances expect (in MiB rounded up).
+    let memory_share = |j: u32| {
+        let total = t.node(j)?.memory_bytes?;
+        let expected = sharing_memory[j as usize];
+        (expected > 0).then(|| Load {
+            used: expected.div_ceil(1 << 20) as u32,
+            capacity: (((total - total / 50) >> 20) as u32).max(1),
+        })
+    };
     want.spread = (0..n)
         .filter(placeable)
-        .map(|j| Load { used: load(j) as u32, capacity: usable(j) as u32 })
+        .map(|j| {
+            let cpus = Load { used: load(j) as u32, capacity: usable(j) as u32 };
+            match memory_share(j) {
+                Some(memory) if !owned[j as usize] => cpus.max(memory),
+                _ => cpus,
+            }
+        })
         .collect();
     want.spread.sort_by(|a, b| b.cmp(a));
     prop_assert_eq!(&plan.cost, &want);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pinctl_config::Config;
-use pinctl_plan::{Plan, PlanError, PlanInputs};
+use pinctl_plan::{CurrentPlacement, Plan, PlanError, PlanInputs};
 use pinctl_testkit::{GIB, SyntheticTopology};
 use pinctl_topology::{CpuSet, DeviceKind, HostFacts, NodeSet, Topology};
 
@@ -158,4 +158,29 @@ pub fn bundled(file: &str) -> Config {
 pub fn plan_text(topology: &Topology, text: &str, strict: bool) -> Result<Plan, PlanError> {
     let config = config("test.toml", text);
     pinctl_plan::plan(topology, &config, &inputs(topology, &config, strict))
+}
+
+/// Plans `before`, then `after` with the first plan's placements as where the instances run
+/// today (a reload); returns both re-plans of `after`: sticky, and fresh (no placements).
+pub fn replan(t: &Topology, before: &str, after: &str) -> (Plan, Plan, Plan) {
+    let old = plan_text(t, before, false).unwrap();
+    let config = config("after.toml", after);
+    let mut sticky = inputs(t, &config, false);
+    sticky.current = old
+        .placements
+        .iter()
+        .map(|p| {
+            (p.instance.clone(), CurrentPlacement { nodes: p.nodes.clone(), cpus: p.cpus.clone() })
+        })
+        .collect();
+    let fresh = pinctl_plan::plan(t, &config, &inputs(t, &config, false)).unwrap();
+    let new = pinctl_plan::plan(t, &config, &sticky).unwrap();
+    assert!(new.optimal);
+    assert_eq!(new, pinctl_plan::plan(t, &config, &sticky).unwrap(), "deterministic");
+    (old, new, fresh)
+}
+
+/// `instance nodes cpus` for every placement, to compare plans.
+pub fn where_each(plan: &Plan) -> Vec<String> {
+    plan.placements.iter().map(|p| format!("{} {} {}", p.instance, p.nodes, p.cpus)).collect()
 }
