@@ -441,12 +441,32 @@ fn kept_free_violation(
                 plural(k as usize)
             )
         }
-        _ => format!(
-            "{} uses node {node}, kept free for {kept_for}: no other node had room",
-            inst.name
-        ),
+        _ => {
+            // With sharing instances there the node's CPUs are theirs whoever came first: say
+            // whom it shares the node with rather than why it came.
+            let sharing = |k: usize| matches!(p.instances[k].shape, Shape::Sharing { .. });
+            let others: Vec<&str> = occupants[j]
+                .iter()
+                .filter(|&&k| k != i)
+                .map(|&k| p.instances[k].name.as_str())
+                .collect();
+            if occupants[j].iter().any(|&k| sharing(k)) && !others.is_empty() {
+                format!(
+                    "{} shares node {node}, kept free for {kept_for}, with {}",
+                    inst.name,
+                    crate::sharing::names(&others)
+                )
+            } else {
+                format!(
+                    "{} uses node {node}, kept free for {kept_for}: no other node had room",
+                    inst.name
+                )
+            }
+        }
     }
 }
+
+
 
 /// The CPUs instance `i` keeps, claimed from `node_cpus`: those it runs on today, when it
 /// stays on the same nodes with a size of `cpus = N`, all N are still usable there and no

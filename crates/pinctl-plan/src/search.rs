@@ -127,7 +127,10 @@ pub(crate) fn search(p: &Problem) -> Result<Outcome, PlanError> {
             Shape::Spanning(c) | Shape::Shared(c) => u64::from(c),
             Shape::Sharing { weight, .. } => u64::from(weight),
         };
-        (!inst.shape.owns_nodes(), !has_near, Reverse(size), inst.class, i)
+        // Instances that want a node of their own come right after the owners, which take
+        // empty nodes too: placed after the `cpus = N` ones, those would have spread over every
+        // empty node first.
+        (!inst.shape.owns_nodes(), !inst.shape.alone_first(), !has_near, Reverse(size), inst.class, i)
     });
     let mut first = Search::new(p, order, Goal::Optimise);
     first.descend(0);
@@ -816,10 +819,15 @@ impl Search<'_> {
                     "needs a node to share: {owned} of its {candidates} node{} owned by whole-node instances{}{}{excluded_note}",
                     crate::plural(candidates),
                     list_names(&taken_by),
-                    if full > 0 {
-                        format!(", the other {full} without a CPU that no `cpus = N` instance holds or without room for {} under bind", crate::format_bytes(inst.memory))
-                    } else {
-                        String::new()
+                    match (full, inst.binds()) {
+                        (0, _) => String::new(),
+                        (_, false) => format!(
+                            ", the other {full} without a CPU that no `cpus = N` instance holds"
+                        ),
+                        (_, true) => format!(
+                            ", the other {full} without a CPU that no `cpus = N` instance holds or without room for {} under bind",
+                            crate::format_bytes(inst.memory)
+                        ),
                     }
                 )
             }

@@ -121,7 +121,7 @@ pub(crate) fn sharing_reason(
 }
 
 /// `a, b, c`, or `a, b, c, d, e and 3 more`.
-fn names(list: &[&str]) -> String {
+pub(crate) fn names(list: &[&str]) -> String {
     const SHOWN: usize = 5;
     if list.len() <= SHOWN {
         list.join(", ")
