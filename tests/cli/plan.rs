@@ -119,7 +119,10 @@ fn a_kept_free_node_is_used_with_a_warning_and_refused_under_strict() {
         .assert()
         .success()
         .stdout(predicate::str::contains("uses node 5, kept free for `eth0`, as a last resort"))
-        .stdout(predicate::str::contains("warning: tikv-5 needs 1 whole node"));
+        .stdout(predicate::str::contains(
+            "warning: tikv-5 needs a node of its own (share-nodes = \"when-needed\"): 8 nodes, 7 \
+             taken, 1 kept free for `eth0`; it uses node 5",
+        ));
     pinctl()
         .args(["plan", "--strict", "--topology", EPYC, "-c"])
         .arg(&config)
@@ -127,7 +130,7 @@ fn a_kept_free_node_is_used_with_a_warning_and_refused_under_strict() {
         .code(1)
         .stdout("")
         .stderr(predicate::str::contains(
-            "--strict: the best plan breaks 1 soft rule:\n  tikv-5 needs 1 whole node: 8 nodes, 7 taken, 1 kept free for `eth0`",
+            "--strict: the best plan breaks 1 soft rule:\n  tikv-5 needs a node of its own",
         ));
 }
 
@@ -136,7 +139,7 @@ fn an_infeasible_config_names_the_instance_and_the_shortage() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
         dir.path(),
-        "[service.mysql]\ncommand = [\"/usr/sbin/mysqld\"]\ninstances = 3\n",
+        "[service.mysql]\ncommand = [\"/usr/sbin/mysqld\"]\ninstances = 3\nnodes = 1\n",
     );
     pinctl().args(["plan", "--topology", XEON, "-c"]).arg(&config).assert().code(1).stderr(
         predicate::str::contains(

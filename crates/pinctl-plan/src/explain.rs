@@ -171,13 +171,6 @@ impl<'a> Builder<'a> {
                     left -= got.len() as u32;
                     cpus = cpus.union(&got);
                 }
-                if let Some(note) = set.iter().find_map(|&j| {
-                    crate::sharing::cache_note(&p.nodes[j], &cpus).filter(|_| set.len() == 1)
-                }) {
-                    if let Some(last) = reasons.last_mut() {
-                        last.push_str(&note);
-                    }
-                }
                 cpus
             }
             Shape::Sharing { .. } => {
@@ -427,8 +420,16 @@ fn kept_free_violation(
     let inst = &p.instances[i];
     let kept_for = p.kept_free[j].join(", ");
     let node = p.nodes[j].id;
-    match inst.shape {
-        Shape::Whole(k) => {
+    // A when-needed instance alone on the node wanted a node of its own, as `nodes = 1` does.
+    let needs = match inst.shape {
+        Shape::Whole(k) => Some(format!("{k} whole node{}", plural(k as usize))),
+        Shape::Sharing { alone_first: true, .. } if occupants[j].len() == 1 => {
+            Some("a node of its own (share-nodes = \"when-needed\")".to_string())
+        }
+        _ => None,
+    };
+    match needs {
+        Some(needs) => {
             let total = p.nodes.len();
             let taken = (0..total)
                 .filter(|&x| occupants[x].iter().any(|&o| o != i))
@@ -436,12 +437,11 @@ fn kept_free_violation(
                 .count();
             let kept = (0..total).filter(|&x| !p.kept_free[x].is_empty()).count();
             format!(
-                "{} needs {k} whole node{}: {total} nodes, {taken} taken, {kept} kept free for {kept_for}; it uses node {node}",
+                "{} needs {needs}: {total} nodes, {taken} taken, {kept} kept free for {kept_for}; it uses node {node}",
                 inst.name,
-                plural(k as usize)
             )
         }
-        _ => {
+        None => {
             // With sharing instances there the node's CPUs are theirs whoever came first: say
             // whom it shares the node with rather than why it came.
             let sharing = |k: usize| matches!(p.instances[k].shape, Shape::Sharing { .. });
