@@ -216,7 +216,9 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             if let Some(j) = cache_of.insert(c, i) {
                 return bad(
                     format!("caches[{i}].cpus"),
-                    format!("CPU `{c}` is also in `caches[{j}].cpus` (a CPU has one last-level cache)"),
+                    format!(
+                        "CPU `{c}` is also in `caches[{j}].cpus` (a CPU has one last-level cache)"
+                    ),
                 );
             }
         }

@@ -1049,16 +1049,27 @@ impl Walker {
         let mode = match written {
             Some((mode, span)) if mode.shares() && !one_node => {
                 let why = match size {
-                    InstanceSize::Cpus(_) => "`cpus = N` instances already share nodes, each with CPUs of its own".to_string(),
+                    InstanceSize::Cpus(_) => {
+                        "`cpus = N` instances already share nodes, each with CPUs of its own"
+                            .to_string()
+                    }
                     InstanceSize::Nodes(n) => format!("its instances take `nodes = {n}` each"),
                 };
                 self.error(
                     span,
-                    format!("`share-nodes = \"{}\"` is for instances of one node; {why}", mode.name()),
+                    format!(
+                        "`share-nodes = \"{}\"` is for instances of one node; {why}",
+                        mode.name()
+                    ),
                 )
                 .help = Some(match size {
-                    InstanceSize::Cpus(_) => "to let `cpus = N` instances share CPUs, set `cpu-overcommit` in `[host]`".into(),
-                    InstanceSize::Nodes(_) => "remove `share-nodes`, or size the service `nodes = 1`".into(),
+                    InstanceSize::Cpus(_) => {
+                        "to let `cpus = N` instances share CPUs, set `cpu-overcommit` in `[host]`"
+                            .into()
+                    }
+                    InstanceSize::Nodes(_) => {
+                        "remove `share-nodes`, or size the service `nodes = 1`".into()
+                    }
                 });
                 ShareNodes::Never
             }
@@ -1113,9 +1124,9 @@ impl Walker {
         let k = key.get_ref().as_ref();
         let span = value.span();
         let hundredths = match value.get_ref() {
-            DeValue::Integer(_) => {
-                self.integer(k, value, 1, u64::from(Overcommit::MAX.hundredths() / 100)).map(|n| n as u32 * 100)
-            }
+            DeValue::Integer(_) => self
+                .integer(k, value, 1, u64::from(Overcommit::MAX.hundredths() / 100))
+                .map(|n| n as u32 * 100),
             DeValue::Float(f) => {
                 let written = f.as_str();
                 let x = written.parse::<f64>().ok().filter(|x| x.is_finite());
@@ -1125,14 +1136,20 @@ impl Walker {
                         Some(h.round() as u32)
                     }
                     Some(h) if (0.0..=1e6).contains(&h) => {
-                        self.error(&span, format!("`{k}` `{written}` has more than two decimals"))
-                            .help = Some("write a ratio such as `2` or `1.5`".into());
+                        self.error(
+                            &span,
+                            format!("`{k}` `{written}` has more than two decimals"),
+                        )
+                        .help = Some("write a ratio such as `2` or `1.5`".into());
                         None
                     }
                     _ => {
                         self.error(
                             &span,
-                            format!("`{k}` must be from 1 (no overcommit) to {}, not `{written}`", Overcommit::MAX),
+                            format!(
+                                "`{k}` must be from 1 (no overcommit) to {}, not `{written}`",
+                                Overcommit::MAX
+                            ),
                         );
                         None
                     }

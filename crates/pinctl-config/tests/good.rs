@@ -28,7 +28,10 @@ fn every_key_is_read() {
     assert_eq!(c.host.memory_reserve, Some(4 << 30));
     assert_eq!(c.host.socket, Some(PathBuf::from("/run/pinctl/db.sock")));
     assert_eq!(c.host.state_file, Some(PathBuf::from("/var/lib/pinctl/state.json")));
-    assert_eq!(c.host.cpu_overcommit.map(|r| (r.hundredths(), r.to_string())), Some((150, "1.5".into())));
+    assert_eq!(
+        c.host.cpu_overcommit.map(|r| (r.hundredths(), r.to_string())),
+        Some((150, "1.5".into()))
+    );
     assert_eq!(c.services.len(), 3);
 
     let tikv = &c.services[0];
@@ -392,7 +395,8 @@ share-nodes = "never"
     assert_eq!(mode("pairs"), ShareNodes::Never);
     assert_eq!(mode("small"), ShareNodes::Never);
     assert_eq!(mode("alone"), ShareNodes::Never);
-    let plain = parse(Path::new("plain.toml"), "[service.a]\ncommand = [\"/a\"]\nnodes = 1\n").unwrap();
+    let plain =
+        parse(Path::new("plain.toml"), "[service.a]\ncommand = [\"/a\"]\nnodes = 1\n").unwrap();
     assert_eq!(plain.services[0].share_nodes, ShareNodes::Never, "`nodes = 1` written: owned");
     for (ratio, hundredths) in [("1", 100), ("2", 200), ("1.25", 125), ("64", 6400), ("1.0", 100)] {
         let text = format!("[host]\ncpu-overcommit = {ratio}\n[service.a]\ncommand = [\"/a\"]\n");

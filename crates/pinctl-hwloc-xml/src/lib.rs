@@ -441,8 +441,9 @@ fn caches(objects: &[Object<'_, '_>], online: &CpuSet) -> Result<Vec<Cache>, Str
         if obj.attr("cache_type").map(str::trim) == Some("2") {
             continue;
         }
-        let cpus = id_set::<pinctl_topology::CpuKind>(obj.attr("cpuset"), "the CPU set of a cache")?
-            .intersection(online);
+        let cpus =
+            id_set::<pinctl_topology::CpuKind>(obj.attr("cpuset"), "the CPU set of a cache")?
+                .intersection(online);
         let size_bytes =
             obj.attr("cache_size").and_then(|s| s.trim().parse::<u64>().ok()).filter(|&s| s > 0);
         if !cpus.is_empty() && level > 0 {

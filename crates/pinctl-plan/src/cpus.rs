@@ -183,8 +183,10 @@ impl NodeCpus {
         let mut want = want;
         let mut out = CpuSet::new();
         let cores: Vec<usize> = (0..self.cores.len()).filter(|&i| self.group[i] == g).collect();
-        let whole: Vec<bool> =
-            cores.iter().map(|&i| self.free_in_core(i, level, taken) == self.cores[i].len()).collect();
+        let whole: Vec<bool> = cores
+            .iter()
+            .map(|&i| self.free_in_core(i, level, taken) == self.cores[i].len())
+            .collect();
         for (&i, &is_whole) in cores.iter().zip(&whole) {
             if want > 0 && is_whole && self.cores[i].len() <= want {
                 want -= self.cores[i].len();

@@ -177,7 +177,13 @@ impl<'a> Builder<'a> {
                 let j = set[0];
                 let cpus: CpuSet = p.nodes[j].cores.iter().flatten().copied().collect();
                 let cpus = cpus.difference(&self.held[j]);
-                reasons.push(crate::sharing::sharing_reason(p, &self.occupants, i, j, &self.held[j]));
+                reasons.push(crate::sharing::sharing_reason(
+                    p,
+                    &self.occupants,
+                    i,
+                    j,
+                    &self.held[j],
+                ));
                 cpus
             }
             Shape::Shared(c) => {
@@ -299,7 +305,10 @@ impl<'a> Builder<'a> {
                         let total: u64 = on_node.iter().map(|&k| p.instances[k].memory).sum();
                         let with = on_node.iter().filter(|&&k| p.instances[k].memory > 0).count();
                         (with > 1).then(|| {
-                            format!("; its {with} instances expect {} together", format_bytes(total))
+                            format!(
+                                "; its {with} instances expect {} together",
+                                format_bytes(total)
+                            )
                         })
                     }
                     _ => None,
@@ -318,11 +327,8 @@ impl<'a> Builder<'a> {
     fn shared_memory_violations(&mut self) {
         let p = self.p;
         for (j, on_node) in self.occupants.iter().enumerate() {
-            let shared: Vec<usize> = on_node
-                .iter()
-                .copied()
-                .filter(|&k| !p.instances[k].shape.owns_nodes())
-                .collect();
+            let shared: Vec<usize> =
+                on_node.iter().copied().filter(|&k| !p.instances[k].shape.owns_nodes()).collect();
             let total: u64 = shared.iter().map(|&k| p.instances[k].memory).sum();
             if let Some(cap) = p.nodes[j].memory {
                 if shared.len() > 1 && total > cap {
@@ -465,8 +471,6 @@ fn kept_free_violation(
         }
     }
 }
-
-
 
 /// The CPUs instance `i` keeps, claimed from `node_cpus`: those it runs on today, when it
 /// stays on the same nodes with a size of `cpus = N`, all N are still usable there and no

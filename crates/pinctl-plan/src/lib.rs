@@ -97,9 +97,7 @@ impl NodeUse {
 
     /// Whether some CPU of the node is given to more than one instance.
     pub fn overlaps(&self, placements: &[Placement]) -> bool {
-        placements.iter().any(|p| {
-            self.instances.contains(&p.instance) && !p.shares_with.is_empty()
-        })
+        placements.iter().any(|p| self.instances.contains(&p.instance) && !p.shares_with.is_empty())
     }
 }
 

@@ -825,12 +825,12 @@ fn check_bind_capacity(nodes: &[NodeInfo], inst: &InstanceInfo) -> Result<(), Pl
             break;
         }
     }
-    let more = if acc >= inst.memory && matches!(inst.shape, Shape::Whole(_) | Shape::Sharing { .. })
-    {
-        format!(" or `nodes = {needed}`")
-    } else {
-        String::new()
-    };
+    let more =
+        if acc >= inst.memory && matches!(inst.shape, Shape::Whole(_) | Shape::Sharing { .. }) {
+            format!(" or `nodes = {needed}`")
+        } else {
+            String::new()
+        };
     let what = match inst.shape {
         Shape::Whole(k) => format!("{k} node{}", plural(k as usize)),
         Shape::Shared(c) => format!("the node of its {c} CPUs"),

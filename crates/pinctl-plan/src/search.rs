@@ -130,7 +130,14 @@ pub(crate) fn search(p: &Problem) -> Result<Outcome, PlanError> {
         // Instances that want a node of their own come right after the owners, which take
         // empty nodes too: placed after the `cpus = N` ones, those would have spread over every
         // empty node first.
-        (!inst.shape.owns_nodes(), !inst.shape.alone_first(), !has_near, Reverse(size), inst.class, i)
+        (
+            !inst.shape.owns_nodes(),
+            !inst.shape.alone_first(),
+            !has_near,
+            Reverse(size),
+            inst.class,
+            i,
+        )
     });
     let mut first = Search::new(p, order, Goal::Optimise);
     first.descend(0);
@@ -578,8 +585,7 @@ impl Search<'_> {
                     let capacity = p.nodes[j].cpu_count();
                     // N different CPUs, within the node's limit (overcommitted or not); a
                     // sharing instance needs a CPU that no `cpus = N` instance holds.
-                    if c > capacity || self.used[j] + c > p.cpu_limit(j, self.sharers[j] + sharer)
-                    {
+                    if c > capacity || self.used[j] + c > p.cpu_limit(j, self.sharers[j] + sharer) {
                         continue;
                     }
                     let memory = p.nodes[j].memory;

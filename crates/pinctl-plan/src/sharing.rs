@@ -82,11 +82,8 @@ pub(crate) fn sharing_reason(
     } else {
         format!("; all its CPUs but the {} that `cpus = N` instances hold", held.len())
     };
-    let others: Vec<&str> = occupants[j]
-        .iter()
-        .filter(|&&k| k != i)
-        .map(|&k| p.instances[k].name.as_str())
-        .collect();
+    let others: Vec<&str> =
+        occupants[j].iter().filter(|&&k| k != i).map(|&k| p.instances[k].name.as_str()).collect();
     if others.is_empty() {
         return if alone_first {
             format!(
@@ -152,7 +149,11 @@ pub(crate) fn note_overlaps(occupants: &[Vec<usize>], placements: &mut [Placemen
 
 /// Every node that hosts instances without being owned: who is there and how many CPUs of
 /// their CPU sets it carries.
-pub(crate) fn node_use(p: &Problem, assignment: &[Vec<usize>], placements: &[Placement]) -> Vec<NodeUse> {
+pub(crate) fn node_use(
+    p: &Problem,
+    assignment: &[Vec<usize>],
+    placements: &[Placement],
+) -> Vec<NodeUse> {
     let mut on: Vec<Vec<usize>> = vec![Vec::new(); p.nodes.len()];
     for (i, set) in assignment.iter().enumerate() {
         if !p.instances[i].shape.owns_nodes() {

@@ -66,14 +66,8 @@ fn service_spec(max_nodes: usize, max_instances: usize) -> impl Strategy<Value =
         prop::option::weighted(0.2, prop::collection::vec(any::<bool>(), max_nodes)),
         prop::collection::vec(prop::option::weighted(0.5, 0usize..4), 1..=max_instances),
     )
-        .prop_map(|((size, share), weight, memory_gib, policy, only_nodes, near)| ServiceSpec {
-            size,
-            share,
-            weight,
-            memory_gib,
-            policy,
-            only_nodes,
-            near,
+        .prop_map(|((size, share), weight, memory_gib, policy, only_nodes, near)| {
+            ServiceSpec { size, share, weight, memory_gib, policy, only_nodes, near }
         })
 }
 
@@ -122,8 +116,7 @@ fn case_sized(
             )| {
                 let mut case =
                     build_case(nodes, distances, devices, services, keep, nic, reserve, max_total);
-                case.config.host.cpu_overcommit =
-                    overcommit.and_then(Overcommit::from_hundredths);
+                case.config.host.cpu_overcommit = overcommit.and_then(Overcommit::from_hundredths);
                 // Last-level caches of one or two cores (pairs of CPUs are cores).
                 let t = &mut case.topology;
                 let mut caches: std::collections::BTreeMap<u32, CpuSet> = Default::default();
@@ -403,7 +396,8 @@ fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCas
     let placed: Vec<(&pinctl_plan::Placement, &Service)> =
         plan.placements.iter().zip(case.config.instances().map(|(s, _)| s)).collect();
     for (p, service) in &placed {
-        let owns = !sharing(service) && (matches!(service.size, InstanceSize::Nodes(_)) || p.nodes.len() > 1);
+        let owns = !sharing(service)
+            && (matches!(service.size, InstanceSize::Nodes(_)) || p.nodes.len() > 1);
         if owns {
             prop_assert!(p.cpus.is_disjoint(&owned), "{} shares an owned CPU", p.instance);
             owned = owned.union(&p.cpus);
@@ -415,8 +409,18 @@ fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCas
     }
     let most = overcommit.hundredths().div_ceil(100);
     for (cpu, n) in &uses {
-        prop_assert!(!owned.contains(*cpu), "CPU {} of an owned node given to a `cpus` instance", cpu);
-        prop_assert!(*n <= most, "CPU {} given to {} instances, cpu-overcommit {}", cpu, n, overcommit);
+        prop_assert!(
+            !owned.contains(*cpu),
+            "CPU {} of an owned node given to a `cpus` instance",
+            cpu
+        );
+        prop_assert!(
+            *n <= most,
+            "CPU {} given to {} instances, cpu-overcommit {}",
+            cpu,
+            n,
+            overcommit
+        );
     }
     for (p, service) in &placed {
         let usable_of = |nodes: &NodeSet| {
@@ -550,7 +554,8 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
                 want.node_distance += u64::from(t.distances[a as usize][b as usize]);
             }
         }
-        let owns = !sharing(service) && (matches!(service.size, InstanceSize::Nodes(_)) || ids.len() > 1);
+        let owns =
+            !sharing(service) && (matches!(service.size, InstanceSize::Nodes(_)) || ids.len() > 1);
         for &j in &ids {
             let j = j as usize;
             occupied[j] = true;
@@ -575,9 +580,8 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
     let whole = |j: u32| if sharers[j as usize] { usable(j) } else { load(j) };
     want.kept_free_cpus = used_kept_free.iter().map(|&j| whole(j)).sum();
     // Instances that wanted a node of their own, beyond the first instance of each node.
-    want.shared_instances = (0..n as usize)
-        .map(|j| alone_first[j].min(occupants[j].saturating_sub(1)))
-        .sum();
+    want.shared_instances =
+        (0..n as usize).map(|j| alone_first[j].min(occupants[j].saturating_sub(1))).sum();
     let load = |j: u32| load(j) + weights[j as usize];
     let placeable =
         |j: &u32| usable(*j) > 0 && t.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(*j));

@@ -109,8 +109,8 @@ fn four_redis_of_one_cpu_on_two_cpus_only_where_overcommit_is_allowed() {
     assert!(node.overlaps(&plan.placements));
 
     // Without the ratio, the third cannot be placed, and the error says what would allow it.
-    let text = std::fs::read_to_string(repo().join("configs/scenarios/redis-overcommit-vm.toml"))
-        .unwrap();
+    let text =
+        std::fs::read_to_string(repo().join("configs/scenarios/redis-overcommit-vm.toml")).unwrap();
     let refused = text.replace("cpu-overcommit = 2\n", "");
     let e = plan_text(&t, &refused, false).unwrap_err().to_string();
     assert_eq!(
@@ -177,13 +177,11 @@ share-nodes = "always"
 only-nodes = [0]
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
-    assert_eq!(
-        placed(&plan),
-        ["agent 0 0-1,32-33", "db-0 0 2-15,34-47", "db-1 0 2-15,34-47"]
-    );
+    assert_eq!(placed(&plan), ["agent 0 0-1,32-33", "db-0 0 2-15,34-47", "db-1 0 2-15,34-47"]);
     assert!(plan.placement("agent").unwrap().shares_with.is_empty(), "its CPUs are its own");
     assert!(
-        reasons(&plan, "db-0")[0].ends_with("; all its CPUs but the 4 that `cpus = N` instances hold"),
+        reasons(&plan, "db-0")[0]
+            .ends_with("; all its CPUs but the 4 that `cpus = N` instances hold"),
         "{:?}",
         reasons(&plan, "db-0")
     );
@@ -312,8 +310,9 @@ fn instances_sharing_a_genoa_node_spread_over_its_ccds() {
 #[test]
 fn on_a_real_epyc_hwloc_export_instances_get_an_l3_each() {
     // LLNL's Corona: EPYC 7401, a node is one die of two CCXs of three cores (SMT2).
-    let path = repo()
-        .join("../shared/fixtures/topologies/G09-mpibind-epyc7401-corona-8n-nvme-ib/raw/epyc-corona.xml");
+    let path = repo().join(
+        "../shared/fixtures/topologies/G09-mpibind-epyc7401-corona-8n-nvme-ib/raw/epyc-corona.xml",
+    );
     let t = pinctl_hwloc_xml::read_hwloc_xml(&path).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(t.caches.len(), 16, "two L3s in each of the 8 nodes");
     let text = r#"
@@ -350,9 +349,10 @@ only-nodes = [1]
 
 #[test]
 fn a_reload_adding_a_sharing_instance_moves_nobody() {
-    let before = std::fs::read_to_string(repo().join("configs/scenarios/tikv-tidb-sharing-epyc.toml"))
-        .unwrap()
-        .replace("instances = 8", "instances = 6");
+    let before =
+        std::fs::read_to_string(repo().join("configs/scenarios/tikv-tidb-sharing-epyc.toml"))
+            .unwrap()
+            .replace("instances = 8", "instances = 6");
     let after = before.replace("instances = 6", "instances = 7");
     let (old, new, fresh) = replan(&topology("epyc-nps4.json"), &before, &after);
     assert_eq!(where_each(&new)[..8], where_each(&old)[..]);

@@ -49,12 +49,17 @@ pub(crate) fn read_caches(fs: &mut FsRoot, online: &CpuSet) -> Result<Vec<Cache>
         };
         let index_dir = format!("{dir}/{}", found.index);
         let unknown = || format!("CPU {cpu}'s last-level cache is unknown");
-        let shared = match fs.fact(&format!("{index_dir}/shared_cpu_list"), parse::id_list, || {
-            format!("the CPUs sharing CPU {cpu}'s last-level cache are those `shared_cpu_map` names")
-        })? {
-            Fact::Value(set) => Some(set),
-            _ => fs.fact(&format!("{index_dir}/shared_cpu_map"), parse::id_mask, unknown)?.value(),
-        };
+        let shared =
+            match fs.fact(&format!("{index_dir}/shared_cpu_list"), parse::id_list, || {
+                format!(
+                    "the CPUs sharing CPU {cpu}'s last-level cache are those `shared_cpu_map` names"
+                )
+            })? {
+                Fact::Value(set) => Some(set),
+                _ => fs
+                    .fact(&format!("{index_dir}/shared_cpu_map"), parse::id_mask, unknown)?
+                    .value(),
+            };
         let size_bytes = fs
             .fact(&format!("{index_dir}/size"), parse::cache_size, || {
                 format!("the size of CPU {cpu}'s last-level cache is unknown")
@@ -69,7 +74,9 @@ pub(crate) fn read_caches(fs: &mut FsRoot, online: &CpuSet) -> Result<Vec<Cache>
                 caches.push(Cache { level: found.level, cpus, size_bytes });
             }
             None => {
-                if let Fact::Value(id) = fs.fact(&format!("{index_dir}/id"), parse::uint, unknown)? {
+                if let Fact::Value(id) =
+                    fs.fact(&format!("{index_dir}/id"), parse::uint, unknown)?
+                {
                     let cache = by_id.entry((found.level, id)).or_insert_with(|| Cache {
                         level: found.level,
                         cpus: CpuSet::new(),

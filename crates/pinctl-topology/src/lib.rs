@@ -522,7 +522,10 @@ mod tests {
         assert_eq!(serde_json::from_value::<Topology>(v.clone()).unwrap(), without);
         assert!(!serde_json::to_string(&without).unwrap().contains("caches"));
         v["caches"] = caches;
-        assert_eq!(v["caches"][0], serde_json::json!({"level": 3, "cpus": "0-3", "size_bytes": 33554432}));
+        assert_eq!(
+            v["caches"][0],
+            serde_json::json!({"level": 3, "cpus": "0-3", "size_bytes": 33554432})
+        );
         assert_eq!(serde_json::from_value::<Topology>(v.clone()).unwrap(), t);
         v["devices"][0]["nodes"] = serde_json::json!([4096]);
         let e = serde_json::from_value::<Topology>(v.clone()).unwrap_err().to_string();
