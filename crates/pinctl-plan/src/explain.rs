@@ -64,7 +64,7 @@ struct Builder<'a> {
     /// The nodes (indexes into `p.nodes`) of each instance.
     assignment: &'a [Vec<usize>],
     /// The instances on each node.
-    pub(crate) occupants: Vec<Vec<usize>>,
+    occupants: Vec<Vec<usize>>,
     node_cpus: Vec<NodeCpus>,
     /// The CPUs `cpus = N` instances took on each node (sharing instances get the rest).
     held: Vec<CpuSet>,

@@ -6,10 +6,14 @@ mod common;
 
 use common::*;
 use pinctl_plan::Plan;
+use pinctl_topology::Topology;
 
-/// `instance nodes cpus` of every placement.
-fn placed(plan: &Plan) -> Vec<String> {
-    where_each(plan)
+/// The plan of a bundled scenario on a checked-in topology, `--strict` (no soft rule broken).
+fn scenario(file: &str, topology_file: &str) -> (Topology, Plan) {
+    let config = bundled(&format!("scenarios/{file}"));
+    let t = topology(topology_file);
+    let plan = pinctl_plan::plan(&t, &config, &inputs(&t, &config, true)).unwrap();
+    (t, plan)
 }
 
 fn reasons<'a>(plan: &'a Plan, instance: &str) -> &'a [String] {
@@ -18,16 +22,14 @@ fn reasons<'a>(plan: &'a Plan, instance: &str) -> &'a [String] {
 
 #[test]
 fn eight_instances_without_a_size_on_two_nodes_share_four_to_a_node() {
-    let config = bundled("scenarios/mysql-eight-xeon.toml");
-    let t = topology("xeon-e5-2682v4.json");
-    let plan = pinctl_plan::plan(&t, &config, &inputs(&t, &config, true)).unwrap();
+    let (_, plan) = scenario("mysql-eight-xeon.toml", "xeon-e5-2682v4.json");
     let want: Vec<String> = (0..8)
         .map(|i| match i {
             0..4 => format!("mysql-{i} 0 0-15,32-47"),
             _ => format!("mysql-{i} 1 16-31,48-63"),
         })
         .collect();
-    assert_eq!(placed(&plan), want);
+    assert_eq!(where_each(&plan), want);
     assert!(plan.optimal && plan.warnings.is_empty(), "{:?}", plan.warnings);
     // 8 instances, 2 first ones: 6 without a node of their own, whatever the split; the
     // spread decides 4 + 4.
@@ -59,7 +61,7 @@ command = ["/bin/db", "{instance}"]
 instances = 2
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
-    assert_eq!(placed(&plan), ["db-0 0 0-15,32-47", "db-1 1 16-31,48-63"]);
+    assert_eq!(where_each(&plan), ["db-0 0 0-15,32-47", "db-1 1 16-31,48-63"]);
     assert_eq!(
         reasons(&plan, "db-0")[0],
         "has node 0 to itself (share-nodes = \"when-needed\": a node of its own where the host has room)"
@@ -71,8 +73,14 @@ instances = 2
     // does, the second instance uses it (with the warning) rather than share.
     let kept = text.replace("keep-free = []", "keep-free = [\"eth0\"]");
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), &kept, false).unwrap();
-    assert_eq!(placed(&plan), ["db-0 0 0-15,32-47", "db-1 1 16-31,48-63"]);
-    assert!(plan.warnings[0].contains("uses node 0, kept free for `eth0`"), "{:?}", plan.warnings);
+    assert_eq!(where_each(&plan), ["db-0 0 0-15,32-47", "db-1 1 16-31,48-63"]);
+    assert_eq!(
+        plan.warnings,
+        [
+            "db-0 needs a node of its own (share-nodes = \"when-needed\"): 2 nodes, 1 taken, 1 kept \
+             free for `eth0`; it uses node 0"
+        ]
+    );
 }
 
 #[test]
@@ -92,11 +100,9 @@ fn demanding_a_node_each_refuses_instead_of_sharing() {
 
 #[test]
 fn four_redis_of_one_cpu_on_two_cpus_only_where_overcommit_is_allowed() {
-    let t = topology("vm-2cpu.json");
-    let config = bundled("scenarios/redis-overcommit-vm.toml");
-    let plan = pinctl_plan::plan(&t, &config, &inputs(&t, &config, true)).unwrap();
+    let (t, plan) = scenario("redis-overcommit-vm.toml", "vm-2cpu.json");
     // The CPUs given to the fewest instances first: each CPU carries two, alternately.
-    assert_eq!(placed(&plan), ["redis-0 0 0", "redis-1 0 1", "redis-2 0 0", "redis-3 0 1"]);
+    assert_eq!(where_each(&plan), ["redis-0 0 0", "redis-1 0 1", "redis-2 0 0", "redis-3 0 1"]);
     assert_eq!(plan.placement("redis-0").unwrap().shares_with, ["redis-2"]);
     assert_eq!(plan.placement("redis-1").unwrap().shares_with, ["redis-3"]);
     assert_eq!(
@@ -130,11 +136,9 @@ fn four_redis_of_one_cpu_on_two_cpus_only_where_overcommit_is_allowed() {
 
 #[test]
 fn an_exclusive_tikv_and_sharing_tidb_on_the_epyc() {
-    let config = bundled("scenarios/tikv-tidb-sharing-epyc.toml");
-    let t = topology("epyc-nps4.json");
-    let plan = pinctl_plan::plan(&t, &config, &inputs(&t, &config, true)).unwrap();
+    let (_, plan) = scenario("tikv-tidb-sharing-epyc.toml", "epyc-nps4.json");
     assert_eq!(
-        placed(&plan),
+        where_each(&plan),
         [
             "tikv-0 2 16-23,80-87",
             "tikv-1 6 48-55,112-119",
@@ -177,7 +181,7 @@ share-nodes = "always"
 only-nodes = [0]
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
-    assert_eq!(placed(&plan), ["agent 0 0-1,32-33", "db-0 0 2-15,34-47", "db-1 0 2-15,34-47"]);
+    assert_eq!(where_each(&plan), ["agent 0 0-1,32-33", "db-0 0 2-15,34-47", "db-1 0 2-15,34-47"]);
     assert!(plan.placement("agent").unwrap().shares_with.is_empty(), "its CPUs are its own");
     assert!(
         reasons(&plan, "db-0")[0]
@@ -260,11 +264,9 @@ share-nodes = "always"
 
 #[test]
 fn cpus_8_on_the_epyc_stay_inside_one_l3() {
-    let config = bundled("scenarios/l3-epyc.toml");
-    let t = topology("epyc-nps4.json");
-    let plan = pinctl_plan::plan(&t, &config, &inputs(&t, &config, true)).unwrap();
+    let (t, plan) = scenario("l3-epyc.toml", "epyc-nps4.json");
     // Whole cores first alone would give the database cores 1-4: two in each CCX.
-    assert_eq!(placed(&plan), ["web 0 0,64", "db 0 4-7,68-71"]);
+    assert_eq!(where_each(&plan), ["web 0 0,64", "db 0 4-7,68-71"]);
     let db = plan.placement("db").unwrap();
     assert_eq!(t.cache_of(4), t.cache_of(71), "one L3");
     assert!(
@@ -276,11 +278,9 @@ fn cpus_8_on_the_epyc_stay_inside_one_l3() {
 
 #[test]
 fn instances_sharing_a_genoa_node_spread_over_its_ccds() {
-    let config = bundled("scenarios/memcached-genoa.toml");
-    let t = topology("epyc-9554-nps1.json");
-    let plan = pinctl_plan::plan(&t, &config, &inputs(&t, &config, true)).unwrap();
+    let (t, plan) = scenario("memcached-genoa.toml", "epyc-9554-nps1.json");
     assert_eq!(
-        placed(&plan),
+        where_each(&plan),
         [
             "memcached-0 0 0-3,128-131",
             "memcached-1 0 8-11,136-139",
@@ -331,7 +331,7 @@ only-nodes = [1]
 "#;
     let plan = plan_text(&t, text, false).unwrap();
     assert_eq!(
-        placed(&plan),
+        where_each(&plan),
         [
             "db-0 0 0-2,48-50",
             "db-1 0 3-5,51-53",

@@ -1,6 +1,6 @@
 # layouts: 4node
 # timeout: 240
-# Scenario 18: more instances than nodes, under `pinctl run`. Eight instances of one service
+# Scenario 20: more instances than nodes, under `pinctl run`. Eight instances of one service
 # that writes no size (`share-nodes = "when-needed"`) in the 4-node guest: the plan puts two on
 # each node, and the kernel is asked where each landed: its Cpus_allowed_list is its node's
 # CPUs (shared with the other instance there, as `pinctl plan` says under `shared CPUs:`), its
@@ -47,28 +47,9 @@ done
 run_to "$D/table" "$PINCTL" plan -c "$CONFIG"
 check_eq plan/shared-cpus-lines 4 "$(grep -c '^  node [0-9]: db-[0-9], db-[0-9] (4 CPUs of instances on 2 usable CPUs: 2 per CPU)$' "$D/table.out")" "$D/table.out"
 
-wait_ready() { # INSTANCES
-    _i=0
-    while [ $_i -lt 300 ]; do
-        _all=1
-        for _n in $1; do grep -qx ready "$D/$_n.out" 2>/dev/null || _all=0; done
-        [ $_all = 1 ] && return 0
-        usleep 100000
-        _i=$((_i + 1))
-    done
-    return 1
-}
-probe_pids() {
-    for _d in /proc/[0-9]*; do
-        case $(tr '\0' ' ' <"$_d/cmdline" 2>/dev/null) in
-            "$PROBE --mib"*) echo "${_d#/proc/}" ;;
-        esac
-    done | sort -n | tr '\n' ' '
-}
-
 "$PINCTL" run -c "$CONFIG" --socket "$D/sock" --state-file "$D/state.json" >"$D/run.out" 2>"$D/run.err" &
 RUN=$!
-if wait_ready "$INSTANCES"; then pass run/all-ready; else
+if wait_reports "$D" "$INSTANCES"; then pass run/all-ready; else
     fail run/all-ready "not every instance reported"
     detail "$D/run.err"
 fi
@@ -83,12 +64,12 @@ for n in $INSTANCES; do
 done
 
 # Reload with a ninth instance: it starts, on one node's CPUs, and the eight keep their PIDs.
-BEFORE=$(probe_pids)
+BEFORE=$(probe_mib_pids)
 check_eq reload/eight-before 8 "$(echo $BEFORE | wc -w)"
 write_config 9
 run_to "$D/reload" "$PINCTL" reload --socket "$D/sock"
 check_eq reload/ran 0 "$(rc_of "$D/reload")" "$D/reload.err"
-if wait_ready db-8; then pass reload/ninth-ready; else
+if wait_reports "$D" db-8; then pass reload/ninth-ready; else
     fail reload/ninth-ready "db-8 did not report after the reload"
     detail "$D/run.err"
 fi
@@ -101,7 +82,7 @@ done
 if [ -n "$found" ]; then pass "reload/ninth-on-node-$found"; else
     fail reload/ninth-on-a-node "db-8 runs on CPUs \`$ninth\`, no node's CPUs"
 fi
-after=$(probe_pids)
+after=$(probe_mib_pids)
 kept=0
 for p in $BEFORE; do case " $after " in *" $p "*) kept=$((kept + 1)) ;; esac; done
 check_eq reload/nobody-restarted 8 "$kept" "$D/run.err"
@@ -110,4 +91,4 @@ check_eq reload/nine-running 9 "$(echo $after | wc -w)"
 kill -TERM $RUN
 wait $RUN
 check_eq stop/exit-status 0 "$?" "$D/run.err"
-check_eq stop/no-probe-left "" "$(probe_pids)"
+check_eq stop/no-probe-left "" "$(probe_mib_pids)"
