@@ -5,7 +5,7 @@
 //! Every CPU of one cache names the others in `shared_cpu_list`, so one CPU answers for all of
 //! them: the files of one CPU per cache are read, not of every CPU. The index that was the last
 //! level of one CPU is tried first on the next (every CPU of a machine has the same cache
-//! levels), so only the first CPU's indexes are all read.
+//! levels), so only the first CPU's cache folder is listed.
 
 use std::collections::BTreeMap;
 
@@ -110,7 +110,11 @@ fn probe(
     })
 }
 
-/// The highest-level data or unified cache among `cpu`'s `indexK` folders.
+/// The highest-level data or unified cache among `cpu`'s `indexK` folders. The kernel numbers
+/// a CPU's caches by level (`index0` the L1 data cache, `index1` the L1 instruction cache, ...,
+/// the last level last, on x86 from CPUID leaf 4 and on arm64 from PPTT or the device tree),
+/// so the folders are read from the highest number down and the first that holds data is the
+/// last level: two reads where reading every folder would take eight.
 fn scan(fs: &mut FsRoot, cpu: CpuId, dir: &str) -> Result<Option<LastLevel>, DiscoveryError> {
     let Some(names) = fs.list(dir)? else { return Ok(None) };
     let mut indexes: Vec<(u32, String)> = names
@@ -120,16 +124,13 @@ fn scan(fs: &mut FsRoot, cpu: CpuId, dir: &str) -> Result<Option<LastLevel>, Dis
             Some((k, name))
         })
         .collect();
-    indexes.sort_unstable();
-    let mut best: Option<LastLevel> = None;
+    indexes.sort_unstable_by(|a, b| b.cmp(a));
     for (_, name) in indexes {
         if let Some(level) = cache_index(fs, cpu, &format!("{dir}/{name}"))? {
-            if best.as_ref().is_none_or(|b| level > b.level) {
-                best = Some(LastLevel { index: name, level });
-            }
+            return Ok(Some(LastLevel { index: name, level }));
         }
     }
-    Ok(best)
+    Ok(None)
 }
 
 /// The level of the cache in `index_dir` when it holds data (unified or data only); `None`
