@@ -28,6 +28,9 @@ _pinctl() {
             pinctl,plan)
                 cmd="pinctl__subcmd__plan"
                 ;;
+            pinctl,probe)
+                cmd="pinctl__subcmd__probe"
+                ;;
             pinctl,reload)
                 cmd="pinctl__subcmd__reload"
                 ;;
@@ -59,7 +62,7 @@ _pinctl() {
 
     case "${cmd}" in
         pinctl)
-            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach watch"
+            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach watch probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -242,6 +245,28 @@ _pinctl() {
                     return 0
                     ;;
                 --emit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pinctl__subcmd__probe)
+            opts="-h -V --quick --budget --json --save --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --budget)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --save)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -38,6 +38,7 @@ complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "restart" -d 'Stop and
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "reload" -d 'Re-read the service file and apply the difference (`--dry-run`: only show it)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "detach" -d 'Make the supervisor exit, leaving its instances running for the next one to adopt'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "watch" -d 'Watch where the planned instances\' memory and threads are; alert, export, rebalance'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "probe" -d 'Measure memory latency and bandwidth between every CPU node and memory node, beside SLIT and HMAT; save them with the topology for plans'
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l topology -d 'Read this instead of the live machine: a sysfs/procfs directory, a tarball of one (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML file (`lstopo --of xml`, formats 2.x and 3.x)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l capture -d 'Write every file pinctl reads on this host into FILE (a .tar.gz) that `--topology` accepts on any other machine' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l json -d 'Print the topology as JSON (the format docs/topology.md specifies)'
@@ -78,8 +79,8 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s a -l all -d 'numa
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s c -l config -d 'The service file' -r -F
-complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l socket -d 'The control socket (default: `[host] socket`, else /run/pinctl/pinctl.sock)' -r -F
-complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l state-file -d 'The state file used for adoption (default: `[host] state-file`, else /run/pinctl/state.json)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l socket -d 'The control socket (default: `[host] socket`, else /run/pinctl/NAME.sock, NAME being `[host] name` or the service file\'s name without `.toml`)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l state-file -d 'The state file used for adoption (default: `[host] state-file`, else /run/pinctl/NAME.state.json)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l topology -d 'Plan against this topology instead of the live machine' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l strict -d 'Refuse to start when the best plan breaks a soft rule (as `pinctl plan --strict`)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l unpinned -d 'Testing only: start instances without their placement (with a --topology larger than this machine)'
@@ -110,3 +111,9 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l once -d 'Print o
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l json -d 'JSON: the sample as one object (`--once`), or one object per log line'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -l budget -d 'The time the whole probe may take, in seconds (default: about 10 for 2 nodes and 90 for 8; with --quick, a few)' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -l save -d 'Also save this machine\'s topology with the result: a snapshot (FILE.json) or a capture (FILE.tar.gz, FILE.tgz) that `--topology` reads on any machine, so plans made there use the measured costs' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -l quick -d 'Small buffers and short passes (a few seconds): checks that the probe works, in CI or a VM. Its figures are not for planning'
+complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -l json -d 'Print the result as JSON (docs/probe.md)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -s V -l version -d 'Print version'

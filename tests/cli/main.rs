@@ -5,12 +5,15 @@
 //! once instead of once per file.
 //!
 //! - `check`, `plan`, `plan_docs`, `topology`: the commands on bundled files and fixtures.
+//! - `probe`: `pinctl probe` measuring this machine, and what it saves.
 //! - `exec`: `pinctl exec` applying placements on this machine.
 //! - `numactl`: pinctl's numactl mode against the real numactl (which must be installed).
 //! - `vm`: static checks of the QEMU test bed, and the whole VM suite as an ignored test.
 //! - `run`: `pinctl run` supervising real processes (restarts, adoption, reload, sd_notify).
 //! - `watch`: `pinctl watch` sampling, alerting and re-pinning real processes.
 //! - `hostile`: hostile inputs built in each test (issue 12).
+//! - `trust`: `pinctl run` as root against hostile files, floods and SIGKILLs (issue 17).
+//! - `supervisor`: the harness `run` and `trust` share.
 //!
 //! `tests/fuzz_parsers.rs` stays a binary of its own: it installs a counting global allocator,
 //! which would count every other test's allocations too.
@@ -21,8 +24,11 @@ mod hostile;
 mod numactl;
 mod plan;
 mod plan_docs;
+mod probe;
 mod run;
+mod supervisor;
 mod support;
 mod topology;
+mod trust;
 mod vm;
 mod watch;

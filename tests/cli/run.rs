@@ -9,196 +9,17 @@
 //! EPYC topology and start instances without their placement (`--unpinned`, test-only);
 //! the others are pinned for real on the live topology.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::os::unix::net::UnixStream;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+use crate::supervisor::{Rng, Run, WAIT, alive, bounded_output, stat, unpinned, wait_for};
 use crate::support::PINCTL as BIN;
-/// The bundled EPYC snapshot by absolute path: supervisors run from temporary folders.
-const EPYC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/topologies/epyc-nps4.json");
-const WAIT: Duration = Duration::from_secs(20);
-
-/// Field 22 of /proc/PID/stat and the state letter, or None when the process is gone.
-fn stat(pid: i32) -> Option<(char, i32, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let f: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
-    Some((f[0].chars().next()?, f[1].parse().ok()?, f[19].parse().ok()?))
-}
-
-fn alive(pid: i32, start: u64) -> bool {
-    stat(pid).is_some_and(|(state, _, s)| s == start && state != 'Z')
-}
-
-/// Polls `f` until it returns Some, at most `WAIT`.
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// A `pinctl run` in a temporary directory, and every process it was seen running.
-struct Run {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-    seen: BTreeSet<(i32, u64)>,
-}
-
-impl Run {
-    fn new(config: &str) -> Run {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("pinctl.toml"), config).unwrap();
-        Run { dir, child: None, seen: BTreeSet::new() }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.path("pinctl.sock")
-    }
-
-    /// Starts `pinctl run` and waits until it answers with every instance settled.
-    fn start(&mut self, extra: &[&str]) {
-        let child = self.command(extra).spawn().unwrap();
-        self.child = Some(child);
-        self.settle();
-    }
-
-    fn command(&self, extra: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("run").arg("-c").arg(self.path("pinctl.toml"));
-        cmd.arg("--socket").arg(self.socket()).arg("--state-file").arg(self.path("state.json"));
-        cmd.args(extra);
-        cmd.stdin(Stdio::null());
-        cmd.stdout(std::fs::File::create(self.path("stdout")).unwrap());
-        cmd.stderr(std::fs::File::create(self.path("stderr")).unwrap());
-        cmd
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.path("stderr")).unwrap_or_default()
-    }
-
-    /// One request on the control socket.
-    fn ask(&self, request: Value) -> Value {
-        let mut s = UnixStream::connect(self.socket()).unwrap();
-        s.set_read_timeout(Some(WAIT)).unwrap();
-        writeln!(s, "{request}").unwrap();
-        let mut line = String::new();
-        BufReader::new(&s).read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-    }
-
-    /// Instances by name, recording every PID seen.
-    fn status(&mut self) -> BTreeMap<String, Value> {
-        let r = self.ask(serde_json::json!({"cmd": "status"}));
-        assert_eq!(r["ok"], true, "{r}");
-        let mut out = BTreeMap::new();
-        for i in r["instances"].as_array().unwrap() {
-            if let Some(pid) = i["pid"].as_i64() {
-                if let Some((_, _, start)) = stat(pid as i32) {
-                    self.seen.insert((pid as i32, start));
-                }
-            }
-            out.insert(i["name"].as_str().unwrap().to_string(), i.clone());
-        }
-        out
-    }
-
-    /// Waits until the socket answers and no instance is activating, deactivating or waiting
-    /// to restart.
-    fn settle(&mut self) -> BTreeMap<String, Value> {
-        wait_for("the supervisor to settle", || {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("pinctl run exited with {status}: {}", self.stderr());
-                }
-            }
-            UnixStream::connect(self.socket()).ok()?;
-            let s = self.status();
-            let busy = s.values().any(|i| {
-                matches!(i["state"].as_str(), Some("activating" | "deactivating" | "auto-restart"))
-            });
-            (!busy).then_some(s)
-        })
-    }
-
-    fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(BIN).args(args).arg("--socket").arg(self.socket()).output().unwrap()
-    }
-
-    /// SIGTERM to pinctl and its exit status, waited for at most `WAIT`.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().unwrap();
-        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-        wait_for("pinctl run to exit", || child.try_wait().unwrap())
-    }
-
-    fn children_of_pinctl(&self) -> Vec<(i32, char)> {
-        let me = self.pid();
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter_map(|pid| {
-                let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                let f: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
-                (f[1].parse::<i32>().ok()? == me).then(|| (pid, f[0].chars().next().unwrap()))
-            })
-            .collect()
-    }
-
-    fn leftovers(&self) -> Vec<i32> {
-        self.seen.iter().filter(|(p, s)| alive(*p, *s)).map(|(p, _)| *p).collect()
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for &(pid, start) in &self.seen {
-            if alive(pid, start) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-    }
-}
-
-/// A tiny deterministic generator (xorshift64*), seeded per run and printed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-fn unpinned() -> [&'static str; 3] {
-    ["--topology", EPYC, "--unpinned"]
-}
-
 #[test]
 fn random_sigkills_restart_every_instance_exactly_and_leave_nothing() {
     let mut run = Run::new(
@@ -405,7 +226,7 @@ cpus = 1
         .replace("[service.gone]\ncommand = [\"sleep\", \"100005\", \"2\"]\ncpus = 1\n", "")
         .replace("\"3\"]", "\"3\"]\nenv = { LEVEL = \"2\" }")
         + "\n[service.added]\ncommand = [\"sleep\", \"100005\", \"4\"]\ncpus = 1\n";
-    std::fs::write(run.path("pinctl.toml"), &v2).unwrap();
+    std::fs::write(run.config(), &v2).unwrap();
 
     let dry = run.ctl(&["reload", "--dry-run"]);
     let text = String::from_utf8_lossy(&dry.stdout);
@@ -444,7 +265,7 @@ cpus = 1
     assert!(!run.seen.iter().any(|&(p, s)| p == gone && alive(p, s)), "removed instance stopped");
 
     // An invalid file: reported, nothing changes.
-    std::fs::write(run.path("pinctl.toml"), v2.replace("cpus = 1\n", "cpus = 0\n")).unwrap();
+    std::fs::write(run.config(), v2.replace("cpus = 1\n", "cpus = 0\n")).unwrap();
     let out = run.ctl(&["reload"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -570,18 +391,53 @@ cpus = 1
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
+/// Runs `pinctl run` on `run`'s file with these paths to completion (it is expected to refuse)
+/// and returns its exit status and stderr.
+fn refused_run(run: &Run, extra: &[&str]) -> (Option<i32>, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("run").arg("-c").arg(run.config()).args(extra);
+    let out = bounded_output(&mut cmd);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[test]
-fn a_second_supervisor_on_a_live_socket_refuses() {
+fn one_supervisor_per_state_file_socket_and_cgroup_subtree() {
+    assert!(
+        std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+            || std::path::Path::new("/sys/fs/cgroup/unified/cgroup.controllers").exists(),
+        "this test needs a cgroup v2 hierarchy (unified or hybrid), as CI's machines have"
+    );
     let mut run = Run::new(
         "[host]\nkeep-free = []\n[service.second]\ncommand = [\"sleep\", \"100007\"]\ncpus = 1\n",
     );
     run.start(&[]);
-    let out = run.command(&[]).stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let first = run.status()["second"]["pid"].as_i64().unwrap();
+    let (other_socket, other_state) = (run.path("other.sock"), run.path("other.json"));
+    let (socket, state) = (run.socket(), run.path("state.json"));
+    let arg = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    // The same state file through another socket: the lock refuses, naming its holder.
+    let (code, err) =
+        refused_run(&run, &["--socket", &arg(&other_socket), "--state-file", &arg(&state)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("another `pinctl run` (PID {})", run.pid())), "{err}");
+    assert!(err.contains("[host] name"), "the hint leads to a supervisor of its own: {err}");
+    // The same socket with another state file.
+    let (code, err) =
+        refused_run(&run, &["--socket", &arg(&socket), "--state-file", &arg(&other_state)]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("another `pinctl run` is serving"), "{err}");
-    // The first one is unaffected.
-    assert_eq!(run.status()["second"]["state"], "active");
+    // The same name (so the same cgroup subtree) with a socket and state file of its own.
+    let (code, err) =
+        refused_run(&run, &["--socket", &arg(&other_socket), "--state-file", &arg(&other_state)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("belongs to another `pinctl run`"), "{err}");
+    // None of them started, adopted or signalled anything: the first is unaffected.
+    let s = run.status();
+    assert_eq!(
+        (s["second"]["state"].as_str(), s["second"]["pid"].as_i64()),
+        (Some("active"), Some(first))
+    );
+    assert!(!other_socket.exists());
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(run.socket()).unwrap().permissions(),
     );
@@ -590,12 +446,58 @@ fn a_second_supervisor_on_a_live_socket_refuses() {
 }
 
 #[test]
+fn two_service_files_with_default_paths_get_a_supervisor_each() {
+    let config = "[host]\nkeep-free = []\n[service.s]\ncommand = [\"sleep\", \"100011\"]\n";
+    let mut a = Run::new(config);
+    let mut b = Run::new(config);
+    for run in [&mut a, &mut b] {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("run").arg("-c").arg(run.config()).stdin(Stdio::null());
+        cmd.stdout(std::fs::File::create(run.path("stdout")).unwrap());
+        cmd.stderr(std::fs::File::create(run.path("stderr")).unwrap());
+        run.child = Some(cmd.spawn().unwrap());
+    }
+    let mut pids = Vec::new();
+    for run in [&a, &b] {
+        // Named after its file: /run/pinctl/NAME.sock, NAME.state.json.
+        let socket = PathBuf::from(format!("/run/pinctl/{}.sock", run.name));
+        let pid = wait_for("both supervisors to start their instance", || {
+            let out = bounded_output(
+                Command::new(BIN).args(["status", "--json", "--socket"]).arg(&socket),
+            );
+            let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+            let i = &v["instances"][0];
+            (i["state"] == "active").then(|| i["pid"].as_i64())?
+        });
+        pids.push(pid);
+        assert!(PathBuf::from(format!("/run/pinctl/{}.state.json", run.name)).exists());
+    }
+    assert_ne!(pids[0], pids[1], "each file has its own instance");
+    for run in [&mut a, &mut b] {
+        for pid in &pids {
+            if let Some((_, _, start)) = stat(*pid as i32) {
+                run.seen.insert((*pid as i32, start));
+            }
+        }
+        assert!(run.terminate().success(), "{}", run.stderr());
+    }
+    for pid in pids {
+        assert!(stat(pid as i32).is_none_or(|(s, _, _)| s == 'Z'), "{pid} was stopped");
+    }
+    for run in [&a, &b] {
+        // The lock file outlives a supervisor by design; a test's own goes with the test.
+        let _ = std::fs::remove_file(format!("/run/pinctl/{}.state.json.lock", run.name));
+    }
+}
+
+#[test]
 fn an_invalid_file_refuses_to_start_with_located_diagnostics() {
     let run = Run::new("[service.a]\ncommand = [\"sleep\"]\nrestart-delay = \"soon\"\n");
-    let out = run.command(&[]).stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap();
+    let out = bounded_output(&mut run.command(&[]));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("invalid `restart-delay`") && err.contains("pinctl.toml:3:17"), "{err}");
+    let at = format!("{}.toml:3:17", run.name);
+    assert!(err.contains("invalid `restart-delay`") && err.contains(&at), "{err}");
     assert!(!run.socket().exists());
 }
 
@@ -809,9 +711,9 @@ drift-hold = "200ms"
     // A reload re-reads the drift keys: the same service, now `rebalance`, is re-pinned
     // without a restart. Its dry run changes nothing (five cycles later the thread is still
     // where taskset put it).
-    let config = std::fs::read_to_string(run.path("pinctl.toml")).unwrap();
+    let config = std::fs::read_to_string(run.config()).unwrap();
     let rebalance = config.replace("drift-hold", "on-drift = \"rebalance\"\ndrift-hold");
-    std::fs::write(run.path("pinctl.toml"), rebalance).unwrap();
+    std::fs::write(run.config(), rebalance).unwrap();
     let dry = run.ctl(&["reload", "--dry-run"]);
     assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
     std::thread::sleep(Duration::from_secs(1));

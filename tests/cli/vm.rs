@@ -86,6 +86,9 @@ fn layouts_describe_a_buildable_machine() {
                 assert_eq!(v, &d[j][i], "{name}: distances must be symmetric ({i},{j})");
             }
         }
+        if let Some(hmat) = l.get("hmat") {
+            check_hmat(name, hmat, nodes, mib);
+        }
         let ids: BTreeSet<u64> = nodes.iter().map(|n| n["id"].as_u64().unwrap()).collect();
         for dev in l["devices"].as_array().unwrap() {
             assert!(ids.contains(&dev["node"].as_u64().unwrap()), "{name}: {dev} on no node");
@@ -93,6 +96,40 @@ fn layouts_describe_a_buildable_machine() {
                 "nvme" => assert!(dev["serial"].as_str().unwrap().starts_with("pinctl-nvme-")),
                 "nic" => assert_eq!(dev["mac"].as_str().unwrap().len(), 17),
                 other => panic!("{name}: the harness cannot build a `{other}` device"),
+            }
+        }
+    }
+}
+
+/// A layout's `hmat` (tests/vm/run turns it into `-machine hmat=on` and `-numa hmat-lb`):
+/// only the four figure matrices the harness builds (a misspelt one would be dropped without a
+/// word), each one row per initiator and one column per memory node, a figure exactly where
+/// the row's node has CPUs and the column's node has memory. Every node must have both: QEMU
+/// wants an `initiator` for a node without CPUs, which the harness does not build, and Linux
+/// rejects QEMU's table when a node has no memory (`acpi/hmat: Ignoring: Invalid table`).
+fn check_hmat(name: &str, hmat: &Value, nodes: &[Value], mib: impl Fn(&Value) -> Option<u64>) {
+    const FIGURES: [&str; 4] =
+        ["read_latency_ns", "write_latency_ns", "read_bandwidth_mb_s", "write_bandwidth_mb_s"];
+    for node in nodes {
+        assert!(
+            node["cpus"].as_str() != Some("") && mib(node) > Some(0),
+            "{name}: `hmat` needs CPUs and memory on every node, not {node}"
+        );
+    }
+    let figures = hmat.as_object().unwrap();
+    assert!(figures.keys().any(|k| FIGURES.contains(&k.as_str())), "{name}: `hmat` has no figure");
+    for (key, matrix) in figures {
+        if key == "about" {
+            continue;
+        }
+        assert!(FIGURES.contains(&key.as_str()), "{name}: `hmat.{key}` is not one of {FIGURES:?}");
+        let rows = matrix.as_array().unwrap();
+        assert_eq!(rows.len(), nodes.len(), "{name}: `hmat.{key}`: one row per node");
+        for (i, row) in rows.iter().enumerate() {
+            let row = row.as_array().unwrap();
+            assert_eq!(row.len(), nodes.len(), "{name}: `hmat.{key}` row {i} length");
+            for (j, v) in row.iter().enumerate() {
+                assert!(v.as_u64().is_some_and(|v| v > 0), "{name}: `hmat.{key}[{i}][{j}]` = {v}");
             }
         }
     }

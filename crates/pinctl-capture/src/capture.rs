@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use pinctl_topology::Topology;
+use pinctl_topology::{Measurement, Topology};
 
 use pinctl_sysfs::fsroot::Recorded;
 use pinctl_sysfs::parse::is_pci_address;
@@ -32,8 +32,23 @@ pub struct CaptureSummary {
 /// gzip-compressed tarball at `out` under one top-level folder. `out` is written whole or not
 /// at all (a temporary file beside it, fsynced, renamed over it).
 pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, SourceError> {
+    capture_topology_with(root, out, None)
+}
+
+/// [`capture_topology`], with `measured` (what `pinctl probe` just measured on this machine)
+/// written into the capture as [`PROBE_FILE`](crate::PROBE_FILE), so that `--topology`
+/// reads it back with the tree. Without one, a probe result already in the tree under `root`
+/// (a capture unpacked into a directory) is carried along; the live machine has none.
+pub fn capture_topology_with(
+    root: &Path,
+    out: &Path,
+    measured: Option<&Measurement>,
+) -> Result<CaptureSummary, SourceError> {
     let mut fs = FsRoot::recording(root);
-    let topology = read_tree(&mut fs)?;
+    let mut topology = read_tree(&mut fs)?;
+    if measured.is_none() && root != Path::new("/") {
+        crate::measured::attach_probe_file(&mut fs, &mut topology)?;
+    }
     for extra in ["proc/net/route", "proc/net/ipv6_route"] {
         fs.read(extra)?;
     }
@@ -48,6 +63,15 @@ pub fn capture_topology(root: &Path, out: &Path) -> Result<CaptureSummary, Sourc
     let mut tar = tar::Builder::new(gz);
     let (mut files, mut links, mut dirs) = (0, 0, 0);
     append_dir(&mut tar, TOP).map_err(werr)?;
+    if let Some(m) = measured {
+        let json = serde_json::to_vec_pretty(m).map_err(|e| werr(e.into()))?;
+        let file = format!("{TOP}/{}", crate::measured::PROBE_FILE);
+        append_dir(&mut tar, pinctl_sysfs::fsroot::parent(&file)).map_err(werr)?;
+        let mut h = header(tar::EntryType::Regular, 0o444);
+        h.set_size(json.len() as u64);
+        tar.append_data(&mut h, file, json.as_slice()).map_err(werr)?;
+        topology.memory_performance.measured = Some(m.clone());
+    }
     for item in &items {
         match item {
             Recorded::Dir(rel) => {

@@ -38,6 +38,16 @@ pub enum SourceError {
     /// A JSON snapshot parses but breaks a rule of the model.
     #[error("snapshot `{path}`: `{at}`: {what}")]
     SnapshotInvalid { path: PathBuf, at: String, what: String },
+    /// The probe result a capture carries (`pinctl/probe.json`) is not one pinctl wrote.
+    #[error("`{path}` is not a `pinctl probe` result")]
+    Measurement {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A probe result parses but does not fit the topology it came with.
+    #[error("probe result `{path}`: `{at}`: {what}")]
+    MeasurementInvalid { path: PathBuf, at: String, what: String },
     /// An hwloc XML file that pinctl's reader refused (the error names the file).
     #[error(transparent)]
     Hwloc(#[from] pinctl_hwloc_xml::HwlocXmlError),

@@ -1,6 +1,6 @@
 //! Topology sources that are not a live tree: tarballs of a sysfs/procfs tree (read in memory
 //! or unpacked), `pinctl topology --json` snapshots, hwloc XML (pinctl-hwloc-xml), and writing
-//! captures (`pinctl topology --capture`). [`load_topology`] loads any `--topology` source.
+//! captures (`pinctl topology --capture`), with the `pinctl probe` result they may carry. [`load_topology`] loads any `--topology` source.
 //!
 //! The heavy half of discovery: it holds the archive and compression code so pinctl-sysfs,
 //! which the launcher uses on every unit start, does not. It reads trees through
@@ -10,12 +10,14 @@
 
 mod capture;
 mod error;
+mod measured;
 mod memtree;
 mod snapshot;
 mod tarball;
 
-pub use capture::{CaptureSummary, capture_topology};
+pub use capture::{CaptureSummary, capture_topology, capture_topology_with};
 pub use error::SourceError;
+pub use measured::PROBE_FILE;
 pub use memtree::{MAX_ENTRY_BYTES, MAX_PATH_BYTES};
 pub use pinctl_sysfs::atomic::{StagedFile, write_atomically};
 pub use tarball::{

@@ -56,9 +56,9 @@ fn newer_version(bytes: &[u8]) -> Option<String> {
     newer.then(|| n.to_string())
 }
 
-type Invalid = (String, String);
+pub(crate) type Invalid = (String, String);
 
-fn bad<T>(at: String, what: String) -> Result<T, Invalid> {
+pub(crate) fn bad<T>(at: String, what: String) -> Result<T, Invalid> {
     Err((at, what))
 }
 
@@ -246,7 +246,7 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
-    Ok(())
+    crate::measured::check_performance(&t.memory_performance, &node_at, "memory_performance")
 }
 
 /// Nodes and CPUs ascending by id (distance rows and columns follow the nodes), devices by
@@ -264,6 +264,7 @@ fn put_in_order(t: &mut Topology) {
     }
     t.cpus.sort_by_key(|c| c.id);
     t.devices.sort_by(|a, b| a.name.cmp(&b.name));
+    t.memory_performance.put_in_order();
     pinctl_topology::sort_caches(&mut t.caches);
 }
 
@@ -346,6 +347,47 @@ mod tests {
         let w = parse(&text).unwrap().warnings;
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].starts_with("the nodes' memory adds up to"), "{w:?}");
+    }
+
+    #[test]
+    fn memory_performance_is_checked_against_the_nodes_and_put_in_order() {
+        let pair = |c: u32, m: u32, ns: &str| {
+            format!(
+                r#"{{"cpu_node":{c},"memory_node":{m},"latency_ns":{ns},"read_bandwidth_gb_s":9.5,"threads":1,"latency_passes":3,"bandwidth_passes":3,"huge_page_bytes":0}}"#
+            )
+        };
+        let with = |hmat: &str, pairs: &[String]| {
+            GOOD.replacen(
+                r#""warnings":[]"#,
+                &format!(
+                    r#""warnings":[],"memory_performance":{{"hmat":[{hmat}],"measured":{{"tool":"pinctl","measured_at":"2025-01-01T00:00:00Z","kernel":null,"quick":true,"budget_ms":1,"elapsed_ms":1,"buffer_bytes":1,"last_level_cache_bytes":null,"pairs":[{}]}}}}"#,
+                    pairs.join(",")
+                ),
+                1,
+            )
+        };
+        let hmat = r#"{"node":1,"class":"access1","initiators":[1],"read_latency_ns":80,"write_latency_ns":null,"read_bandwidth_mb_s":null,"write_bandwidth_mb_s":null}"#;
+        let t = parse(&with(hmat, &[pair(1, 0, "120.5"), pair(0, 0, "80")])).unwrap();
+        let m = t.memory_performance.measured.as_ref().unwrap();
+        assert_eq!(
+            m.pairs.iter().map(|p| (p.cpu_node, p.memory_node)).collect::<Vec<_>>(),
+            [(0, 0), (1, 0)]
+        );
+        assert_eq!(
+            t.memory_performance.hmat_latency(1, 1),
+            Some((80, pinctl_topology::AccessClass::Access1))
+        );
+        let e = parse(&with(hmat, &[pair(0, 7, "80")])).unwrap_err();
+        assert!(e.starts_with("memory_performance.measured.pairs[0].memory_node: node `7`"), "{e}");
+        let e = parse(&with(&hmat.replace(r#""node":1"#, r#""node":3"#), &[])).unwrap_err();
+        assert!(
+            e.starts_with("memory_performance.hmat[0].node: node `3` is not in `nodes`"),
+            "{e}"
+        );
+        let e = parse(&with(&format!("{hmat},{hmat}"), &[])).unwrap_err();
+        assert!(e.starts_with("memory_performance.hmat[1]: repeats"), "{e}");
+        let e = parse(&with(hmat, &[pair(0, 0, "-1")])).unwrap_err();
+        assert!(e.contains("latency_ns: `-1` is not a latency"), "{e}");
     }
 
     #[test]

@@ -16,7 +16,11 @@ use crate::memtree::{MemTree, walk_to_root};
 pub fn load_topology(src: &TopologySource) -> Result<LoadedTopology, SourceError> {
     let (topology, fs_root, is_live) = match src {
         TopologySource::Live => return Ok(LoadedTopology::live()?),
-        TopologySource::Root(dir) => return Ok(LoadedTopology::directory(dir)?),
+        TopologySource::Root(dir) => {
+            let mut loaded = LoadedTopology::directory(dir)?;
+            crate::measured::attach_probe_file(&mut FsRoot::new(dir), &mut loaded.topology)?;
+            return Ok(loaded);
+        }
         TopologySource::Tarball(path) => (read_tarball(path)?, None, false),
         TopologySource::Snapshot(path) => (read_snapshot(path)?, None, false),
         TopologySource::HwlocXml(path) => (read_hwloc(path)?, None, false),
@@ -171,6 +175,7 @@ impl Write for TeeCapped<'_> {
 /// Reads the topology of a (possibly gzip, bzip2 or xz compressed) tarball of a sysfs/procfs
 /// tree in memory, without unpacking it. Its root is the top folder, or the single folder
 /// below it, that holds `sys/` or `proc/`; absolute link targets are taken below that root.
+/// A probe result the capture carries ([`PROBE_FILE`](crate::PROBE_FILE)) comes with it.
 pub fn read_tarball(path: &Path) -> Result<Topology, SourceError> {
     let reader = decompressed(path)?;
     let mut tree = MemTree::from_tar(reader)
@@ -179,7 +184,10 @@ pub fn read_tarball(path: &Path) -> Result<Topology, SourceError> {
         .find_root()
         .ok_or_else(|| SourceError::NoRootInTarball { path: path.to_path_buf() })?;
     tree.set_root(&root);
-    Ok(read_tree(&mut FsRoot::in_memory(&tree, &root, path))?)
+    let mut fs = FsRoot::in_memory(&tree, &root, path);
+    let mut topology = read_tree(&mut fs)?;
+    crate::measured::attach_probe_file(&mut fs, &mut topology)?;
+    Ok(topology)
 }
 
 /// Unpacks a (possibly compressed) tarball of a sysfs/procfs tree into a temporary directory

@@ -22,10 +22,10 @@ pub use diagnostic::{ConfigError, Diagnostic, Location, Severity, SourceFile, Sp
 pub use model::*;
 pub use parse::{
     DEFAULT_MEMORY_POLICY, DEFAULT_RESTART_DELAY, DEFAULT_RESTART_MAX_DELAY, DEFAULT_SOCKET,
-    DEFAULT_STATE_FILE, DEFAULT_STOP_SIGNAL, DEFAULT_STOP_TIMEOUT, HOST_KEYS, LIMIT_KEYS,
-    MAX_INSTANCES, MAX_SHARE_WEIGHT, SERVICE_KEYS, TOP_KEYS,
+    DEFAULT_STOP_SIGNAL, DEFAULT_STOP_TIMEOUT, HOST_KEYS, LEGACY_STATE_FILE, LIMIT_KEYS,
+    MAX_INSTANCES, MAX_SHARE_WEIGHT, RUNTIME_DIR, SERVICE_KEYS, TOP_KEYS,
 };
-pub use values::is_service_unit_name;
+pub use values::{is_instance_name, is_service_unit_name};
 pub use watch::{DriftSettings, OnDrift, WatchConfig};
 
 /// Largest service file read: 1 MiB, hundreds of times a real one (pinctl reads only regular

@@ -127,9 +127,11 @@ pub struct HostConfig {
     pub reserve_cpus: CpuSet,
     /// Bytes per node kept for the kernel and page cache; `None` means 2% of each node.
     pub memory_reserve: Option<u64>,
-    /// The supervisor's control socket; `None` means `DEFAULT_SOCKET`.
+    /// What the supervisor of this file is called; `None`: the file's name without `.toml`.
+    pub name: Option<String>,
+    /// The supervisor's control socket; `None`: `/run/pinctl/<name>.sock`.
     pub socket: Option<PathBuf>,
-    /// The supervisor's state file; `None` means `DEFAULT_STATE_FILE`.
+    /// The supervisor's state file; `None`: `/run/pinctl/<name>.state.json`.
     pub state_file: Option<PathBuf>,
     /// `cpu-overcommit`: how many CPUs of `cpus = N` instances one usable CPU may carry;
     /// `None` means 1: every such instance has CPUs of its own.
@@ -173,6 +175,57 @@ impl std::fmt::Display for Overcommit {
             (whole, part) if part % 10 == 0 => write!(f, "{whole}.{}", part / 10),
             (whole, part) => write!(f, "{whole}.{part:02}"),
         }
+    }
+}
+
+/// Where the supervisor of a service file lives: one per file, apart by construction. Two
+/// files get two names (from their file names, or `[host] name`), so two sockets, two state
+/// files, two locks and two cgroup subtrees; two files of one name in different folders meet
+/// on the lock, and the second is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupervisorPaths {
+    /// `[host] name`, else the file's name without `.toml`.
+    pub name: String,
+    pub socket: PathBuf,
+    pub state_file: PathBuf,
+    /// The shared state file of a pinctl from before supervisors were named, read once after
+    /// an upgrade; `None` when `state-file` is given.
+    pub legacy_state_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// Where this file's supervisor lives (see [`SupervisorPaths`]). `Err`: the file's name
+    /// cannot name a supervisor and `[host] name` does not either.
+    pub fn supervisor(&self) -> Result<SupervisorPaths, String> {
+        let name = match &self.host.name {
+            Some(name) => name.clone(),
+            None => {
+                let stem = self.path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                if !crate::values::is_service_name(stem) {
+                    return Err(format!(
+                        "the service file's name `{}` cannot name its supervisor (lowercase \
+                         letters, digits, `-` and `_`): set `[host] name`",
+                        stem.escape_debug()
+                    ));
+                }
+                stem.to_string()
+            }
+        };
+        let dir = std::path::Path::new(crate::parse::RUNTIME_DIR);
+        Ok(SupervisorPaths {
+            socket: self.host.socket.clone().unwrap_or_else(|| dir.join(format!("{name}.sock"))),
+            state_file: self
+                .host
+                .state_file
+                .clone()
+                .unwrap_or_else(|| dir.join(format!("{name}.state.json"))),
+            legacy_state_file: self
+                .host
+                .state_file
+                .is_none()
+                .then(|| crate::parse::LEGACY_STATE_FILE.into()),
+            name,
+        })
     }
 }
 

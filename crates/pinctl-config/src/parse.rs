@@ -53,6 +53,7 @@ const HOST_READERS: &[(&str, Reader<(HostConfig, HostSpans)>)] = &[
     ("reserve-cpus", Walker::read_reserve_cpus),
     ("memory-reserve", Walker::read_memory_reserve),
     ("cpu-overcommit", Walker::read_cpu_overcommit),
+    ("name", Walker::read_supervisor_name),
     ("socket", Walker::read_supervisor_path),
     ("state-file", Walker::read_supervisor_path),
     ("watch-interval", Walker::read_watch),
@@ -143,10 +144,14 @@ const RESTART_NAMES: [&str; 3] = ["always", "on-failure", "never"];
 pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
 /// The longest restart delay when the file gives none.
 pub const DEFAULT_RESTART_MAX_DELAY: Duration = Duration::from_secs(10);
-/// The supervisor's control socket when `[host]` gives none.
+/// The folder of every supervisor's socket, state file and lock when `[host]` names none.
+pub const RUNTIME_DIR: &str = "/run/pinctl";
+/// The control socket of the supervisor named `pinctl` (that of `/etc/pinctl/pinctl.toml`),
+/// which clients reach when nothing tells them another.
 pub const DEFAULT_SOCKET: &str = "/run/pinctl/pinctl.sock";
-/// The supervisor's state file when `[host]` gives none.
-pub const DEFAULT_STATE_FILE: &str = "/run/pinctl/state.json";
+/// The one state file every supervisor shared before supervisors were named: read once by
+/// the first supervisor to start after an upgrade, for the instances its file names.
+pub const LEGACY_STATE_FILE: &str = "/run/pinctl/state.json";
 
 /// More instances than this cannot be placed: each needs a CPU of its own and Linux builds
 /// top out at 8192 CPUs (NR_CPUS). The bound also keeps a typo from allocating millions.
@@ -968,6 +973,33 @@ impl Walker {
     fn read_limits(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
         let Some(t) = self.table(key.get_ref(), value) else { return };
         self.limits(t, &mut raw.limits);
+    }
+
+    /// `name` of `[host]`: what the supervisor is called (its socket, state file and cgroup
+    /// subtree are named after it).
+    fn read_supervisor_name(
+        &mut self,
+        (host, _): &mut (HostConfig, HostSpans),
+        key: &Key<'_>,
+        value: &Val<'_>,
+    ) {
+        let Some(name) = self.non_empty_string(key.get_ref(), value) else { return };
+        if !values::is_service_name(name) {
+            self.error(
+                &value.span(),
+                format!(
+                    "invalid `name` `{}`: a supervisor's name is written like a service's",
+                    name.escape_debug()
+                ),
+            )
+            .help = Some(
+                "lowercase letters, digits, `-` and `_`, starting with a letter or digit: \
+                 `name = \"db\"`"
+                    .into(),
+            );
+            return;
+        }
+        host.name = Some(name.to_string());
     }
 
     /// `socket` or `state-file` of `[host]`: where the supervisor listens and keeps its state.

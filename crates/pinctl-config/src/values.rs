@@ -216,9 +216,19 @@ pub(crate) const MAX_SERVICE_NAME: usize = 200;
 /// Whether `name` is a valid service name: `[a-z0-9][a-z0-9_-]*`, at most
 /// [`MAX_SERVICE_NAME`] bytes.
 pub(crate) fn is_service_name(name: &str) -> bool {
+    name.len() <= MAX_SERVICE_NAME && is_service_name_unbounded(name)
+}
+
+/// Whether `name` could name an instance: a service name, or a service name with `-N` after
+/// it (`tikv`, `tikv-0`). Names come back from files pinctl did not necessarily write (a state
+/// file) and become cgroup folder names: nothing else (`..`, `/`, blanks) may pass.
+pub fn is_instance_name(name: &str) -> bool {
+    name.len() <= MAX_SERVICE_NAME + 6 && is_service_name_unbounded(name)
+}
+
+fn is_service_name_unbounded(name: &str) -> bool {
     let mut bytes = name.bytes();
-    name.len() <= MAX_SERVICE_NAME
-        && matches!(bytes.next(), Some(b'a'..=b'z' | b'0'..=b'9'))
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'0'..=b'9'))
         && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'))
 }
 
@@ -398,6 +408,12 @@ mod tests {
         }
         for bad in ["", "TiKV", "-a", "_a", "a.b", "a b", "tí"] {
             assert!(!is_service_name(bad), "{bad}");
+        }
+        for ok in ["tikv-0", "redis", "a-8191"] {
+            assert!(is_instance_name(ok), "{ok}");
+        }
+        for bad in ["", "../victim", "a/b", ".", "_supervisor", "A-0", "a 0", "a\n"] {
+            assert!(!is_instance_name(bad), "{bad}");
         }
         assert!(is_service_unit_name("tikv@0.service"));
         assert!(is_service_unit_name("mysqld.service"));

@@ -26,6 +26,7 @@ fn every_key_is_read() {
     assert_eq!(c.host.keep_free, Some(vec![KeepFree::Nic("eth0".into()), KeepFree::Node(3)]));
     assert_eq!(c.host.reserve_cpus, CpuSet::parse_list("0-1,64-65").unwrap());
     assert_eq!(c.host.memory_reserve, Some(4 << 30));
+    assert_eq!(c.host.name.as_deref(), Some("db"));
     assert_eq!(c.host.socket, Some(PathBuf::from("/run/pinctl/db.sock")));
     assert_eq!(c.host.state_file, Some(PathBuf::from("/var/lib/pinctl/state.json")));
     assert_eq!(
@@ -178,7 +179,7 @@ fn spans_point_at_the_values_later_checks_need() {
     assert_eq!(file.slice(&c.spans.host.keep_free[1]), "3");
     let d = c.diagnostic_at(Some(&tikv.near[0]), Severity::Warning, "`nvme0n1` does not exist");
     let rendered = d.render(false);
-    assert!(rendered.contains("every-key.toml:23:9"), "{rendered}");
+    assert!(rendered.contains("every-key.toml:24:9"), "{rendered}");
 }
 
 #[test]
@@ -290,6 +291,30 @@ mod mutations {
             }
         }
     }
+}
+
+#[test]
+fn each_file_has_a_supervisor_of_its_own_by_default() {
+    let load = |path: &str, text: &str| pinctl_config::parse(Path::new(path), text).unwrap();
+    let command = "[service.a]\ncommand = [\"/bin/a\"]\n";
+    let a = load("/etc/pinctl/pinctl.toml", command).supervisor().unwrap();
+    assert_eq!(a.name, "pinctl");
+    assert_eq!(a.socket, PathBuf::from("/run/pinctl/pinctl.sock"));
+    assert_eq!(a.state_file, PathBuf::from("/run/pinctl/pinctl.state.json"));
+    assert_eq!(a.legacy_state_file, Some(PathBuf::from("/run/pinctl/state.json")));
+    let b = load("/etc/pinctl/tidb.toml", command).supervisor().unwrap();
+    assert_eq!(
+        (b.socket.to_str(), b.state_file.to_str()),
+        (Some("/run/pinctl/tidb.sock"), Some("/run/pinctl/tidb.state.json"))
+    );
+    // `[host] name` names it; given paths win, and an explicit state file has no legacy one.
+    let named = format!("[host]\nname = \"db\"\nstate-file = \"/var/lib/db.json\"\n{command}");
+    let c = load("/etc/pinctl/pinctl.toml", &named).supervisor().unwrap();
+    assert_eq!((c.name.as_str(), c.socket.to_str()), ("db", Some("/run/pinctl/db.sock")));
+    assert_eq!((c.state_file.to_str(), c.legacy_state_file), (Some("/var/lib/db.json"), None));
+    // A file name that cannot name a supervisor says what to do.
+    let e = load("/etc/My DB.toml", command).supervisor().unwrap_err();
+    assert!(e.contains("set `[host] name`"), "{e}");
 }
 
 #[test]

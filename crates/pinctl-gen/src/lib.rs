@@ -1,6 +1,7 @@
 //! Generates pinctl's man pages (one per command, clap_mangen) and its bash, zsh and fish
 //! completions (clap_complete) from the clap definition, [`pinctl::command`], and the JSON
-//! Schemas of `pinctl topology --json` and `pinctl plan --json` (schemars) from the Rust types
+//! Schemas of `pinctl topology --json`, `pinctl plan --json` and `pinctl probe --json`
+//! (schemars) from the Rust types
 //! they serialize. The outputs are committed (`doc/man/`, `completions/`, `docs/schema/`) so
 //! that packages, `cargo install` users and consumers of the JSON get them without running
 //! this; the tests regenerate them and fail when a committed copy is stale.
@@ -31,8 +32,8 @@ pub struct Generated {
 
 /// Every file, in a fixed order: `doc/man/pinctl.1` and `doc/man/pinctl-<command>.1` for each
 /// visible subcommand, then `completions/pinctl.bash`, `completions/_pinctl` (zsh) and
-/// `completions/pinctl.fish`, then `docs/schema/topology.schema.json` and
-/// `docs/schema/plan.schema.json`.
+/// `completions/pinctl.fish`, then `docs/schema/topology.schema.json`,
+/// `docs/schema/plan.schema.json` and `docs/schema/probe.schema.json`.
 pub fn generate() -> io::Result<Vec<Generated>> {
     let mut cmd = pinctl::command().disable_help_subcommand(true);
     cmd.build();
@@ -52,6 +53,8 @@ pub fn generate() -> io::Result<Vec<Generated>> {
     files.push(schema_file("topology", "pinctl topology --json", topology)?);
     let plan = written().into_generator().into_root_schema_for::<pinctl_plan::PlanDocument>();
     files.push(schema_file("plan", "pinctl plan --json", plan)?);
+    let probe = written().into_generator().into_root_schema_for::<pinctl_probe::ProbeDocument>();
+    files.push(schema_file("probe", "pinctl probe --json", probe)?);
     Ok(files)
 }
 

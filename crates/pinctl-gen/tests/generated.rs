@@ -40,14 +40,14 @@ fn committed_copies_are_current() {
 fn there_is_a_page_per_command_and_a_completion_per_shell() {
     let names: Vec<String> =
         generate().unwrap().iter().map(|f| f.path.display().to_string()).collect();
-    for command in ["topology", "check", "plan", "exec"] {
+    for command in ["topology", "check", "plan", "exec", "probe"] {
         assert!(names.contains(&format!("{MAN_DIR}/pinctl-{command}.1")), "{names:?}");
     }
     assert!(names.contains(&format!("{MAN_DIR}/pinctl.1")), "{names:?}");
     for file in ["pinctl.bash", "_pinctl", "pinctl.fish"] {
         assert!(names.contains(&format!("{COMPLETIONS_DIR}/{file}")), "{names:?}");
     }
-    for file in ["topology.schema.json", "plan.schema.json"] {
+    for file in ["topology.schema.json", "plan.schema.json", "probe.schema.json"] {
         assert!(names.contains(&format!("{SCHEMA_DIR}/{file}")), "{names:?}");
     }
 }

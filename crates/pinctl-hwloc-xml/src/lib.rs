@@ -24,6 +24,8 @@ use pinctl_topology::{
 };
 use roxmltree::{Document, Node as XmlNode, ParsingOptions};
 
+mod memattrs;
+
 /// Largest hwloc XML file read: 64 MiB (`lstopo --of xml` of a machine with 8192 CPUs and
 /// every PCI device is a few MiB).
 pub const MAX_XML_BYTES: usize = 64 << 20;
@@ -340,6 +342,7 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
     }
 
     let distances = numa_distances(top, &nodes, &gp_to_node)?;
+    let hmat = memattrs::memory_attributes(top, &nodes, &gp_to_node)?;
 
     let many_nodes = nodes.len() > 1;
     let mut devices = Vec::new();
@@ -413,6 +416,7 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         host,
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
+        memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
         caches: caches(&objects, &online)?,
     };
     topology.refresh_warnings();

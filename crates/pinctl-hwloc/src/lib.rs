@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 use std::borrow::Borrow;
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -19,8 +20,9 @@ use hwlocality::object::distance::DistancesKind;
 use hwlocality::object::types::{OSDeviceType, ObjectType};
 use hwlocality::topology::builder::{BuildFlags, TypeFilter};
 use pinctl_topology::{
-    Cache, Cpu, CpuSet, Device, DeviceKind, HostFacts, IdKind, IdSet, Locality, MAX_CPU_ID, MAX_ID,
-    MAX_NODE_ID, Node, NodeId, NodeSet, SchemaVersion, Topology, last_level_caches,
+    AccessClass, Cache, Cpu, CpuSet, Device, DeviceKind, HmatAccess, HostFacts, IdKind, IdSet,
+    Locality, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, Node, NodeId, NodeSet, SchemaVersion, Topology,
+    last_level_caches,
 };
 
 pub use pinctl_hwloc_xml::{
@@ -187,6 +189,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
     }
 
     let distances = numa_distances(hw, &nodes)?;
+    let hmat = memory_attributes(hw, &nodes)?;
 
     let many_nodes = nodes.len() > 1;
     let mut devices = Vec::new();
@@ -255,10 +258,81 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         host,
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
+        memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
         caches: last_level_caches(found),
     };
     topology.refresh_warnings();
     Ok(topology)
+}
+
+/// Per figure slot (read/write latency, read/write bandwidth): the value, and whether it came
+/// from a generic attribute (which a specific one replaces).
+type Figures = [(Option<u32>, bool); 4];
+
+/// libhwloc's memory attributes of NUMA nodes as HMAT entries of class `hwloc`: for each
+/// target node and initiator (a CPU set standing for the nodes whose CPUs lie inside it, or a
+/// NUMA node object), the latency and bandwidth figures; generic `Latency`/`Bandwidth` fill
+/// the read and write figures only where the specific ones are absent. By target, then
+/// initiator nodes.
+fn memory_attributes(hw: &hwlocality::Topology, nodes: &[Node]) -> Result<Vec<HmatAccess>, String> {
+    use hwlocality::memory::attribute::Initiator;
+    // (name, figure slots 0-3: read/write latency, read/write bandwidth, generic?)
+    const ATTRIBUTES: [(&str, &[usize], bool); 6] = [
+        ("Latency", &[0, 1], true),
+        ("ReadLatency", &[0], false),
+        ("WriteLatency", &[1], false),
+        ("Bandwidth", &[2, 3], true),
+        ("ReadBandwidth", &[2], false),
+        ("WriteBandwidth", &[3], false),
+    ];
+    let mut groups: BTreeMap<(NodeId, Vec<NodeId>), Figures> = BTreeMap::new();
+    for (name, slots, generic) in ATTRIBUTES {
+        let Ok(Some(attribute)) = hw.memory_attribute_named(name) else { continue };
+        for target in hw.objects_with_type(ObjectType::NUMANode) {
+            let target_id = os_id(target, "a NUMA node", MAX_NODE_ID)?;
+            let Ok((initiators, values)) = attribute.initiators(target) else { continue };
+            for (initiator, value) in initiators.iter().zip(values) {
+                let initiator_nodes: Vec<NodeId> = match initiator {
+                    Initiator::CpuSet(set) => {
+                        let cpus: CpuSet = id_set(Some(set.as_ref()), "an initiator")?;
+                        nodes
+                            .iter()
+                            .filter(|n| !n.cpus.is_empty() && n.cpus.is_subset(&cpus))
+                            .map(|n| n.id)
+                            .collect()
+                    }
+                    Initiator::Object(obj) if obj.object_type() == ObjectType::NUMANode => {
+                        vec![os_id(obj, "a NUMA node", MAX_NODE_ID)?]
+                    }
+                    Initiator::Object(_) => Vec::new(),
+                };
+                if initiator_nodes.is_empty() {
+                    continue;
+                }
+                let number = u32::try_from(value).map_err(|_| {
+                    format!("memory attribute `{name}` has value `{value}`, not a number")
+                })?;
+                let entry = groups.entry((target_id, initiator_nodes)).or_default();
+                for &k in slots {
+                    if entry[k].0.is_none() || (entry[k].1 && !generic) {
+                        entry[k] = (Some(number).filter(|&v| v > 0), generic);
+                    }
+                }
+            }
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|((node, initiators), f)| HmatAccess {
+            node,
+            class: AccessClass::Hwloc,
+            initiators: initiators.into_iter().collect(),
+            read_latency_ns: f[0].0,
+            write_latency_ns: f[1].0,
+            read_bandwidth_mb_s: f[2].0,
+            write_bandwidth_mb_s: f[3].0,
+        })
+        .collect())
 }
 
 /// The NUMA latency matrix in the order of `nodes` (sorted by id); empty when the file has

@@ -459,3 +459,54 @@ fn malformed_xml_is_refused_naming_the_file() -> Result<()> {
     assert!(msg.contains(&format!("cannot read hwloc XML `{}`", dir.display())), "{msg}");
     Ok(())
 }
+
+/// hwloc's memory attributes are the kernel's `access1` figures: G05's sysfs capture read by
+/// pinctl-sysfs and the XML hwloc 2.9 wrote from that same capture, read by libhwloc and by
+/// pinctl's reader, give every memory node the same figures for the same initiator CPUs.
+/// (hwloc drops the CPU-only nodes 0-3, so in the XML the CPUs of an initiator belong to the
+/// memory node hwloc attached to them: the initiator is compared as CPUs, not node ids.)
+#[test]
+fn memory_attributes_equal_the_kernel_s_cpu_access_class() -> Result<()> {
+    use pinctl_topology::AccessClass;
+    let fixture = "G05-hwloc-memory-only-and-cpu-only-nodes";
+    let xml = read(fixture, "oracle/hwloc-2.9.0.xml")?;
+    let raw = fixtures().join(fixture).join("raw/fakememinitiators-1np2c+1npp+gi.tar.bz2");
+    let sysfs = pinctl_capture::read_tarball(&raw)?;
+    let strip = |t: &Topology, class: AccessClass| {
+        t.memory_performance
+            .hmat
+            .iter()
+            .filter(|a| a.class == class)
+            .map(|a| {
+                let cpus = t.cpus_of(&a.initiators).to_string();
+                let figures = (
+                    a.read_latency_ns,
+                    a.write_latency_ns,
+                    a.read_bandwidth_mb_s,
+                    a.write_bandwidth_mb_s,
+                );
+                (a.node, cpus, figures)
+            })
+            .collect::<Vec<_>>()
+    };
+    let from_xml = strip(&xml, AccessClass::Hwloc);
+    ensure!(from_xml.len() == 6, "{from_xml:#?}");
+    ensure!(from_xml == strip(&sysfs, AccessClass::Access1), "{from_xml:#?}");
+    Ok(())
+}
+
+#[test]
+fn sapphire_rapids_rates_each_sub_numa_node_for_its_own_cpus() -> Result<()> {
+    let t = read("G10-flux-xeon8480-snc4-2s-8n-nics", "raw/ipa20.xml")?;
+    let hmat = &t.memory_performance.hmat;
+    ensure!(hmat.len() == 8, "{hmat:#?}");
+    for a in hmat {
+        ensure!(a.initiators == std::iter::once(a.node).collect(), "{a:?}");
+        ensure!(
+            (a.read_latency_ns, a.write_latency_ns, a.read_bandwidth_mb_s, a.write_bandwidth_mb_s)
+                == (Some(91), Some(91), Some(262_100), Some(176_100)),
+            "{a:?}"
+        );
+    }
+    Ok(())
+}

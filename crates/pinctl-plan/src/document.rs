@@ -34,6 +34,9 @@ pub struct PlanDocument {
     pub config_warnings: Vec<String>,
     /// Whether the search proved the plan optimal.
     pub optimal: bool,
+    /// What nodes were compared by: `measure` (`measured`, `hmat`, `slit`, `assumed`) and a
+    /// `note` on where the numbers come from or why a better measure was not used.
+    pub distances: crate::DistanceReport,
     /// Every node hosting instances that do not own it (`cpus = N` instances, instances of
     /// `share-nodes`), ascending by node: who is there and how many CPUs of instances each of
     /// its CPUs carries.
@@ -115,6 +118,7 @@ impl Plan {
             host_warnings: host_warnings.to_vec(),
             config_warnings: config_warnings.to_vec(),
             optimal: self.optimal,
+            distances: self.distances.clone(),
             node_use: self
                 .node_use
                 .iter()

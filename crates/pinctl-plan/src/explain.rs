@@ -4,6 +4,7 @@
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
 
 use crate::cpus::NodeCpus;
+use crate::distance::DistanceMeasure;
 use crate::problem::{InstanceInfo, Problem, Shape};
 use crate::search::Outcome;
 use crate::{Placement, Plan, PlanError, format_bytes, plural};
@@ -53,6 +54,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         warnings: all_warnings,
         cost: outcome.cost,
         optimal: outcome.exhaustive,
+        distances: p.distances.clone(),
         node_use,
     })
 }
@@ -241,12 +243,11 @@ impl<'a> Builder<'a> {
             if set.iter().any(|j| target.nodes.contains(j)) {
                 reasons.push(format!("{on}: on the device's node {device_nodes}"));
             } else {
-                let d = p.near_distance(set, &target.nodes);
+                let d = p.distances.measure.show(p.near_distance(set, &target.nodes));
                 let why = why_not_on(p, &self.occupants, i, &target.nodes);
-                reasons
-                    .push(format!("{on}: {why}, so the closest node it can have (distance {d})"));
+                reasons.push(format!("{on}: {why}, so the closest node it can have ({d})"));
                 self.violations.push(format!(
-                    "{}: not on the node of {devices} ({why}): placed on {on_nodes} at distance {d}",
+                    "{}: not on the node of {devices} ({why}): placed on {on_nodes} at {d}",
                     inst.name
                 ));
             }
@@ -411,7 +412,13 @@ fn closeness(p: &Problem, set: &[usize]) -> String {
             many.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
         ),
     };
-    format!(": {where_}largest distance between them {worst}")
+    let measure = p.distances.measure;
+    let largest = match measure {
+        DistanceMeasure::Slit | DistanceMeasure::Assumed => "largest distance",
+        DistanceMeasure::Measured => "largest measured latency",
+        DistanceMeasure::Hmat => "largest HMAT latency",
+    };
+    format!(": {where_}{largest} between them {}", measure.value(worst))
 }
 
 /// The `--strict` message for an instance placed on kept-free node `j`: what it needed and

@@ -7,7 +7,9 @@
 //! caller. The rules and the cost they define are in docs/planning.md.
 #![forbid(unsafe_code)]
 
+mod contrast;
 mod cpus;
+mod distance;
 mod document;
 mod explain;
 pub mod problem;
@@ -19,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use pinctl_config::Config;
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet, Topology};
 
+pub use distance::{DistanceMeasure, DistanceReport};
 pub use document::{
     NodeUseDocument, PLAN_SCHEMA_VERSION, PlacementDocument, PlanDocument, PlanSchemaVersion,
 };
@@ -71,6 +74,8 @@ pub struct Plan {
     /// Whether the search proved the plan optimal; `false` when it stopped at its step
     /// budget with the best plan found (very large configs).
     pub optimal: bool,
+    /// What nodes were compared by (measured latency, HMAT, SLIT), and why.
+    pub distances: DistanceReport,
     /// Every node hosting instances that do not own it, ascending: who is there, and how many
     /// CPUs of their CPU sets it carries.
     pub node_use: Vec<NodeUse>,
@@ -162,7 +167,9 @@ pub enum PlanError {
 pub fn plan(topology: &Topology, config: &Config, inputs: &PlanInputs) -> Result<Plan, PlanError> {
     let problem = Problem::new(topology, config, inputs)?;
     let outcome = search::search(&problem)?;
-    explain::build(&problem, outcome)
+    let mut plan = explain::build(&problem, outcome)?;
+    contrast::explain_what_the_measure_changed(&problem, topology, config, inputs, &mut plan);
+    Ok(plan)
 }
 
 pub(crate) fn plural(n: usize) -> &'static str {

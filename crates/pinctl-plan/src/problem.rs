@@ -10,12 +10,8 @@ use std::collections::BTreeMap;
 use pinctl_config::{Config, Instance, InstanceSize, KeepFree, Overcommit, Service, ShareNodes};
 use pinctl_topology::{CpuId, CpuSet, MemoryPolicy, NodeId, NodeSet, Topology};
 
+use crate::distance::{DistanceMeasure, DistanceReport, DistanceTable};
 use crate::{CurrentPlacement, PlanError, PlanInputs, format_bytes, plural};
-
-/// Distance assumed between two different nodes when the topology has no SLIT table.
-const UNKNOWN_REMOTE_DISTANCE: u32 = 20;
-/// Distance of a node to itself when the topology has no SLIT table.
-const LOCAL_DISTANCE: u32 = 10;
 
 /// A node as the planner sees it, by position in `Topology::nodes`.
 #[derive(Debug, Clone)]
@@ -135,12 +131,15 @@ impl InstanceInfo {
 #[derive(Debug, Clone)]
 pub struct Problem {
     pub(crate) nodes: Vec<NodeInfo>,
+    /// How far each node is from each other, by position (crate::distance says in what).
     pub(crate) distance: Vec<Vec<u32>>,
     pub(crate) instances: Vec<InstanceInfo>,
     /// Per node index: the keep-free entries (NIC names or `node N`) that name it.
     pub(crate) kept_free: Vec<Vec<String>>,
     pub(crate) warnings: Vec<String>,
     pub(crate) strict: bool,
+    /// Which measure `distance` holds, and why not a better one.
+    pub(crate) distances: DistanceReport,
     /// `cpu-overcommit` of the file (1 when it says none).
     pub(crate) overcommit: Overcommit,
 }
@@ -306,24 +305,6 @@ fn node_infos(topology: &Topology, config: &Config) -> Vec<NodeInfo> {
                 placeable: excluded_because.is_none(),
                 excluded_because,
             }
-        })
-        .collect()
-}
-
-/// The `n` x `n` distance matrix, with the kernel's defaults where the topology has none.
-fn distance_matrix(topology: &Topology, n: usize) -> Vec<Vec<u32>> {
-    (0..n)
-        .map(|i| {
-            (0..n)
-                .map(|j| {
-                    topology
-                        .distances
-                        .get(i)
-                        .and_then(|row| row.get(j))
-                        .copied()
-                        .unwrap_or(if i == j { LOCAL_DISTANCE } else { UNKNOWN_REMOTE_DISTANCE })
-                })
-                .collect()
         })
         .collect()
 }
@@ -520,9 +501,28 @@ impl Problem {
         config: &Config,
         inputs: &PlanInputs,
     ) -> Result<Problem, PlanError> {
+        Problem::with_measure(topology, config, inputs, None)
+    }
+
+    /// [`Problem::new`] comparing nodes by `only` (when the topology has it) instead of the
+    /// best measure it carries.
+    pub fn with_measure(
+        topology: &Topology,
+        config: &Config,
+        inputs: &PlanInputs,
+        only: Option<DistanceMeasure>,
+    ) -> Result<Problem, PlanError> {
         let mut warnings = Vec::new();
         let nodes = node_infos(topology, config);
-        let distance = distance_matrix(topology, nodes.len());
+        // The nodes the planner compares: where instances may run, and where devices are.
+        let mut needed: Vec<bool> = nodes.iter().map(|n| n.placeable).collect();
+        for id in topology.devices.iter().flat_map(|d| d.nodes.iter()) {
+            if let Some(i) = topology.node_index(id) {
+                needed[i] = true;
+            }
+        }
+        let table = DistanceTable::new(topology, &needed, only);
+        let distance = table.matrix;
         let kept_free = kept_free_nodes(topology, config, inputs, &mut warnings);
         let instances = instance_infos(topology, config, inputs, &nodes, &mut warnings)?;
         let overcommit = config.host.cpu_overcommit.unwrap_or(Overcommit::NONE);
@@ -533,8 +533,21 @@ impl Problem {
             kept_free,
             warnings,
             strict: inputs.strict,
+            distances: table.report,
             overcommit,
         })
+    }
+
+    /// Which measure the problem compares nodes by.
+    pub fn distances(&self) -> &DistanceReport {
+        &self.distances
+    }
+
+    /// Whether two nodes' packages count as a distance of their own: only while the distances
+    /// are firmware numbers; measured nanoseconds already include crossing a socket.
+    pub(crate) fn crosses_packages(&self, a: usize, b: usize) -> bool {
+        let (pa, pb) = (self.nodes[a].package, self.nodes[b].package);
+        !self.distances.measure.is_latency() && pa.is_some() && pb.is_some() && pa != pb
     }
 
     /// Number of instances, in config order.
@@ -730,8 +743,7 @@ impl Problem {
         t[term::MOVED] = u64::from(inst.current.as_ref().is_some_and(|r| r.set != set));
         for (a, &x) in set.iter().enumerate() {
             for &y in &set[a + 1..] {
-                let (px, py) = (self.nodes[x].package, self.nodes[y].package);
-                if px.is_some() && py.is_some() && px != py {
+                if self.crosses_packages(x, y) {
                     t[term::CROSS_PACKAGE_PAIRS] += 1;
                 }
                 t[term::NODE_DISTANCE] += u64::from(self.distance[x][y]);

@@ -739,13 +739,7 @@ impl Search<'_> {
             let mut set = vec![seed];
             while !done(&set) {
                 let next = free.iter().copied().filter(|j| !set.contains(j)).min_by_key(|&j| {
-                    let crossings = set
-                        .iter()
-                        .filter(|&&s| {
-                            let (a, b) = (p.nodes[s].package, p.nodes[j].package);
-                            a.is_some() && b.is_some() && a != b
-                        })
-                        .count();
+                    let crossings = set.iter().filter(|&&s| p.crosses_packages(s, j)).count();
                     let distance: u32 = set.iter().map(|&s| p.distance[s][j]).sum();
                     (crossings, distance, Reverse(p.nodes[j].cpu_count()), j)
                 });

@@ -76,10 +76,8 @@ instances = 2
     assert_eq!(where_each(&plan), ["db-0 0 0-15,32-47", "db-1 1 16-31,48-63"]);
     assert_eq!(
         plan.warnings,
-        [
-            "db-0 needs a node of its own (share-nodes = \"when-needed\"): 2 nodes, 1 taken, 1 kept \
-             free for `eth0`; it uses node 0"
-        ]
+        ["db-0 needs a node of its own (share-nodes = \"when-needed\"): 2 nodes, 1 taken, 1 kept \
+             free for `eth0`; it uses node 0"]
     );
 }
 

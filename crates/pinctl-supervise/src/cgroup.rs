@@ -1,68 +1,168 @@
 //! One cgroup v2 child per instance, where pinctl may write its subtree (root, or a systemd
 //! unit with `Delegate=yes`). cgroup v2 forbids processes in a cgroup that has children with
-//! controllers, so pinctl first moves itself into a leaf (`_supervisor`, a name no instance can
-//! have: instance names start with a letter or digit). Each instance gets `<base>/<name>`;
-//! `cgroup.kill` (Linux 5.14+) ends everything in it at once; with `enforce = "cgroup"` its
-//! `cpuset.cpus`/`cpuset.mems` are the plan's.
+//! controllers, so pinctl first moves itself into a leaf of its subtree (`_supervisor`, a
+//! name no instance or supervisor can have: those start with a letter or digit).
 //!
-//! Every step that fails makes the caller fall back to process groups; nothing here is fatal.
+//! The instances live in a subtree that belongs to one supervisor: `<base>/<name>/<instance>`
+//! beside its leaf `<base>/<name>/_supervisor`,
+//! where `<base>` is pinctl's own cgroup (`/pinctl` when it runs in the root cgroup) and
+//! `<name>` the supervisor's name (its service file's, or `[host] name`). pinctl holds an
+//! exclusive `flock` on the subtree's folder for its whole life, so a second supervisor that
+//! would share it refuses to start, and nothing it writes (`cgroup.kill`, a cpuset) can reach
+//! another supervisor's instances. Inside it **the cgroup is the truth**: whatever runs in
+//! `<subtree>/<instance>` got there by descending from a process this subtree's supervisor
+//! started, so it can be listed, adopted or killed without the doubt a PID carries; nothing
+//! outside the subtree is ever signalled through it.
+//!
+//! A step of the set-up that fails makes the caller fall back to process groups; only a
+//! subtree held by another supervisor is fatal (see [`SetupError`]).
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::lifecycle::Pid;
 use crate::spec::PlacementSpec;
 
 /// Where the v2 hierarchy is mounted: alone (unified mode), or beside the v1 controllers
 /// (systemd's hybrid mode, where v2 has no controllers but `cgroup.kill` works).
 const ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
 const LEAF: &str = "_supervisor";
+/// The most bytes read from a `cgroup.procs` (about 100,000 PIDs).
+const MAX_PROCS_BYTES: usize = 1 << 20;
+/// The most cgroups listed in a subtree (a file has at most 8192 instances).
+const MAX_CHILDREN: usize = 65536;
 
-/// The writable subtree: `dir` on disk, `path` as `/proc/PID/cgroup` names it.
-#[derive(Debug, Clone)]
+/// The writable subtree of one supervisor: `dir` on disk, `path` as `/proc/PID/cgroup` names
+/// it, and the lock on `dir` that makes it this supervisor's.
+#[derive(Debug)]
 pub(crate) struct Subtree {
     dir: PathBuf,
     path: String,
     /// Whether `cpuset` is enabled for the instances' cgroups.
     cpuset: bool,
+    /// The folder, open and `flock`ed for the life of the supervisor.
+    _lock: fs::File,
+}
+
+/// Why the subtree cannot be used.
+#[derive(Debug)]
+pub(crate) enum SetupError {
+    /// No writable v2 hierarchy here: the supervisor uses process groups instead.
+    Unavailable(String),
+    /// Another supervisor holds the subtree: starting would share its instances' cgroups.
+    Claimed(String),
 }
 
 fn write(path: &Path, value: &str) -> io::Result<()> {
     fs::write(path, value).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
+/// Reads a small cgroup file whole, bounded.
+fn read_small(path: &Path, max: usize) -> io::Result<String> {
+    let bytes = pinctl_sysfs::fsroot::read_regular(path, max)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// The PIDs a `cgroup.procs` lists (one per line).
+pub(crate) fn parse_procs(text: &str) -> Vec<Pid> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).filter(|&p: &Pid| p > 0).collect()
+}
+
 impl Subtree {
-    /// Sets up the subtree below `own` (this process's v2 cgroup path, `/` for the root) and
-    /// moves this process into its leaf. `Err` says why the subtree cannot be used.
-    pub(crate) fn setup(own: &str) -> Result<Subtree, String> {
+    /// Sets up the subtree `<base>/<name>` below `own` (this process's v2 cgroup path, `/` for
+    /// the root), locks it and moves this process into `<base>/<name>/_supervisor`.
+    pub(crate) fn setup(own: &str, name: &str) -> Result<Subtree, SetupError> {
         let Some(root) =
             ROOTS.iter().map(Path::new).find(|r| r.join("cgroup.controllers").exists())
         else {
-            return Err(format!("no cgroup v2 hierarchy at {}", ROOTS.join(" or ")));
+            return Err(SetupError::Unavailable(format!(
+                "no cgroup v2 hierarchy at {}",
+                ROOTS.join(" or ")
+            )));
         };
-        // The root cgroup may hold processes; below it pinctl makes its own folder.
-        let path =
-            if own == "/" { "/pinctl".to_string() } else { own.trim_end_matches('/').to_string() };
-        let dir = root.join(path.trim_start_matches('/'));
+        // The root cgroup may hold processes; below it pinctl makes its own folder. A
+        // supervisor restarted from inside its old leaf (its cgroup is `.../_supervisor`)
+        // sets up the same base again.
+        let own = own.trim_end_matches('/');
+        let own = own.strip_suffix(&format!("/{name}/{LEAF}")).unwrap_or(own);
+        let own = own.strip_suffix(&format!("/{LEAF}")).unwrap_or(own);
+        let base = if own.is_empty() { "/pinctl".to_string() } else { own.to_string() };
+        let base_dir = root.join(base.trim_start_matches('/'));
+        let dir = base_dir.join(name);
+        let path = format!("{base}/{name}");
+        let unavailable = |e: io::Error| {
+            SetupError::Unavailable(format!(
+                "cannot use the cgroup subtree `{}`: {e}",
+                dir.display()
+            ))
+        };
         let leaf = dir.join(LEAF);
-        let setup = || -> io::Result<bool> {
-            fs::create_dir_all(&leaf)?;
-            write(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
-            let available = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
-            let mut cpuset = false;
+        fs::create_dir_all(&leaf).map_err(unavailable)?;
+        let lock = fs::File::open(&dir).map_err(unavailable)?;
+        if !pinctl_sysfs::owned::lock_exclusive(&lock, pinctl_sysfs::owned::LOCK_PATIENCE)
+            .map_err(unavailable)?
+        {
+            return Err(SetupError::Claimed(format!(
+                "the cgroup subtree `{}` belongs to another `pinctl run` (its lock is held): \
+                 two supervisors would kill each other's instances there. Give this service \
+                 file a supervisor of its own (`[host] name`)",
+                dir.display()
+            )));
+        }
+        write(&leaf.join("cgroup.procs"), &std::process::id().to_string()).map_err(unavailable)?;
+        let mut cpuset = false;
+        // Controllers go down level by level: the base's children, then the subtree's.
+        for level in [&base_dir, &dir] {
+            let available = read_small(&level.join("cgroup.controllers"), 4096).unwrap_or_default();
+            let mut here = false;
             for c in ["cpuset", "memory"] {
                 if available.split_whitespace().any(|a| a == c)
-                    && write(&dir.join("cgroup.subtree_control"), &format!("+{c}")).is_ok()
+                    && write(&level.join("cgroup.subtree_control"), &format!("+{c}")).is_ok()
                 {
-                    cpuset |= c == "cpuset";
+                    here |= c == "cpuset";
                 }
             }
-            Ok(cpuset)
-        };
-        match setup() {
-            Ok(cpuset) => Ok(Subtree { dir, path, cpuset }),
-            Err(e) => Err(format!("cannot use the cgroup subtree `{}`: {e}", dir.display())),
+            cpuset = here;
         }
+        Ok(Subtree { dir, path, cpuset, _lock: lock })
+    }
+
+    /// Kills what is left in the supervisor's leaf besides this process, and waits (at most
+    /// `patience`) until it is gone: children an earlier supervisor of this name forked just
+    /// before it was killed, still on their way to their instance's cgroup and their `exec`.
+    /// Left alone, such a child would join its instance's cgroup after this supervisor looked
+    /// there, beside the copy it starts. Only one supervisor of this name lives at a time (the
+    /// lock), so nothing else can be there. The number killed.
+    pub(crate) fn clear_leaf(&self, patience: std::time::Duration) -> usize {
+        let me = std::process::id() as Pid;
+        let procs = self.dir.join(LEAF).join("cgroup.procs");
+        let others = || -> Vec<Pid> {
+            read_small(&procs, MAX_PROCS_BYTES)
+                .map(|t| parse_procs(&t).into_iter().filter(|&p| p != me).collect())
+                .unwrap_or_default()
+        };
+        let mut killed = 0;
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            let left = others();
+            if left.is_empty() || std::time::Instant::now() >= deadline {
+                return killed;
+            }
+            for pid in left {
+                // Wherever it went meanwhile, as long as it stayed in this subtree.
+                let prefix = format!("{}/", self.path);
+                if kill_if(pid, |cg| cg.starts_with(&prefix)) {
+                    killed += 1;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The subtree as `/proc/PID/cgroup` names it (`/pinctl/db`).
+    pub(crate) fn path(&self) -> &str {
+        &self.path
     }
 
     /// The instance's cgroup as `/proc/PID/cgroup` shows it.
@@ -71,6 +171,7 @@ impl Subtree {
     }
 
     fn dir_of(&self, name: &str) -> PathBuf {
+        debug_assert!(pinctl_config::is_instance_name(name), "{name}");
         self.dir.join(name)
     }
 
@@ -97,21 +198,127 @@ impl Subtree {
 
     /// The instance's `cgroup.procs`, open for writing: its child joins the cgroup between
     /// fork and exec (pinctl_sys::CommandCgroup), before its placement is applied.
-    pub(crate) fn procs(&self, name: &str) -> Result<std::fs::File, String> {
+    pub(crate) fn procs_file(&self, name: &str) -> Result<fs::File, String> {
         let path = self.dir_of(name).join("cgroup.procs");
-        std::fs::OpenOptions::new()
+        fs::OpenOptions::new()
             .write(true)
             .open(&path)
             .map_err(|e| format!("cannot open `{}`: {e}", path.display()))
     }
 
-    /// Kills everything in the instance's cgroup (`cgroup.kill`).
-    pub(crate) fn kill(&self, name: &str) -> bool {
-        write(&self.dir_of(name).join("cgroup.kill"), "1").is_ok()
+    /// The processes in the instance's cgroup now (none when it does not exist).
+    pub(crate) fn procs(&self, name: &str) -> Vec<Pid> {
+        read_small(&self.dir_of(name).join("cgroup.procs"), MAX_PROCS_BYTES)
+            .map(|t| parse_procs(&t))
+            .unwrap_or_default()
+    }
+
+    /// The instance cgroups that exist in the subtree, by name (anything that is not an
+    /// instance name, such as a folder someone else made, is left out).
+    pub(crate) fn children(&self) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut out: Vec<String> = entries
+            .take(MAX_CHILDREN)
+            .filter_map(|e| {
+                let e = e.ok()?;
+                e.file_type().ok()?.is_dir().then_some(())?;
+                let name = e.file_name().into_string().ok()?;
+                pinctl_config::is_instance_name(&name).then_some(name)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Kills everything in the instance's cgroup: `cgroup.kill` (Linux 5.14+), else each
+    /// process it lists through a pidfd, after checking once the pidfd is open that the
+    /// process is still in the cgroup (so a PID that exited and was reused outside is never
+    /// signalled). The number of processes signalled, or `None` when nothing could be.
+    pub(crate) fn kill(&self, name: &str) -> Option<usize> {
+        let dir = self.dir_of(name);
+        let pids = self.procs(name);
+        if write(&dir.join("cgroup.kill"), "1").is_ok() {
+            return Some(pids.len());
+        }
+        let path = self.path_of(name);
+        let mut killed = 0;
+        for pid in pids {
+            if kill_if_in(pid, &path) {
+                killed += 1;
+            }
+        }
+        Some(killed)
+    }
+
+    /// Whether anything still runs in the instance's cgroup.
+    pub(crate) fn populated(&self, name: &str) -> bool {
+        populated_in(&self.events_file(name))
+    }
+
+    /// The instance's `cgroup.events`, for [`populated_in`] off the supervisor's thread.
+    pub(crate) fn events_file(&self, name: &str) -> PathBuf {
+        self.dir_of(name).join("cgroup.events")
     }
 
     /// Removes the instance's cgroup when it is empty (best effort).
     pub(crate) fn remove(&self, name: &str) {
         let _ = fs::remove_dir(self.dir_of(name));
+    }
+
+    /// Removes the subtree itself once every instance's cgroup is gone (best effort).
+    pub(crate) fn remove_all(&self) {
+        for name in self.children() {
+            self.remove(&name);
+        }
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+/// Whether the cgroup whose `cgroup.events` is `events` holds a process (`populated 1`); a
+/// cgroup that is gone holds none. Where the file cannot be read otherwise, its `cgroup.procs`
+/// decides.
+pub(crate) fn populated_in(events: &Path) -> bool {
+    match read_small(events, 4096) {
+        Ok(text) => text.lines().any(|l| l.trim() == "populated 1"),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        Err(_) => {
+            let procs = events.with_file_name("cgroup.procs");
+            read_small(&procs, MAX_PROCS_BYTES).is_ok_and(|t| !parse_procs(&t).is_empty())
+        }
+    }
+}
+
+/// The v2 cgroup of process `pid` (`/pinctl/db/redis-0`), when it can be read.
+pub(crate) fn cgroup_of(pid: Pid) -> Option<String> {
+    let text = read_small(Path::new(&format!("/proc/{pid}/cgroup")), 64 * 1024).ok()?;
+    pinctl_sysfs::parse::cgroup_path(&text, None).map(str::to_string)
+}
+
+/// SIGKILL to `pid` through a pidfd, when the process it pins is in cgroup `path`.
+fn kill_if_in(pid: Pid, path: &str) -> bool {
+    kill_if(pid, |cg| cg == path)
+}
+
+/// SIGKILL to `pid` through a pidfd, when the cgroup of the process it pins passes `ours`
+/// (checked once the pidfd is open, so a PID reused meanwhile is never signalled).
+fn kill_if(pid: Pid, ours: impl Fn(&str) -> bool) -> bool {
+    let Some(p) = rustix::process::Pid::from_raw(pid) else { return false };
+    let Ok(pidfd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
+        return false;
+    };
+    if !cgroup_of(pid).is_some_and(|cg| ours(&cg)) {
+        return false;
+    }
+    rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn procs_lists_parse_and_skip_garbage() {
+        assert_eq!(parse_procs("12\n13\n\nx\n-1\n0\n"), vec![12, 13]);
+        assert!(parse_procs("").is_empty());
     }
 }

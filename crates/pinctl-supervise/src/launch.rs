@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,8 +17,8 @@ use pinctl_config::{Config, Enforce, RestartPolicy, Service};
 use pinctl_launch::{ExitStatus, Launch, LaunchError, Resolved};
 use pinctl_plan::Plan;
 use pinctl_sys::{
-    ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandPlacement, LinuxKernel,
-    Rlimit, SetupError,
+    ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandOutput,
+    CommandPlacement, LinuxKernel, OutputError, Rlimit, SetupError,
 };
 use pinctl_sysfs::Host;
 use pinctl_topology::MemoryPolicy;
@@ -31,6 +31,8 @@ use crate::spec::{InstanceSpec, LimitsSpec, PlacementSpec};
 pub const EXIT_CHDIR: i32 = 200;
 /// The program could not be executed for another reason than "not found"/"not executable".
 pub const EXIT_EXEC: i32 = 203;
+/// The output file could not be opened as the service's user (systemd's `EXIT_STDOUT`).
+pub const EXIT_STDOUT: i32 = 209;
 /// The group is unknown or could not be set.
 pub const EXIT_GROUP: i32 = 216;
 /// The user is unknown or could not be set.
@@ -115,11 +117,14 @@ pub enum Output {
 /// Spawns the instance: stdin from /dev/null, its own process group, limits and credentials,
 /// then its placement (affinity, memory policy, read back and compared) between fork and exec.
 /// Checks what it can in the parent first so the failure names its cause. `pin = false`
-/// leaves the placement out (testing only).
+/// leaves the placement out (testing only). `nofile` is the `RLIMIT_NOFILE` (soft, hard) the
+/// supervisor started with, given back to an instance whose file sets no `nofile` (pinctl
+/// raises its own soft limit; a service expects the usual one, often 1024 for `select`).
 pub fn spawn(
     spec: &InstanceSpec,
     pin: bool,
     cgroup_procs: Option<fs::File>,
+    nofile: Option<(u64, u64)>,
 ) -> Result<tokio::process::Child, SpawnFailure> {
     let program = &spec.command[0];
     let path_var = spec.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok());
@@ -142,8 +147,11 @@ pub fn spawn(
         (Rlimit::Stack, spec.limits.stack),
     ] {
         if let Some(v) = value {
-            credentials.limits.push((limit, v));
+            credentials.limits.push((limit, v, v));
         }
+    }
+    if let (None, Some((soft, hard))) = (spec.limits.nofile, nofile) {
+        credentials.limits.push((Rlimit::Nofile, soft, hard));
     }
     let mut primary_gid = None;
     if let Some(name) = &spec.user {
@@ -190,12 +198,9 @@ pub fn spawn(
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
         Some(path) => {
-            let file =
-                fs::OpenOptions::new().create(true).append(true).mode(0o640).open(path).map_err(
-                    |e| fail(EXIT_EXEC, format!("cannot open output `{}`: {e}", path.display())),
-                )?;
-            let err = file.try_clone().map_err(|e| fail(EXIT_EXEC, e.to_string()))?;
-            cmd.stdout(file).stderr(err);
+            check_output_folder(path, spec.user.as_deref())?;
+            // Opened by the child, after it became the service's user (below).
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
         }
     }
     // Its own process group, so a stop reaches the helpers it forks.
@@ -206,12 +211,45 @@ pub fn spawn(
         cmd.join_cgroup(procs);
     }
     cmd.credentials(credentials);
+    if let Some(path) = &spec.output {
+        cmd.output_file(path).map_err(|e| {
+            fail(EXIT_STDOUT, format!("cannot open output `{}`: {e}", path.display()))
+        })?;
+    }
     if pin {
         cmd.placement(child_setup(&spec.placement)?);
     }
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(false);
-    cmd.spawn().map_err(|e| spawn_error(program, &e))
+    cmd.spawn().map_err(|e| spawn_error(spec, &e))
+}
+
+/// The output file's folder: with a `user`, the file is opened as that user, who may own the
+/// folder, but a folder anyone may write (without the sticky bit) is refused; without one it
+/// is opened as root, and the folder must be one that only root can write.
+fn check_output_folder(path: &Path, user: Option<&str>) -> Result<(), SpawnFailure> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = pinctl_sysfs::owned::folder_of(path);
+    let refused =
+        |why: String| fail(EXIT_STDOUT, format!("refusing output `{}`: {why}", path.display()));
+    if user.is_none() {
+        return match pinctl_sysfs::owned::check_folder(dir) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(refused(format!(
+                "{e}; an instance that runs as root writes its output only where nobody else \
+                 can (or set `user`)"
+            ))),
+        };
+    }
+    let m = fs::metadata(dir).map_err(|e| refused(format!("`{}`: {e}", dir.display())))?;
+    if m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0 {
+        return Err(refused(format!(
+            "`{}` is writable by others (mode {:04o})",
+            dir.display(),
+            m.mode() & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 /// An exit status as the lifecycle's `i32` codes.
@@ -219,24 +257,36 @@ pub fn status(s: ExitStatus) -> i32 {
     i32::from(s.code())
 }
 
-fn spawn_error(program: &str, e: &io::Error) -> SpawnFailure {
+fn spawn_error(spec: &InstanceSpec, e: &io::Error) -> SpawnFailure {
+    let program = &spec.command[0];
     if let Some(setup) = SetupError::from_spawn_error(e) {
         return fail(status(ExitStatus::from(setup.stage)), setup.to_string());
     }
-    match e.raw_os_error() {
-        Some(libc_errno) if libc_errno == nix::errno::Errno::ENOENT as i32 => {
+    if let Some(output) = OutputError::from_spawn_error(e) {
+        let path = spec.output.as_deref().unwrap_or(Path::new("")).display();
+        let user = spec.user.as_deref().unwrap_or("root");
+        let why = match output {
+            OutputError::Open(errno) => io::Error::from_raw_os_error(errno).to_string(),
+            OutputError::NotOwned => format!(
+                "it is not a regular file of user `{user}` (someone else's file, a FIFO or a \
+                 socket?)"
+            ),
+        };
+        return fail(EXIT_STDOUT, format!("cannot open output `{path}` as user `{user}`: {why}"));
+    }
+    use nix::errno::Errno;
+    match e.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::ENOENT) => {
             fail(status(ExitStatus::NotFound), format!("`{program}` not found: {e}"))
         }
-        Some(n)
-            if n == nix::errno::Errno::EACCES as i32 || n == nix::errno::Errno::ENOEXEC as i32 =>
-        {
+        Some(Errno::EACCES | Errno::ENOEXEC) => {
             fail(status(ExitStatus::NotExecutable), format!("`{program}` cannot be executed: {e}"))
         }
-        Some(n)
-            if n == nix::errno::Errno::EAGAIN as i32 || n == nix::errno::Errno::ENOMEM as i32 =>
-        {
-            // fork/clone ran out of resources: worth another try.
-            fail(1, format!("cannot start `{program}`: {e}"))
+        // fork/clone, or the pipes and descriptors a spawn needs, ran out for now: worth
+        // another try (a descriptor flood on the control socket must not fail an instance
+        // for good).
+        Some(Errno::EAGAIN | Errno::ENOMEM | Errno::EMFILE | Errno::ENFILE) => {
+            fail(1, format!("cannot start `{program}` for now: {e}"))
         }
         _ => fail(
             EXIT_EXEC,
@@ -389,6 +439,57 @@ pub fn observe(pid: Pid) -> Option<Observed> {
         .ok()
         .and_then(|t| pinctl_sysfs::parse::cgroup_path(&t, None).map(str::to_string));
     Some(Observed { start_time, cgroup, cmdline, state })
+}
+
+/// Whether process `pid`, found in an instance's own cgroup without the state file saying so
+/// (a supervisor died between the spawn and its write), proves to be that instance's main
+/// process as `spec` would start it: it leads its own process group (as every instance does),
+/// runs exactly the command, with the environment, user and working folder the spec gives,
+/// and where it is `pinned`, on the placement the spec plans. `Err` says what differs. A
+/// program that rewrites its `argv` (`redis-server *:6379`) does not prove itself this way.
+pub fn proves_instance(pid: Pid, spec: &InstanceSpec, pinned: bool) -> Result<(), String> {
+    let observed = observe(pid).ok_or("it is gone")?;
+    if observed.state == 'Z' || observed.state == 'X' {
+        return Err("it has exited".into());
+    }
+    if process_group(pid) != Some(pid) {
+        return Err("it does not lead a process group".into());
+    }
+    if observed.cmdline != spec.command {
+        return Err(format!("it runs `{}`", observed.cmdline.join(" ")));
+    }
+    let environ =
+        pinctl_sysfs::fsroot::read_regular(Path::new(&format!("/proc/{pid}/environ")), 1 << 20)
+            .map_err(|e| format!("its environment cannot be read: {e}"))?;
+    let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+    for (k, v) in &spec.env {
+        let want = format!("{k}={v}");
+        if !vars.contains(&want.as_bytes()) {
+            return Err(format!("its environment lacks `{k}` as the file sets it"));
+        }
+    }
+    if let Some(user) = &spec.user {
+        let uid = lookup_user(user).map_err(|f| f.reason)?.uid.as_raw();
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let real = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|u| u.parse::<u32>().ok());
+        if real != Some(uid) {
+            return Err(format!("it does not run as `{user}`"));
+        }
+    }
+    if let Some(dir) = &spec.working_dir {
+        let cwd = fs::read_link(format!("/proc/{pid}/cwd")).ok();
+        if cwd.is_none() || cwd != fs::canonicalize(dir).ok() {
+            return Err(format!("it does not run in `{}`", dir.display()));
+        }
+    }
+    if pinned {
+        verify(pid, &spec.placement).map_err(|(why, _)| format!("it {why}"))?;
+    }
+    Ok(())
 }
 
 /// A pidfd for a process that is not our child (an adopted instance): it becomes readable when

@@ -18,7 +18,9 @@ pub mod lifecycle;
 pub mod notify;
 pub mod observe;
 pub mod protocol;
+pub mod relay;
 pub mod runtime;
+pub mod socket;
 pub mod spec;
 pub mod statefile;
 

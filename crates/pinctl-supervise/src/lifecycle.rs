@@ -28,10 +28,10 @@ fn never_restarts(code: i32) -> bool {
 }
 
 /// Start failures that a retry would repeat, systemd's numbers: the working directory
-/// (`EXIT_CHDIR` 200), exec (`EXIT_EXEC` 203), the group (`EXIT_GROUP` 216), the user
-/// (`EXIT_USER` 217). With the statuses that never restart they make a failed start `failed`
+/// (`EXIT_CHDIR` 200), exec (`EXIT_EXEC` 203), the output file (`EXIT_STDOUT` 209), the group
+/// (`EXIT_GROUP` 216), the user (`EXIT_USER` 217). With the statuses that never restart they make a failed start `failed`
 /// at once.
-pub const NO_RETRY_START_CODES: [i32; 4] = [200, 203, 216, 217];
+pub const NO_RETRY_START_CODES: [i32; 5] = [200, 203, 209, 216, 217];
 
 /// The restart-delay when the file gives none.
 pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
@@ -272,8 +272,35 @@ pub fn should_restart(restart: Restart, exit: Exit) -> bool {
     }
 }
 
-/// Applies `event` at `now` to `unit`; returns what the runtime must do, in order.
+/// systemd's name for the step of a start that an exit status stands for (`CHDIR` for 200),
+/// as its log says "Failed at step CHDIR".
+pub fn start_step(code: i32) -> Option<&'static str> {
+    Some(match code {
+        200 => "CHDIR",
+        126 | 127 | 203 => "EXEC",
+        209 => "STDOUT",
+        215 => "CPU_AFFINITY",
+        216 => "GROUP",
+        217 => "USER",
+        242 => "NUMA_POLICY",
+        _ => return None,
+    })
+}
+
+/// Applies `event` at `now` to `unit`; returns what the runtime must do, in order. Every
+/// transition into `failed` comes with a log line that says why (systemd's "Failed at step
+/// CHDIR", "Start request repeated too quickly"): `pinctl status` is not the only place it
+/// shows.
 pub fn step(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
+    let was_failed = matches!(unit.state, State::Failed { .. });
+    let mut out = transition(unit, event, now);
+    if let (false, State::Failed { reason }) = (was_failed, &unit.state) {
+        out.push(Action::Log(format!("failed: {reason}")));
+    }
+    out
+}
+
+fn transition(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
     let mut out = Vec::new();
     let state = std::mem::replace(&mut unit.state, State::Inactive);
     unit.state = match (state, event) {
@@ -301,6 +328,10 @@ pub fn step(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
                 || NO_RETRY_START_CODES.contains(&code)
                 || unit.policy.restart == Restart::Never
             {
+                let reason = match start_step(code) {
+                    Some(step) => format!("{reason} (at step {step}, exit status {code})"),
+                    None => format!("{reason} (exit status {code})"),
+                };
                 State::Failed { reason }
             } else {
                 out.push(Action::Log(format!("start failed: {reason}")));
@@ -383,7 +414,8 @@ fn begin_start(unit: &mut Unit, now: Time, out: &mut Vec<Action>) -> State {
         if unit.starts.len() >= limit.burst as usize {
             return State::Failed {
                 reason: format!(
-                    "start limit hit: {} starts within {:?}; start it by hand",
+                    "start request repeated too quickly ({} starts within {:?}, the \
+                     start-limit): not started again until started by hand",
                     unit.starts.len(),
                     limit.interval
                 ),
@@ -570,7 +602,9 @@ mod tests {
             step(&mut u, Event::Start, ms(0));
             let e = Event::StartFailed { pid: None, reason: "x".into(), code, jitter: 0.0 };
             step(&mut u, e, ms(0));
-            assert_eq!(u.state, State::Failed { reason: "x".into() });
+            let State::Failed { reason } = &u.state else { panic!("{:?}", u.state) };
+            assert!(reason.starts_with("x (at step "), "{reason}");
+            assert!(reason.ends_with(&format!("exit status {code})")), "{reason}");
         }
         // A transient spawn failure (fork: EAGAIN, code 1) is retried.
         let mut u = Unit::new(policy());
@@ -578,6 +612,45 @@ mod tests {
         let e = Event::StartFailed { pid: None, reason: "fork".into(), code: 1, jitter: 0.0 };
         step(&mut u, e, ms(0));
         assert_eq!(u.state, State::AutoRestart { at: ms(50) });
+    }
+
+    #[test]
+    fn every_transition_to_failed_is_said_once_with_its_reason() {
+        let failed_line = |actions: &[Action]| {
+            actions.iter().find_map(|a| match a {
+                Action::Log(l) if l.starts_with("failed: ") => Some(l.clone()),
+                _ => None,
+            })
+        };
+        // A start that cannot run the program: the step, as systemd names it.
+        for (code, step_name) in
+            [(127, "EXEC"), (200, "CHDIR"), (209, "STDOUT"), (216, "GROUP"), (217, "USER")]
+        {
+            let mut u = Unit::new(policy());
+            step(&mut u, Event::Start, ms(0));
+            let e = Event::StartFailed { pid: None, reason: "why".into(), code, jitter: 0.0 };
+            let line = failed_line(&step(&mut u, e, ms(0))).expect("a failed line");
+            assert_eq!(line, format!("failed: why (at step {step_name}, exit status {code})"));
+        }
+        // A failing exit that is not restarted.
+        let mut u = Unit::new(Policy { restart: Restart::Never, ..policy() });
+        run(&mut u, 5, ms(0));
+        let a = step(&mut u, Event::Exited { pid: 5, exit: Exit::Code(3), jitter: 0.0 }, ms(1));
+        assert_eq!(failed_line(&a).as_deref(), Some("failed: exit status 3 (restart = \"never\")"));
+        // Already failed: nothing more is said by later events.
+        assert!(step(&mut u, Event::Timer, ms(50)).is_empty());
+        // A start whose placement did not verify: said when the process is gone.
+        let mut u = Unit::new(policy());
+        step(&mut u, Event::Start, ms(0));
+        let e = Event::StartFailed {
+            pid: Some(9),
+            reason: "on CPUs 0-3".into(),
+            code: 215,
+            jitter: 0.0,
+        };
+        step(&mut u, e, ms(0));
+        let a = step(&mut u, Event::Exited { pid: 9, exit: Exit::Signal(9), jitter: 0.0 }, ms(1));
+        assert_eq!(failed_line(&a).as_deref(), Some("failed: on CPUs 0-3"));
     }
 
     #[test]
@@ -598,8 +671,12 @@ mod tests {
         now += ms(100);
         step(&mut u, Event::Exited { pid: 3, exit: Exit::Code(1), jitter: 0.0 }, now);
         let State::AutoRestart { at } = u.state else { panic!() };
-        assert!(step(&mut u, Event::Timer, at).is_empty());
-        assert!(matches!(&u.state, State::Failed { reason } if reason.contains("start limit")));
+        let said = step(&mut u, Event::Timer, at);
+        assert!(matches!(&u.state, State::Failed { reason } if reason.contains("start-limit")));
+        assert!(
+            matches!(&said[..], [Action::Log(l)] if l.starts_with("failed: start request repeated too quickly (3 starts")),
+            "{said:?}"
+        );
         // Timers and exits change nothing now; a start by hand does.
         assert!(step(&mut u, Event::Timer, at + ms(100_000)).is_empty());
         assert_eq!(step(&mut u, Event::Start, at + ms(1)), vec![Action::Spawn]);

@@ -23,7 +23,11 @@ impl Notifier {
                 Some(name) => SocketAddr::from_abstract_name(name).ok()?,
                 None => SocketAddr::from_pathname(&path).ok()?,
             };
-            Some((UnixDatagram::unbound().ok()?, addr))
+            // Non-blocking: a systemd that does not read its socket must not stall the loop
+            // (a notification that does not fit is dropped; the next one says the same).
+            let socket = UnixDatagram::unbound().ok()?;
+            socket.set_nonblocking(true).ok()?;
+            Some((socket, addr))
         });
         let ours = std::env::var("WATCHDOG_PID")
             .map_or(true, |p| p.trim() == std::process::id().to_string());

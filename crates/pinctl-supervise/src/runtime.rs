@@ -8,38 +8,50 @@
 //! turns readable when it exits, so an idle supervisor has no periodic wake-up. Where the
 //! kernel has no `pidfd_open`, `/proc/PID/stat` (PID and start time) is polled every 500 ms
 //! instead, only while adopted processes exist, and the log says so once.
+//!
+//! Nothing outside may stall the loop: pinctl's own output goes through [`relay`]'s bounded
+//! queue and writer thread, the control socket is served within [`socket`]'s bounds, and a
+//! reload plans the file on a blocking thread while the loop goes on.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{self, Write as _};
-use std::os::unix::fs::PermissionsExt as _;
+use std::io;
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid as NixPid;
 use pinctl_plan::CurrentPlacement;
 use rand::{Rng as _, SeedableRng as _};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncReadExt as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::adopt::{self, Adoption, Recorded};
-use crate::cgroup::Subtree;
+use crate::cgroup::{self, Subtree};
 use crate::launch;
 use crate::lifecycle::{self, Action, Event, Exit, Pid, State, Time, Unit};
 use crate::notify::Notifier;
 use crate::observe::{Observed, Observer};
 use crate::protocol::{InstanceStatus, Request, Response};
+use crate::relay;
+use crate::socket::{self, SocketError};
 use crate::spec::{Change, InstanceSpec, diff};
-use crate::statefile::{self, Entry, StateFile};
+use crate::statefile::{self, Entry, StateError, StateFile, StateLock};
 
 /// Where the supervisor listens and records.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The supervisor's name (`[host] name`, else its service file's): its cgroup subtree is
+    /// `<pinctl's cgroup>/<name>`. Must be an instance-grammar name.
+    pub name: String,
     pub socket: PathBuf,
     pub state_file: PathBuf,
+    /// The state file of pinctl before supervisors were named (`/run/pinctl/state.json`): read
+    /// once, when `state_file` does not exist yet, so an upgrade adopts what the older
+    /// supervisor ran. `None` when the state file was given explicitly.
+    pub legacy_state_file: Option<PathBuf>,
     /// Start instances without applying or checking their placement. Only for testing the
     /// supervisor against a topology larger than the machine it runs on.
     pub unpinned: bool,
@@ -48,8 +60,9 @@ pub struct Options {
 /// Re-reads and re-plans the service file on reload, given where the running instances are
 /// (so the plan keeps them there when it can): the new specs, or why the file cannot be used
 /// (rendered diagnostics).
+/// Runs on a blocking thread (a large file takes a while to plan), never on the event loop.
 pub type Planner =
-    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Vec<InstanceSpec>, String>>;
+    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Vec<InstanceSpec>, String> + Send>;
 
 /// How the supervisor ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,23 +76,18 @@ pub enum Outcome {
 /// Why the supervisor could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error(
-        "another `pinctl run` is serving `{}`: stop it first (or give this one another `--socket`)",
-        path.display()
-    )]
-    SocketInUse { path: PathBuf },
-    #[error("cannot listen on `{}`: {source}", path.display())]
-    Socket {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{0}")]
+    Cgroup(String),
     #[error("cannot start the supervisor's runtime: {0}")]
     Runtime(#[source] io::Error),
 }
 
-/// Binds the control socket (refusing a live one, replacing a stale one), then runs the
-/// supervisor until it is stopped or detached.
+/// Claims the state file, the control socket and the cgroup subtree (refusing when another
+/// supervisor holds any of them), then runs the supervisor until it is stopped or detached.
 pub fn run(
     options: Options,
     initial: Vec<InstanceSpec>,
@@ -95,99 +103,127 @@ pub fn run_observed(
     planner: Planner,
     observer: Option<Box<dyn Observer>>,
 ) -> Result<Outcome, RunError> {
-    let listener = bind(&options.socket)?;
+    // One supervisor per state file: the lock is held until this process ends.
+    let lock = StateLock::acquire(&options.state_file)?;
+    let listener = socket::bind(&options.socket)?;
+    let socket_path = options.socket.clone();
+    let result = claimed(options, initial, planner, observer, listener);
+    if !matches!(result, Err(RunError::Socket(_))) {
+        let _ = std::fs::remove_file(&socket_path);
+    }
+    relay::flush(Duration::from_secs(2));
+    drop(lock);
+    result
+}
+
+fn claimed(
+    options: Options,
+    initial: Vec<InstanceSpec>,
+    planner: Planner,
+    observer: Option<Box<dyn Observer>>,
+    listener: std::os::unix::net::UnixListener,
+) -> Result<Outcome, RunError> {
+    let cgroups =
+        match Subtree::setup(&launch::own_cgroup().unwrap_or_else(|| "/".into()), &options.name) {
+            Ok(subtree) => {
+                log("supervisor", &format!("one cgroup per instance under `{}`", subtree.path()));
+                Some(subtree)
+            }
+            Err(cgroup::SetupError::Claimed(why)) => return Err(RunError::Cgroup(why)),
+            Err(cgroup::SetupError::Unavailable(why)) => {
+                log(
+                    "supervisor",
+                    &format!("{why}: stopping instances through their process groups"),
+                );
+                if let Some(s) = initial.iter().find(|s| s.enforce_cgroup) {
+                    log(
+                        "warning",
+                        &format!(
+                            "`enforce = \"cgroup\"` of `{}` cannot be applied without a cgroup \
+                         subtree: the placement set at exec holds",
+                            s.service
+                        ),
+                    );
+                }
+                None
+            }
+        };
+    let nofile = raise_nofile_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    let socket = options.socket.clone();
     let result = runtime.block_on(async move {
-        let listener = tokio::net::UnixListener::from_std(listener)
-            .map_err(|source| RunError::Socket { path: options.socket.clone(), source })?;
+        let listener = tokio::net::UnixListener::from_std(listener).map_err(|source| {
+            RunError::Socket(SocketError::Bind { path: options.socket.clone(), source })
+        })?;
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(serve(listener, tx.clone()));
+        let control = tx.clone();
+        let submit: socket::Submit = std::sync::Arc::new(move |request, reply| {
+            control.send(Msg::Control { request, reply }).is_ok()
+        });
+        tokio::spawn(socket::serve(listener, submit));
         // Signals are caught from here on: a SIGTERM while instances start stops them.
         let signals = Signals::new();
         let mut sup = Supervisor::new(options.clone(), tx, planner);
+        sup.cgroups = cgroups;
+        sup.nofile = nofile;
         sup.observer = observer;
         sup.start(initial);
         Ok(sup.main_loop(rx, signals).await)
     });
-    let _ = std::fs::remove_file(&socket);
     // Detached: leave the instances to the next supervisor; tasks reading their output end
     // with the runtime.
     runtime.shutdown_background();
     result
 }
 
-fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, RunError> {
-    let err = |source| RunError::Socket { path: path.to_path_buf(), source };
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(RunError::SocketInUse { path: path.to_path_buf() });
-        }
-        // Nobody answers: a supervisor died without removing it.
-        std::fs::remove_file(path).map_err(err)?;
+/// Raises the soft `RLIMIT_NOFILE` to the hard one (systemd gives services 1024 soft): a
+/// supervisor of many instances holds pipes, pidfds and connections. Returns the limits it
+/// started with, which its instances get back.
+fn raise_nofile_limit() -> Option<(u64, u64)> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let old = getrlimit(Resource::Nofile);
+    let (soft, hard) = (old.current?, old.maximum);
+    if hard.is_none_or(|h| h > soft) {
+        let _ = setrlimit(Resource::Nofile, Rlimit { current: hard, maximum: hard });
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-    let bound = std::os::unix::net::UnixListener::bind(path);
-    nix::sys::stat::umask(old);
-    let listener = bound.map_err(err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
-    listener.set_nonblocking(true).map_err(err)?;
-    Ok(listener)
+    Some((soft, hard.unwrap_or(u64::MAX)))
 }
 
 /// Inputs from tasks to the dispatcher.
-#[derive(Debug)]
 enum Msg {
-    Exited { name: String, pid: Pid, exit: Exit },
-    Control { request: Request, reply: oneshot::Sender<Response> },
+    Exited {
+        name: String,
+        pid: Pid,
+        exit: Exit,
+    },
+    Control {
+        request: Request,
+        reply: oneshot::Sender<Response>,
+    },
+    /// The instance's cgroup emptied (`true`), or still holds processes after
+    /// [`EMPTY_TIMEOUT`]: its spawn can go on, or fails.
+    CgroupEmptied {
+        name: String,
+        emptied: bool,
+    },
+    /// A reload's plan, made on a blocking thread; the planner comes back with it.
+    Planned {
+        planner: Planner,
+        result: Result<Vec<InstanceSpec>, String>,
+        reload: PendingReload,
+    },
 }
 
-async fn serve(listener: tokio::net::UnixListener, tx: mpsc::UnboundedSender<Msg>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            let (read, mut write) = stream.into_split();
-            let mut lines = tokio::io::BufReader::new(read).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let response = match serde_json::from_str::<Request>(&line) {
-                    Err(e) => Response::error(format!("bad request: {e}")),
-                    Ok(Request::Detach) => {
-                        // Answered before the supervisor is told: it exits at once after.
-                        let _ = write.write_all(b"{\"ok\":true}\n").await;
-                        let _ = write.flush().await;
-                        let (reply, _) = oneshot::channel();
-                        let _ = tx.send(Msg::Control { request: Request::Detach, reply });
-                        return;
-                    }
-                    Ok(request) => {
-                        let (reply, answer) = oneshot::channel();
-                        if tx.send(Msg::Control { request, reply }).is_err() {
-                            return;
-                        }
-                        match answer.await {
-                            Ok(r) => r,
-                            Err(_) => Response::error("the supervisor is exiting"),
-                        }
-                    }
-                };
-                let mut text = serde_json::to_string(&response).unwrap_or_default();
-                text.push('\n');
-                if write.write_all(text.as_bytes()).await.is_err() {
-                    return;
-                }
-            }
-        });
-    }
+/// How long a spawn waits for the processes of an instance's previous run to leave its cgroup
+/// once they were killed.
+const EMPTY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A reload asked for (by SIGHUP when `reply` is `None`).
+struct PendingReload {
+    dry_run: bool,
+    reply: Option<oneshot::Sender<Response>>,
 }
 
 /// One supervised instance with what the runtime knows about its process.
@@ -239,7 +275,10 @@ struct Supervisor {
     rng: rand::rngs::StdRng,
     waiters: Vec<Waiter>,
     notifier: Notifier,
-    planner: Planner,
+    /// `None` while a reload's plan is being made on its thread.
+    planner: Option<Planner>,
+    /// Reloads asked for while a plan was being made: made in turn.
+    reloads: std::collections::VecDeque<PendingReload>,
     shutting_down: bool,
     unclean: bool,
     recorded: Vec<(String, Pid)>,
@@ -249,10 +288,13 @@ struct Supervisor {
     said_polling: bool,
     observer: Option<Box<dyn Observer>>,
     observed: Vec<Observed>,
+    /// The `RLIMIT_NOFILE` pinctl started with, given back to instances.
+    nofile: Option<(u64, u64)>,
 }
 
+/// A line of pinctl's log, through the relay: never blocks the loop.
 fn log(name: &str, message: &str) {
-    let _ = writeln!(io::stderr().lock(), "pinctl: {name}: {message}");
+    relay::log_line(&format!("pinctl: {name}: {message}"));
 }
 
 impl Supervisor {
@@ -266,7 +308,8 @@ impl Supervisor {
             rng: rand::rngs::StdRng::from_os_rng(),
             waiters: Vec::new(),
             notifier: Notifier::from_env(),
-            planner,
+            planner: Some(planner),
+            reloads: std::collections::VecDeque::new(),
             shutting_down: false,
             unclean: false,
             recorded: Vec::new(),
@@ -275,6 +318,7 @@ impl Supervisor {
             said_polling: false,
             observer: None,
             observed: Vec::new(),
+            nofile: None,
         }
     }
 
@@ -282,41 +326,11 @@ impl Supervisor {
         self.origin.elapsed()
     }
 
-    /// Adopts what the state file names and `/proc` confirms, starts the rest.
+    /// Adopts what the state file names and `/proc` confirms, and what runs in the instances'
+    /// cgroups unrecorded when it proves to be the instance; kills what else runs there;
+    /// starts the rest.
     fn start(&mut self, specs: Vec<InstanceSpec>) {
-        match Subtree::setup(&launch::own_cgroup().unwrap_or_else(|| "/".into())) {
-            Ok(subtree) => {
-                log(
-                    "supervisor",
-                    &format!("one cgroup per instance under `{}`", subtree.path_of("")),
-                );
-                self.cgroups = Some(subtree);
-            }
-            Err(why) => {
-                log(
-                    "supervisor",
-                    &format!("{why}: stopping instances through their process groups"),
-                );
-                if let Some(s) = specs.iter().find(|s| s.enforce_cgroup) {
-                    log(
-                        "warning",
-                        &format!(
-                            "`enforce = \"cgroup\"` of `{}` cannot be applied without a cgroup \
-                             subtree: the placement set at exec holds",
-                            s.service
-                        ),
-                    );
-                }
-            }
-        }
-        let recorded = match statefile::read(&self.options.state_file) {
-            Ok(Some(state)) => state.instances,
-            Ok(None) => Vec::new(),
-            Err(e) => {
-                log("warning", &e.to_string());
-                Vec::new()
-            }
-        };
+        let recorded = self.recorded_entries(&specs);
         let mut adoptable: BTreeMap<String, Entry> = BTreeMap::new();
         for entry in recorded {
             match adopt::decide(&entry.process, launch::observe(entry.process.pid).as_ref()) {
@@ -326,6 +340,7 @@ impl Supervisor {
                 Adoption::Ignore(why) => log(&entry.name, &format!("not adopted: {why}")),
             }
         }
+        self.reconcile_cgroups(&specs, &mut adoptable);
         for spec in specs {
             let name = spec.name.clone();
             self.order.push(name.clone());
@@ -359,11 +374,169 @@ impl Supervisor {
         self.notifier.send(&format!("READY=1\nSTATUS={running}/{total} running"));
     }
 
+    /// What the state file records (or, on the first start after an upgrade, the older
+    /// pinctl's shared state file, for the instances this file names).
+    fn recorded_entries(&self, specs: &[InstanceSpec]) -> Vec<Entry> {
+        match statefile::read(&self.options.state_file) {
+            Ok(Some(state)) => return state.instances,
+            Ok(None) => {}
+            Err(e) => {
+                log("warning", &e.to_string());
+                return Vec::new();
+            }
+        }
+        let Some(legacy) = &self.options.legacy_state_file else { return Vec::new() };
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        match statefile::take_legacy(legacy, &names) {
+            Ok(entries) => {
+                if !entries.is_empty() {
+                    log(
+                        "supervisor",
+                        &format!(
+                            "taking {} instances over from `{}`, the state file of an older \
+                             pinctl",
+                            entries.len(),
+                            legacy.display()
+                        ),
+                    );
+                }
+                entries
+            }
+            Err(e) => {
+                log("warning", &e.to_string());
+                Vec::new()
+            }
+        }
+    }
+
+    /// The cgroup is the truth: whatever runs in `<subtree>/<instance>` descends from a
+    /// process this subtree's supervisor started. A recorded process found there is adopted
+    /// (above); an unrecorded one is adopted when it proves to be the instance's main process
+    /// (a supervisor killed between a spawn and its state write left it); anything else there,
+    /// and every cgroup of an instance that no longer exists, is killed, with a log line.
+    fn reconcile_cgroups(
+        &mut self,
+        specs: &[InstanceSpec],
+        adoptable: &mut BTreeMap<String, Entry>,
+    ) {
+        let Some(cgroups) = &self.cgroups else { return };
+        let leftovers = cgroups.clear_leaf(EMPTY_TIMEOUT);
+        if leftovers > 0 {
+            log(
+                "supervisor",
+                &format!(
+                    "killed {leftovers} processes an earlier supervisor was starting when it \
+                     stopped (they had not reached their instance's cgroup)"
+                ),
+            );
+        }
+        let by_name: BTreeMap<&str, &InstanceSpec> =
+            specs.iter().map(|s| (s.name.as_str(), s)).collect();
+        for name in cgroups.children() {
+            let procs = cgroups.procs(&name);
+            if let Some(entry) = adoptable.get_mut(&name) {
+                if procs.contains(&entry.process.pid) {
+                    // Recorded and found where it belongs (whatever the file said of its
+                    // cgroup: the kernel's word is the one kept).
+                    entry.process.cgroup = Some(cgroups.path_of(&name));
+                    continue;
+                }
+            }
+            if procs.is_empty() {
+                if !adoptable.contains_key(&name) {
+                    cgroups.remove(&name);
+                }
+                continue;
+            }
+            let unrecorded = !adoptable.contains_key(&name);
+            let pinned = !self.options.unpinned;
+            let mut why_not = Vec::new();
+            let proven = by_name.get(name.as_str()).filter(|_| unrecorded).and_then(|spec| {
+                let leaders: Vec<Pid> = procs
+                    .iter()
+                    .copied()
+                    .filter(|&p| match launch::proves_instance(p, spec, pinned) {
+                        Ok(()) => true,
+                        Err(why) => {
+                            why_not.push(format!("{p}: {why}"));
+                            false
+                        }
+                    })
+                    .collect();
+                match leaders[..] {
+                    [pid] => Some((pid, (*spec).clone())),
+                    _ => None,
+                }
+            });
+            match proven.and_then(|(pid, spec)| {
+                let observed = launch::observe(pid)?;
+                Some(Entry {
+                    name: name.clone(),
+                    process: Recorded {
+                        pid,
+                        start_time: observed.start_time,
+                        cgroup: observed.cgroup,
+                        cmdline: observed.cmdline,
+                    },
+                    digest: spec.digest(),
+                    spec,
+                    restarts: 0,
+                })
+            }) {
+                Some(entry) => {
+                    log(
+                        &name,
+                        &format!(
+                            "process {} runs in the instance's cgroup though the state file \
+                             does not record it (a supervisor stopped before writing it): \
+                             adopted",
+                            entry.process.pid
+                        ),
+                    );
+                    adoptable.insert(name, entry);
+                }
+                None => {
+                    let pids: Vec<String> = procs.iter().map(Pid::to_string).collect();
+                    let why = if why_not.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", why_not.join("; "))
+                    };
+                    log(
+                        &name,
+                        &format!(
+                            "killing processes {} in `{}`: the state file does not explain \
+                             them and none proves to be the instance{why}",
+                            pids.join(", "),
+                            cgroups.path_of(&name)
+                        ),
+                    );
+                    cgroups.kill(&name);
+                }
+            }
+        }
+    }
+
     fn adopt(&mut self, entry: Entry, policy: lifecycle::Policy, removing: bool) {
         let pid = entry.process.pid;
         let mut unit = Unit::adopted(policy, pid, self.now());
         unit.restarts = entry.restarts;
         let age = launch::process_age(entry.process.start_time).unwrap_or_default();
+        // Its recorded cgroup is used (to kill it whole, to read its memory) only when it is
+        // this supervisor's: `<subtree>/<name>`. An older pinctl's layout, or a cgroup that
+        // moved, leaves it to its process group.
+        let own = self.cgroups.as_ref().map(|c| c.path_of(&entry.name));
+        let cgroup = entry.process.cgroup.clone().filter(|c| Some(c) == own.as_ref());
+        if entry.process.cgroup.is_some() && cgroup.is_none() {
+            log(
+                &entry.name,
+                &format!(
+                    "its cgroup `{}` is not in this supervisor's subtree: stopped through its \
+                     process group",
+                    entry.process.cgroup.as_deref().unwrap_or("")
+                ),
+            );
+        }
         let inst = Inst {
             spec: entry.spec,
             unit,
@@ -373,7 +546,7 @@ impl Supervisor {
             started: Instant::now().checked_sub(age).or(Some(Instant::now())),
             timer: None,
             removing,
-            cgroup: entry.process.cgroup.clone(),
+            cgroup,
         };
         self.insts.insert(entry.name.clone(), inst);
         match launch::pidfd_open(pid) {
@@ -419,9 +592,7 @@ impl Supervisor {
             if self.shutting_down && self.insts.values().all(|i| i.unit.state.pid().is_none()) {
                 let _ = std::fs::remove_file(&self.options.state_file);
                 if let Some(cgroups) = &self.cgroups {
-                    for name in &self.order {
-                        cgroups.remove(name);
-                    }
+                    cgroups.remove_all();
                 }
                 return Outcome::Stopped { clean: !self.unclean };
             }
@@ -436,10 +607,7 @@ impl Supervisor {
                 Some(()) = recv_signal(&mut term) => self.shutdown("SIGTERM"),
                 Some(()) = recv_signal(&mut int) => self.shutdown("SIGINT"),
                 Some(()) = recv_signal(&mut hup) => {
-                    let r = self.reload(false);
-                    if let Some(e) = r.error {
-                        log("reload", &e);
-                    }
+                    self.request_reload(PendingReload { dry_run: false, reply: None });
                 }
                 Some(()) = recv_signal(&mut usr2) => {
                     self.detach();
@@ -454,6 +622,14 @@ impl Supervisor {
                         return Outcome::Detached;
                     }
                     Msg::Control { request, reply } => self.control(request, reply),
+                    Msg::CgroupEmptied { name, emptied } => self.cgroup_emptied(&name, emptied),
+                    Msg::Planned { planner, result, reload } => {
+                        self.planner = Some(planner);
+                        self.finish_reload(result, reload);
+                        if let Some(next) = self.reloads.pop_front() {
+                            self.request_reload(next);
+                        }
+                    }
                 },
             }
             self.after_change();
@@ -575,13 +751,44 @@ impl Supervisor {
     }
 
     fn spawn(&mut self, name: &str) {
+        // Nothing of an earlier run may be left in the instance's cgroup when its next process
+        // starts: two copies of a database on one data directory is the harm this avoids.
+        if let Some(cgroups) = &self.cgroups {
+            if cgroups.populated(name) {
+                let killed = cgroups.kill(name).unwrap_or(0);
+                log(
+                    name,
+                    &format!(
+                        "{killed} processes of an earlier run are still in `{}`: killed; \
+                         starting once they are gone",
+                        cgroups.path_of(name)
+                    ),
+                );
+                let tx = self.tx.clone();
+                let name = name.to_string();
+                let events = cgroups.events_file(&name);
+                tokio::spawn(async move {
+                    let deadline = Instant::now() + EMPTY_TIMEOUT;
+                    let mut emptied = false;
+                    while Instant::now() < deadline {
+                        if !cgroup::populated_in(&events) {
+                            emptied = true;
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    let _ = tx.send(Msg::CgroupEmptied { name, emptied });
+                });
+                return;
+            }
+        }
         let Some(inst) = self.insts.get_mut(name) else { return };
         let jitter = self.rng.random::<f64>();
         inst.cgroup = None;
         let mut cgroup = None;
         if let Some(cgroups) = &self.cgroups {
             let enforce = inst.spec.enforce_cgroup.then_some(&inst.spec.placement);
-            match cgroups.prepare(name, enforce).and_then(|()| cgroups.procs(name)) {
+            match cgroups.prepare(name, enforce).and_then(|()| cgroups.procs_file(name)) {
                 Ok(procs) => cgroup = Some((cgroups.path_of(name), procs)),
                 Err(reason) if enforce.is_some() => {
                     let code = launch::status(pinctl_launch::ExitStatus::CpuAffinity);
@@ -592,7 +799,8 @@ impl Supervisor {
             }
         }
         let (cgroup_path, procs) = cgroup.unzip();
-        let mut child = match launch::spawn(&inst.spec, !self.options.unpinned, procs) {
+        let mut child = match launch::spawn(&inst.spec, !self.options.unpinned, procs, self.nofile)
+        {
             Ok(child) => child,
             Err(f) => {
                 let e = Event::StartFailed { pid: None, reason: f.reason, code: f.code, jitter };
@@ -643,6 +851,22 @@ impl Supervisor {
             Err((reason, code)) => Event::StartFailed { pid: Some(pid), reason, code, jitter },
         };
         self.dispatch(name, event);
+    }
+
+    /// The cgroup an instance's spawn waited on emptied (the spawn goes on), or did not.
+    fn cgroup_emptied(&mut self, name: &str, emptied: bool) {
+        if self.insts.get(name).is_none_or(|i| i.unit.state != State::Activating) {
+            return;
+        }
+        if emptied {
+            return self.spawn(name);
+        }
+        let jitter = self.rng.random::<f64>();
+        let reason = format!(
+            "processes of an earlier run are still in its cgroup {} s after they were killed",
+            EMPTY_TIMEOUT.as_secs()
+        );
+        self.dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
     }
 
     fn counts(&self) -> (usize, usize) {
@@ -755,6 +979,7 @@ impl Supervisor {
             .collect();
         let state = StateFile {
             format: statefile::FORMAT.into(),
+            boot_id: statefile::boot_id(),
             supervisor_pid: std::process::id() as i32,
             instances,
         };
@@ -784,7 +1009,7 @@ impl Supervisor {
                 return;
             }
             Request::Reload { dry_run } => {
-                let _ = reply.send(self.reload(dry_run));
+                self.request_reload(PendingReload { dry_run, reply: Some(reply) });
                 return;
             }
             Request::Detach => return,
@@ -846,9 +1071,21 @@ impl Supervisor {
         Response { ok: true, instances: Some(instances), ..Response::default() }
     }
 
-    /// Re-plans the file and applies the difference (or only returns it with `dry_run`).
-    fn reload(&mut self, dry_run: bool) -> Response {
-        if !dry_run {
+    /// Re-plans the file on a blocking thread (a large file takes a while; the loop goes on
+    /// meanwhile), then [`Supervisor::finish_reload`] applies the difference. A reload asked
+    /// for while one is being planned waits for it.
+    fn request_reload(&mut self, reload: PendingReload) {
+        if self.shutting_down {
+            if let Some(reply) = reload.reply {
+                let _ = reply.send(Response::error("the supervisor is stopping"));
+            }
+            return;
+        }
+        let Some(mut planner) = self.planner.take() else {
+            self.reloads.push_back(reload);
+            return;
+        };
+        if !reload.dry_run {
             self.notifier.reloading();
         }
         // Running (or starting) instances keep their nodes and CPUs where the new plan can
@@ -860,11 +1097,21 @@ impl Supervisor {
             .filter(|(_, i)| matches!(i.unit.state, State::Active { .. } | State::Activating))
             .map(|(name, i)| (name.clone(), i.spec.current_placement()))
             .collect();
-        let planned = (self.planner)(&running);
+        let tx = self.tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = planner(&running);
+            let _ = tx.send(Msg::Planned { planner, result, reload });
+        });
+    }
+
+    /// Applies a reload's plan (or only answers with the difference, for a dry run).
+    fn finish_reload(&mut self, planned: Result<Vec<InstanceSpec>, String>, reload: PendingReload) {
+        let dry_run = reload.dry_run;
         let response = match planned {
             Err(report) => Response::error(format!(
                 "the service file was not applied, nothing changed:\n{report}"
             )),
+            Ok(_) if self.shutting_down => Response::error("the supervisor is stopping"),
             Ok(specs) => {
                 let current: Vec<InstanceSpec> = self
                     .order
@@ -893,7 +1140,16 @@ impl Supervisor {
         if !dry_run {
             self.notifier.send("READY=1");
         }
-        response
+        match reload.reply {
+            Some(reply) => {
+                let _ = reply.send(response);
+            }
+            None => {
+                if let Some(e) = response.error {
+                    log("reload", &e);
+                }
+            }
+        }
     }
 
     fn apply(&mut self, changes: &[(String, Change)], specs: Vec<InstanceSpec>) {
@@ -982,26 +1238,18 @@ async fn tick(interval: &mut Option<tokio::time::Interval>) {
     }
 }
 
-/// Copies a child's output to pinctl's stdout, each line prefixed with the instance's name.
-async fn pump(name: String, pipe: impl tokio::io::AsyncRead + Unpin) {
-    let mut reader = tokio::io::BufReader::new(pipe);
-    let mut line = Vec::new();
+/// Copies a child's output to pinctl's stdout, each line prefixed with the instance's name,
+/// through the relay: lines are cut at [`relay::LINE_MAX`] and never wait for pinctl's reader.
+async fn pump(name: String, mut pipe: impl tokio::io::AsyncRead + Unpin) {
+    let mut splitter = relay::LineSplitter::default();
+    let mut chunk = vec![0u8; 16 * 1024];
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                if !line.ends_with(b"\n") {
-                    line.push(b'\n');
-                }
-                let mut out = io::stdout().lock();
-                let _ = out.write_all(name.as_bytes());
-                let _ = out.write_all(b": ");
-                let _ = out.write_all(&line);
-                let _ = out.flush();
-            }
+        match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => splitter.feed(&chunk[..n], |line| relay::instance_line(&name, line)),
         }
     }
+    splitter.finish(|line| relay::instance_line(&name, line));
 }
 
 /// How often an adopted process is polled where pidfds are missing.

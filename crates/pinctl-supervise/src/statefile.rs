@@ -1,23 +1,44 @@
 //! The state file: what a new supervisor needs to adopt the running instances of an old one.
 //! Written atomically (a temporary file in the same folder, fsync, rename, fsync of the
 //! folder), so a reader sees the old file or the new one, never half of one.
+//!
+//! Its contents decide which processes a supervisor running as root adopts, and so signals:
+//! it is read only when nobody but root could have written it ([`pinctl_sysfs::owned`]: a
+//! regular file owned by root, not writable by group or others, in folders with the same
+//! property, opened without following links or blocking, at most [`MAX_BYTES`]), when every
+//! name in it is an instance name, and when it was written since the last boot. One
+//! supervisor holds it: [`StateLock`] is an exclusive lock on `<state file>.lock` that a second
+//! `pinctl run` on the same file meets and refuses on.
 
 use std::fs;
-use std::io;
+use std::io::{self, Read as _, Seek as _, Write as _};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
+use pinctl_sysfs::owned::{self, OwnedError};
 use serde::{Deserialize, Serialize};
 
 use crate::adopt::Recorded;
 use crate::spec::InstanceSpec;
 
-/// Marks the file as pinctl's (a foreign JSON file is ignored, never acted on).
-pub const FORMAT: &str = "pinctl-state-v1";
+/// Marks the file as pinctl's (a foreign JSON file is ignored, never acted on). `v2` records
+/// the boot it was written in.
+pub const FORMAT: &str = "pinctl-state-v2";
+/// The format of pinctl before the boot id was recorded: still read, so that an upgrade adopts
+/// what the older supervisor ran.
+pub const FORMAT_V1: &str = "pinctl-state-v1";
+/// The largest state file read: 8192 instances (the most a file may have) of a few hundred
+/// bytes each, with room for long command lines and environments.
+pub const MAX_BYTES: usize = 16 << 20;
 
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateFile {
     pub format: String,
+    /// `/proc/sys/kernel/random/boot_id` when it was written: nothing is adopted across a
+    /// reboot (a PID and start time can repeat in another boot). `None` in `v1` files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// The supervisor that wrote it.
     pub supervisor_pid: i32,
     pub instances: Vec<Entry>,
@@ -37,7 +58,7 @@ pub struct Entry {
     pub restarts: u32,
 }
 
-/// Errors reading or writing the state file.
+/// Errors reading or writing the state file, or claiming it.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("cannot write state file `{}`: {source}", path.display())]
@@ -54,50 +75,219 @@ pub enum StateError {
     },
     #[error("state file `{}` is not pinctl's or is damaged ({reason}): ignored, nothing adopted", path.display())]
     Foreign { path: PathBuf, reason: String },
+    #[error("state file `{}` is not trusted: {reason}: ignored, nothing adopted", path.display())]
+    Untrusted { path: PathBuf, reason: owned::Untrusted },
+    #[error(
+        "state file `{}` was written before the last reboot: ignored, nothing adopted",
+        path.display()
+    )]
+    OtherBoot { path: PathBuf },
+    #[error(
+        "another `pinctl run` (PID {holder}) holds `{}`: it supervises this state file. Stop it \
+         first, or give this service file a supervisor of its own (`[host] name`)",
+        lock.display()
+    )]
+    Locked { lock: PathBuf, holder: String },
+    #[error(
+        "cannot keep state in `{}`: {reason}. pinctl keeps its state only where nobody but root \
+         can write (a folder such as /run/pinctl, mode 0755 or 0700)",
+        path.display()
+    )]
+    UntrustedFolder { path: PathBuf, reason: owned::Untrusted },
+    #[error("cannot lock `{}`: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The boot this kernel is in (`/proc/sys/kernel/random/boot_id`), when it can be read.
+pub fn boot_id() -> Option<String> {
+    let text = pinctl_sysfs::fsroot::read_regular(Path::new("/proc/sys/kernel/random/boot_id"), 64)
+        .ok()?;
+    let id = String::from_utf8(text).ok()?.trim().to_string();
+    (!id.is_empty()).then_some(id)
 }
 
 /// Writes `state` to `path` atomically, readable by root only: it holds every instance's
 /// command line and environment, where database passwords often are.
 pub fn write(path: &Path, state: &StateFile) -> Result<(), StateError> {
     let err = |source| StateError::Write { path: path.to_path_buf(), source };
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(err)?;
     let mut text = serde_json::to_vec_pretty(state).map_err(|e| err(io::Error::other(e)))?;
     text.push(b'\n');
     pinctl_sysfs::atomic::write_privately(path, &text).map_err(err)
 }
 
-/// Reads the state file. `Ok(None)`: there is none (a first start).
+/// Reads the state file. `Ok(None)`: there is none (a first start). A file that is not
+/// trusted, not pinctl's, names something that is not an instance, or was written in another
+/// boot is an error: the caller adopts nothing.
 pub fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
-    let text = match fs::read(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(StateError::Read { path: path.to_path_buf(), source }),
+    let text = match owned::read_owned(path, MAX_BYTES) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(None),
+        Err(OwnedError::Untrusted(reason)) => {
+            return Err(StateError::Untrusted { path: path.to_path_buf(), reason });
+        }
+        Err(OwnedError::Io { source, .. }) => {
+            return Err(StateError::Read { path: path.to_path_buf(), source });
+        }
     };
     let foreign = |reason: String| StateError::Foreign { path: path.to_path_buf(), reason };
     let state: StateFile = serde_json::from_slice(&text).map_err(|e| foreign(e.to_string()))?;
-    if state.format != FORMAT {
+    if state.format != FORMAT && state.format != FORMAT_V1 {
         return Err(foreign(format!("format `{}`, expected `{FORMAT}`", state.format)));
     }
+    if let Some(bad) = state.instances.iter().find(|e| !pinctl_config::is_instance_name(&e.name)) {
+        return Err(foreign(format!("`{}` is not an instance name", bad.name.escape_debug())));
+    }
+    if state.format == FORMAT && (state.boot_id.is_none() || state.boot_id != boot_id()) {
+        return Err(StateError::OtherBoot { path: path.to_path_buf() });
+    }
     Ok(Some(state))
+}
+
+/// Takes over, from the shared state file of a pinctl from before supervisors were named
+/// (`/run/pinctl/state.json`, one file for every service file on the host), the entries of
+/// the instances named in `names`: returned, and removed from that file (which is removed once
+/// nothing is left in it), so that each is taken by one supervisor only. Nothing is taken
+/// while the older supervisor that wrote it still runs.
+pub fn take_legacy(path: &Path, names: &[&str]) -> Result<Vec<Entry>, StateError> {
+    let Some(mut state) = read(path)? else { return Ok(Vec::new()) };
+    let writer_runs = fs::read_to_string(format!("/proc/{}/comm", state.supervisor_pid))
+        .is_ok_and(|comm| comm.trim() == "pinctl");
+    if writer_runs && state.supervisor_pid != std::process::id() as i32 {
+        return Err(StateError::Foreign {
+            path: path.to_path_buf(),
+            reason: format!("pinctl {} still runs and keeps it", state.supervisor_pid),
+        });
+    }
+    let (taken, kept): (Vec<Entry>, Vec<Entry>) =
+        state.instances.into_iter().partition(|e| names.contains(&e.name.as_str()));
+    if taken.is_empty() {
+        return Ok(taken);
+    }
+    if kept.is_empty() {
+        fs::remove_file(path)
+            .map_err(|source| StateError::Write { path: path.to_path_buf(), source })?;
+    } else {
+        state.instances = kept;
+        write(path, &state)?;
+    }
+    Ok(taken)
+}
+
+/// The lock that makes one supervisor the only one for a state file: `flock(LOCK_EX)` on
+/// `<state file>.lock`, held open (close-on-exec, so no instance inherits it) for the life of
+/// the process. The file holds the PID of its holder, for the error a second supervisor
+/// prints. It is never removed: removing a lock file lets two processes lock two files.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: fs::File,
+    path: PathBuf,
+}
+
+impl StateLock {
+    /// The lock file of `state_file`.
+    pub fn path_for(state_file: &Path) -> PathBuf {
+        let mut p = state_file.as_os_str().to_os_string();
+        p.push(".lock");
+        PathBuf::from(p)
+    }
+
+    /// Creates the state file's folder (mode 0700) when it is missing, checks that nobody but
+    /// root can write it, and takes the lock; refuses (naming the holder's PID) when another
+    /// supervisor holds it.
+    pub fn acquire(state_file: &Path) -> Result<StateLock, StateError> {
+        let path = StateLock::path_for(state_file);
+        let dir = owned::folder_of(state_file);
+        let lock_err = |source| StateError::Lock { path: path.clone(), source };
+        if !dir.exists() {
+            fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(lock_err)?;
+        }
+        match owned::check_folder(dir) {
+            Ok(_) => {}
+            Err(OwnedError::Untrusted(reason)) => {
+                return Err(StateError::UntrustedFolder { path: dir.to_path_buf(), reason });
+            }
+            Err(OwnedError::Io { source, .. }) => return Err(lock_err(source)),
+        }
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(n) if n == rustix::io::Errno::LOOP.raw_os_error() => {
+                    StateError::UntrustedFolder {
+                        path: path.clone(),
+                        reason: owned::Untrusted {
+                            path: path.clone(),
+                            why: "is a symbolic link".into(),
+                        },
+                    }
+                }
+                _ => lock_err(e),
+            })?;
+        let m = file.metadata().map_err(lock_err)?;
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            if !m.is_file() || m.uid() != owned::euid() {
+                return Err(StateError::UntrustedFolder {
+                    path: path.clone(),
+                    reason: owned::Untrusted {
+                        path: path.clone(),
+                        why: format!("is not a regular file of uid {}", owned::euid()),
+                    },
+                });
+            }
+        }
+        if !owned::lock_exclusive(&file, owned::LOCK_PATIENCE).map_err(lock_err)? {
+            let mut holder = String::new();
+            let _ = (&file).take(32).read_to_string(&mut holder);
+            let holder = holder.trim();
+            let holder = if holder.bytes().all(|b| b.is_ascii_digit()) && !holder.is_empty() {
+                holder.to_string()
+            } else {
+                "unknown".to_string()
+            };
+            return Err(StateError::Locked { lock: path, holder });
+        }
+        file.set_len(0).map_err(lock_err)?;
+        file.rewind().map_err(lock_err)?;
+        writeln!(file, "{}", std::process::id()).map_err(lock_err)?;
+        Ok(StateLock { _file: file, path })
+    }
+
+    /// Where the lock is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The open(2) flags `std` has no names for.
+mod libc_flags {
+    pub(super) const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+    pub(super) const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::spec::tests::spec;
+    use std::os::unix::fs::PermissionsExt as _;
 
-    #[test]
-    fn round_trip_and_atomic_replace() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sub/state.json");
-        assert!(read(&path).unwrap().is_none());
+    fn state(name: &str) -> StateFile {
         let s = spec("a-0");
-        let state = StateFile {
+        StateFile {
             format: FORMAT.into(),
+            boot_id: boot_id(),
             supervisor_pid: 1,
             instances: vec![Entry {
-                name: "a-0".into(),
+                name: name.into(),
                 process: Recorded {
                     pid: 10,
                     start_time: 99,
@@ -108,15 +298,28 @@ mod tests {
                 spec: s,
                 restarts: 2,
             }],
-        };
+        }
+    }
+
+    #[test]
+    fn round_trip_and_atomic_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/state.json");
+        assert!(read(&path).unwrap().is_none());
+        let _lock = StateLock::acquire(&path).unwrap();
+        let state = state("a-0");
         write(&path, &state).unwrap();
         write(&path, &state).unwrap();
         assert_eq!(read(&path).unwrap(), Some(state));
-        let leftovers: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().collect();
-        assert_eq!(leftovers.len(), 1, "no temporary file left behind");
-        use std::os::unix::fs::PermissionsExt;
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "no temporary file left behind: {names:?}");
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "commands and environments are root's to read");
+        let dir_mode = fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(dir_mode, 0o700, "a folder pinctl creates is root's alone");
     }
 
     #[test]
@@ -131,5 +334,85 @@ mod tests {
             assert!(matches!(e, StateError::Foreign { .. }), "{e}");
             assert!(e.to_string().contains("nothing adopted"), "{e}");
         }
+    }
+
+    #[test]
+    fn names_outside_the_instance_grammar_make_the_file_foreign() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        for bad in ["../victim", "a/b", "_supervisor", ""] {
+            write(&path, &state(bad)).unwrap();
+            let e = read(&path).unwrap_err();
+            assert!(matches!(e, StateError::Foreign { .. }), "{bad}: {e}");
+            assert!(e.to_string().contains("is not an instance name"), "{e}");
+        }
+    }
+
+    #[test]
+    fn files_of_another_boot_are_not_adopted_but_older_formats_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut other = state("a-0");
+        other.boot_id = Some("00000000-0000-0000-0000-000000000000".into());
+        write(&path, &other).unwrap();
+        assert!(matches!(read(&path).unwrap_err(), StateError::OtherBoot { .. }));
+        other.boot_id = None;
+        write(&path, &other).unwrap();
+        assert!(matches!(read(&path).unwrap_err(), StateError::OtherBoot { .. }));
+        // What pinctl wrote before it recorded the boot: read, for upgrades.
+        other.format = FORMAT_V1.into();
+        write(&path, &other).unwrap();
+        assert_eq!(read(&path).unwrap().unwrap().instances.len(), 1);
+    }
+
+    #[test]
+    fn files_others_could_write_are_untrusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write(&path, &state("a-0")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o646)).unwrap();
+        let e = read(&path).unwrap_err();
+        assert!(matches!(e, StateError::Untrusted { .. }), "{e}");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let e = read(&path).unwrap_err();
+        assert!(e.to_string().contains("writable by others"), "{e}");
+        let e = StateLock::acquire(&path).unwrap_err();
+        assert!(matches!(e, StateError::UntrustedFolder { .. }), "{e}");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    }
+
+    #[test]
+    fn an_older_shared_file_is_taken_over_entry_by_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut shared = state("a-0");
+        let mut b = shared.instances[0].clone();
+        b.name = "b-0".into();
+        shared.instances.push(b);
+        shared.format = FORMAT_V1.into();
+        shared.boot_id = None;
+        shared.supervisor_pid = i32::MAX;
+        write(&path, &shared).unwrap();
+        assert!(take_legacy(&path, &["c"]).unwrap().is_empty());
+        let taken = take_legacy(&path, &["a-0"]).unwrap();
+        assert_eq!(taken.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["a-0"]);
+        let left = read(&path).unwrap().unwrap();
+        assert_eq!(left.instances.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["b-0"]);
+        assert_eq!(take_legacy(&path, &["a-0", "b-0"]).unwrap().len(), 1);
+        assert!(!path.exists(), "an emptied file is removed");
+    }
+
+    #[test]
+    fn a_second_holder_is_refused_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let lock = StateLock::acquire(&path).unwrap();
+        let e = StateLock::acquire(&path).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(&format!("(PID {})", std::process::id())), "{text}");
+        assert!(text.contains("[host] name"), "{text}");
+        drop(lock);
+        StateLock::acquire(&path).unwrap();
     }
 }

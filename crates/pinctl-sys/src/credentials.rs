@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::process::CommandExt as _;
 use std::process::Command;
 
-/// A resource limit `pinctl` sets (soft and hard to the same value; `u64::MAX` = infinity).
+/// A resource limit `pinctl` sets (`u64::MAX` = infinity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rlimit {
     Nofile,
@@ -41,7 +41,9 @@ impl Rlimit {
 /// What to apply in the child, resolved in the parent (names to ids, lists to vectors).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChildCredentials {
-    pub limits: Vec<(Rlimit, u64)>,
+    /// `(resource, soft, hard)`: a service's `limits` give both the same value; the supervisor
+    /// gives back the soft `RLIMIT_NOFILE` it raised for itself.
+    pub limits: Vec<(Rlimit, u64, u64)>,
     /// Supplementary groups; `None` leaves them as inherited.
     pub groups: Option<Vec<u32>>,
     pub gid: Option<u32>,
@@ -60,9 +62,10 @@ impl CommandCredentials for Command {
         let limits: Vec<(RlimitResource, libc::rlimit)> = c
             .limits
             .iter()
-            .map(|&(r, v)| {
-                let v = if v == u64::MAX { libc::RLIM_INFINITY } else { v as libc::rlim_t };
-                (r.resource(), libc::rlimit { rlim_cur: v, rlim_max: v })
+            .map(|&(r, soft, hard)| {
+                let value =
+                    |v: u64| if v == u64::MAX { libc::RLIM_INFINITY } else { v as libc::rlim_t };
+                (r.resource(), libc::rlimit { rlim_cur: value(soft), rlim_max: value(hard) })
             })
             .collect();
         let groups: Option<Vec<libc::gid_t>> = c.groups;
@@ -107,8 +110,12 @@ mod tests {
 
     #[test]
     fn limits_reach_the_child() {
-        let c = ChildCredentials { limits: vec![(Rlimit::Nofile, 200)], ..Default::default() };
-        let out = Command::new("sh").args(["-c", "ulimit -n"]).credentials(c).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "200");
+        let c = ChildCredentials { limits: vec![(Rlimit::Nofile, 200, 300)], ..Default::default() };
+        let out = Command::new("sh")
+            .args(["-c", "ulimit -Sn; ulimit -Hn"])
+            .credentials(c)
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200\n300\n");
     }
 }

@@ -1,6 +1,7 @@
 //! The kernel side of pinning: typed calls over `set_mempolicy`, `get_mempolicy`, `mbind`,
 //! `migrate_pages`, `move_pages`, `sched_setaffinity` and `sched_getaffinity`, the bitmaps they
-//! take, and [`ChildSetup`], the placement a launcher applies to itself (or to a child between
+//! take, memory mapped apart from the allocator for measuring ([`MappedBuffer`]: `mmap`,
+//! `madvise`), and [`ChildSetup`], the placement a launcher applies to itself (or to a child between
 //! `fork` and `exec`) before running a service.
 //!
 //! This is the only pinctl crate allowed `unsafe`; every block says why it is sound, and all of
@@ -13,6 +14,7 @@
 //! ([`RecordingKernel`]) without touching the test process.
 
 mod alloc;
+mod buffer;
 mod credentials;
 mod kernel;
 mod mask;
@@ -24,6 +26,7 @@ mod setup;
 mod spawn;
 
 pub use alloc::prepare_allocator;
+pub use buffer::{HUGE_PAGE_BYTES, MappedBuffer};
 pub use credentials::{ChildCredentials, CommandCredentials, Rlimit};
 pub use kernel::{Call, Kernel, LinuxKernel, PageStatus, RecordingKernel};
 pub use mask::{Mask, maxnode_for_bits};
@@ -33,7 +36,7 @@ pub use range::{get_mempolicy_at, mbind};
 pub use setup::{
     Applied, ChildSetup, SetupError, Stage, default_cpu_mask_bits, default_node_mask_bits,
 };
-pub use spawn::{CommandCgroup, CommandPlacement};
+pub use spawn::{CommandCgroup, CommandOutput, CommandPlacement, OutputError};
 
 /// The errnos callers interpret, so they need not depend on libc themselves.
 pub mod errno {

@@ -133,3 +133,36 @@ pub(crate) fn sched_getaffinity(pid: pid_t, cpus: &mut Mask) -> io::Result<()> {
     })
     .map(drop)
 }
+
+/// `mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)`: fresh
+/// zeroed memory of this process, no page of it allocated until touched.
+pub(crate) fn mmap_anonymous(len: usize) -> io::Result<*mut c_void> {
+    // SAFETY: a new private anonymous mapping at an address the kernel chooses overlaps no
+    // existing memory; the call reads nothing of ours.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED { Err(io::Error::last_os_error()) } else { Ok(addr) }
+}
+
+/// `munmap(addr, len)`. The caller guarantees no reference into the range outlives the call.
+pub(crate) fn munmap(addr: *mut c_void, len: usize) -> io::Result<()> {
+    // SAFETY: the caller passes a range it mapped with `mmap_anonymous` and holds no reference
+    // into it any more (see `MappedBuffer`'s Drop).
+    check(unsafe { libc::munmap(addr, len) } as c_long).map(drop)
+}
+
+/// `madvise(addr, len, advice)` with an advice that never changes the range's contents
+/// (`MADV_HUGEPAGE`): the kernel checks the range (EINVAL, ENOMEM).
+pub(crate) fn madvise(addr: usize, len: usize, advice: c_int) -> io::Result<()> {
+    // SAFETY: the advices passed here only tell the kernel how to back the range; memory
+    // contents stay as they are, and the kernel validates the range.
+    check(unsafe { libc::madvise(addr as *mut c_void, len, advice) } as c_long).map(drop)
+}

@@ -117,6 +117,103 @@ impl CommandCgroup for Command {
     }
 }
 
+/// Marks a spawn error as the output file's: real errnos are below 4096.
+const OUTPUT_MARK: i32 = 0x5e90_0000;
+/// With [`OUTPUT_MARK`]: the file opened, but is not a regular file (or character device)
+/// owned by the user the child runs as.
+const OUTPUT_NOT_OWNED: i32 = 0x8000;
+
+/// Why a child could not open its output file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputError {
+    /// `open(2)` failed with this errno.
+    Open(i32),
+    /// The path is not a regular file (nor a character device such as `/dev/null`) owned by
+    /// the child's user (or by root, for a device): someone else's file, a FIFO, a socket.
+    NotOwned,
+}
+
+impl OutputError {
+    /// The output failure behind a `spawn` error, or `None` when the spawn failed otherwise.
+    pub fn from_spawn_error(e: &io::Error) -> Option<OutputError> {
+        let raw = e.raw_os_error()?;
+        if raw & !0xffff != OUTPUT_MARK {
+            return None;
+        }
+        Some(if raw & OUTPUT_NOT_OWNED != 0 {
+            OutputError::NotOwned
+        } else {
+            OutputError::Open(raw & 0x0fff)
+        })
+    }
+}
+
+/// An instance's output file for a [`Command`] about to be spawned.
+pub trait CommandOutput {
+    /// In the child, after `fork` and before `exec`, opens `path` for appending (creating it
+    /// with mode 0640) and makes it the child's stdout and stderr. Register it after
+    /// [`CommandCredentials`](crate::CommandCredentials): the file is then opened as the
+    /// service's user, with that user's rights, so a link or file that user placed can give
+    /// it nothing it could not write anyway. The last component is never followed
+    /// (`O_NOFOLLOW`), the open never blocks (a FIFO is refused), and the file must be a regular
+    /// file owned by the user the child runs as (or a character device of root's, such as
+    /// `/dev/null`). A failure makes `spawn` fail; [`OutputError::from_spawn_error`] tells why.
+    /// `Err`: the path cannot be passed to the kernel (it holds a NUL byte).
+    fn output_file(&mut self, path: &std::path::Path) -> io::Result<&mut Self>;
+}
+
+impl CommandOutput for Command {
+    fn output_file(&mut self, path: &std::path::Path) -> io::Result<&mut Self> {
+        use std::os::unix::ffi::OsStrExt as _;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let hook = move || {
+            let fail = |code: i32| Err(io::Error::from_raw_os_error(OUTPUT_MARK | code));
+            let flags = libc::O_WRONLY
+                | libc::O_APPEND
+                | libc::O_CREAT
+                | libc::O_NOFOLLOW
+                | libc::O_NOCTTY
+                | libc::O_NONBLOCK
+                | libc::O_CLOEXEC;
+            // SAFETY: `path` is a NUL-terminated string allocated in the parent.
+            let fd = unsafe { libc::open(path.as_ptr(), flags, 0o640 as libc::c_uint) };
+            if fd < 0 {
+                return fail(io::Error::last_os_error().raw_os_error().unwrap_or(0) & 0x0fff);
+            }
+            // SAFETY: `stat` is plain data; zeroed is a valid value for it.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: `fd` was just opened; `st` is a valid, writable stat buffer.
+            let stated = unsafe { libc::fstat(fd, &mut st) } == 0;
+            // SAFETY: plain syscall without arguments.
+            let user = unsafe { libc::geteuid() };
+            let kind = st.st_mode & libc::S_IFMT;
+            let owned = (kind == libc::S_IFREG && st.st_uid == user)
+                || (kind == libc::S_IFCHR && st.st_uid == 0);
+            let cleared = flags & !(libc::O_NONBLOCK | libc::O_CREAT | libc::O_NOFOLLOW);
+            // SAFETY: plain syscalls on the descriptor just opened; fds 1 and 2 are the
+            // child's own, replaced by dup2.
+            let placed = stated
+                && owned
+                && unsafe { libc::fcntl(fd, libc::F_SETFL, cleared & !libc::O_CLOEXEC) } == 0
+                && unsafe { libc::dup2(fd, 1) } == 1
+                && unsafe { libc::dup2(fd, 2) } == 2;
+            let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0) & 0x0fff;
+            // SAFETY: closes the descriptor opened above (1 and 2 keep their duplicates).
+            unsafe { libc::close(fd) };
+            match (stated && owned, placed) {
+                (true, true) => Ok(()),
+                (false, _) if stated => fail(OUTPUT_NOT_OWNED),
+                _ => fail(errno),
+            }
+        };
+        // SAFETY: the hook runs in the forked child, where only async-signal-safe work is
+        // allowed: open, fstat, geteuid, fcntl, dup2 and close on a path allocated in the
+        // parent; io::Error::from_raw_os_error stores the code inline (no allocation).
+        Ok(unsafe { self.pre_exec(hook) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +274,44 @@ mod tests {
         let status = Command::new("true").join_cgroup(file).status().unwrap();
         assert!(status.success());
         assert_eq!(std::fs::read_to_string(&procs).unwrap(), "0");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn output_files_are_opened_in_the_child_without_following_links() {
+        let dir = std::env::temp_dir().join(format!("pinctl-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("out.log");
+        let status = Command::new("sh")
+            .args(["-c", "echo to-stdout; echo to-stderr >&2"])
+            .output_file(&log)
+            .unwrap()
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "to-stdout\nto-stderr\n");
+        // Appended, not truncated.
+        Command::new("echo").arg("again").output_file(&log).unwrap().status().unwrap();
+        assert!(std::fs::read_to_string(&log).unwrap().ends_with("again\n"));
+        // A link at the path is not followed: the spawn fails with ELOOP.
+        let target = dir.join("victim");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.join("link.log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = Command::new("true").output_file(&link).unwrap().spawn().unwrap_err();
+        assert_eq!(OutputError::from_spawn_error(&e), Some(OutputError::Open(libc::ELOOP)));
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        // A FIFO neither blocks nor passes.
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = Command::new("true").output_file(&fifo).unwrap().spawn().unwrap_err();
+        assert!(OutputError::from_spawn_error(&e).is_some(), "{e}");
+        // /dev/null is a device of root's.
+        let null = std::path::Path::new("/dev/null");
+        assert!(Command::new("true").output_file(null).unwrap().status().unwrap().success());
+        assert_eq!(OutputError::from_spawn_error(&io::Error::from_raw_os_error(2)), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

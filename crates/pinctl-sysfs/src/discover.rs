@@ -80,9 +80,12 @@ fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryE
         host,
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
+        memory_performance: Default::default(),
         caches,
     };
     topology.devices = read_devices(fs, &topology, scope)?;
+    topology.memory_performance.hmat = crate::hmat::read_hmat(fs, &topology.node_ids())?;
+    topology.memory_performance.memory_tiers = crate::memory_tiers::read_memory_tiers(fs)?;
     Ok(topology)
 }
 

@@ -14,15 +14,20 @@
 
 pub mod atomic;
 mod caches;
+pub mod cpu_cache;
 mod devices;
 mod discover;
 mod error;
 pub mod fsroot;
+pub mod hmat;
 mod host;
+pub mod memory_tiers;
 mod near;
+pub mod owned;
 pub mod parse;
 pub mod pci;
 mod process;
+pub mod smaps;
 mod source;
 
 pub use devices::DeviceScope;

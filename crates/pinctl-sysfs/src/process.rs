@@ -20,7 +20,7 @@ pub enum Pid {
 }
 
 impl Pid {
-    fn dir(self) -> String {
+    pub(crate) fn dir(self) -> String {
         match self {
             Pid::Current => "proc/self".to_string(),
             Pid::Id(p) => format!("proc/{p}"),

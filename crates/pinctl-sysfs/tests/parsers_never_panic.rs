@@ -29,6 +29,8 @@ proptest! {
         let _ = parse::proc_maps(&text);
         let _ = pinctl_sysfs::pci::pci_class(&text);
         let _ = pinctl_sysfs::pci::nvidia_device_minor(&text, "0000:41:00.0");
+        let _ = pinctl_sysfs::hmat::figure(&text);
+        let _ = pinctl_sysfs::memory_tiers::tier_of_folder(&text);
     }
 
     #[test]

@@ -11,8 +11,8 @@
 #![forbid(unsafe_code)]
 
 use pinctl_topology::{
-    Cache, Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, Node, NodeId, NodeSet,
-    SchemaVersion, Topology, sort_caches,
+    Cache, Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, MeasuredPair, Measurement,
+    Node, NodeId, NodeSet, SchemaVersion, Topology, sort_caches,
 };
 
 /// One GiB, for node memory sizes.
@@ -226,8 +226,52 @@ impl SyntheticTopology {
             host,
             warnings: Vec::new(),
             discovery_warnings: Vec::new(),
+            memory_performance: Default::default(),
             caches,
         }
+    }
+}
+
+/// Three nodes of 2 CPUs and 1 GiB, nodes 0 and 1 in package 0 and node 2 in package 1, with
+/// EPYC-like SLIT distances (12 inside a package, 32 across): the machine the tests of measured
+/// distances contradict.
+pub fn three_nodes_slit_12_32() -> Topology {
+    SyntheticTopology::new()
+        .node("0-1".parse().unwrap_or_default(), 0, Some(GIB))
+        .node("2-3".parse().unwrap_or_default(), 0, Some(GIB))
+        .node("4-5".parse().unwrap_or_default(), 1, Some(GIB))
+        .distance_matrix(vec![vec![10, 12, 32], vec![12, 10, 32], vec![32, 32, 10]])
+        .build()
+}
+
+/// A full (not `--quick`) `pinctl probe` result of the pairs `(CPU node, memory node, latency
+/// ns)`, in the order given: 10 GB/s and 3 passes of each kind per pair, 2 threads, a 256 MiB
+/// buffer on huge pages, by `pinctl 0.1.0` on 2025-01-01. Tests change the fields they are
+/// about.
+pub fn measurement(pairs: impl IntoIterator<Item = (NodeId, NodeId, f64)>) -> Measurement {
+    Measurement {
+        tool: "pinctl 0.1.0".into(),
+        measured_at: "2025-01-01T00:00:00Z".into(),
+        kernel: None,
+        quick: false,
+        budget_ms: 10_000,
+        elapsed_ms: 9_000,
+        buffer_bytes: 256 << 20,
+        last_level_cache_bytes: Some(32 << 20),
+        pairs: pairs
+            .into_iter()
+            .map(|(cpu_node, memory_node, latency_ns)| MeasuredPair {
+                cpu_node,
+                memory_node,
+                latency_ns,
+                read_bandwidth_gb_s: 10.0,
+                threads: 2,
+                latency_passes: 3,
+                bandwidth_passes: 3,
+                huge_page_bytes: 256 << 20,
+            })
+            .collect(),
+        not_measured: Vec::new(),
     }
 }
 

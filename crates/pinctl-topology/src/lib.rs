@@ -10,6 +10,7 @@
 mod cache;
 mod discovery;
 mod idset;
+mod performance;
 mod policy;
 pub mod text;
 mod warnings;
@@ -19,6 +20,9 @@ pub use discovery::DiscoveryWarning;
 pub use idset::{
     CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
     ParseIdSetError,
+};
+pub use performance::{
+    AccessClass, HmatAccess, MeasuredPair, Measurement, MemoryPerformance, MemoryTier, NotMeasured,
 };
 pub use policy::{MemoryPolicy, ParseMemoryPolicyError};
 pub use warnings::{MEMORY_AGREEMENT_PERCENT, host_warnings};
@@ -100,6 +104,10 @@ pub struct Topology {
     /// the JSON when there are none (a healthy source).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub discovery_warnings: Vec<DiscoveryWarning>,
+    /// What is known about reaching each node's memory beyond SLIT: HMAT, memory tiers, and a
+    /// measurement by `pinctl probe` (docs/probe.md). Absent from the JSON when nothing is.
+    #[serde(default, skip_serializing_if = "MemoryPerformance::is_empty")]
+    pub memory_performance: MemoryPerformance,
     /// The last-level caches (L3 on x86 servers) and the CPUs that share each, ascending by
     /// their lowest CPU; a CPU is in one at most. Absent from the JSON where the source does
     /// not say (a dump without `cache/` folders, a snapshot of an older pinctl).
@@ -274,7 +282,7 @@ pub struct NodeWeight {
 }
 
 /// A node set as an array of node ids, read from that or from a list string (`"0-1"`).
-mod node_ids {
+pub(crate) mod node_ids {
     use serde::de::{self, SeqAccess, Visitor};
     use serde::ser::SerializeSeq;
     use serde::{Deserializer, Serializer};
@@ -451,6 +459,7 @@ mod tests {
             },
             warnings: vec![],
             discovery_warnings: vec![],
+            memory_performance: MemoryPerformance::default(),
             caches: vec![
                 Cache { level: 3, cpus: "0-3".parse().unwrap(), size_bytes: Some(32 << 20) },
                 Cache { level: 3, cpus: "4-7".parse().unwrap(), size_bytes: None },

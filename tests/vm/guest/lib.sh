@@ -147,6 +147,18 @@ device_name() { sed -n "s/^$1=//p" /tmp/devices.env; }
 # Node the layout puts the device with this serial or MAC on.
 device_node() { for _d in $LAYOUT_DEVICES; do case $_d in */"$1"/*) echo "${_d##*/}" ;; esac; done; }
 device_kind() { for _d in $LAYOUT_DEVICES; do case $_d in */"$1"/*) echo "${_d%%/*}" ;; esac; done; }
+# layout_config FILE: /vm/configs/<layout>.toml with each `@SERIAL-OR-MAC@` replaced by that
+# device's kernel name, written to FILE.
+layout_config() {
+    _sed=""
+    for _dev in $(layout_devices); do
+        _key=${_dev#*/}
+        _key=${_key%/*}
+        _sed="$_sed s|@$_key@|$(device_name "$_key")|g;"
+    done
+    sed "$_sed" "/vm/configs/$LAYOUT.toml" >"$1"
+}
+
 # Kernel names of the layout's devices of one kind, in layout order.
 devices_of_kind() {
     for _d in $LAYOUT_DEVICES; do

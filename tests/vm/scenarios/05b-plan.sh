@@ -4,13 +4,7 @@
 # Cpus_allowed_list equals the plan's CPUs, numa_maps shows the plan's policy and nodes, and
 # under bind every page is on the plan's memory nodes; `--dry-run --json` for X predicts the
 # same. Instances placed near a drive must sit on that drive's node as the kernel reports it.
-sed_devices=""
-for dev in $(layout_devices); do
-    key=${dev#*/}
-    key=${key%/*}
-    sed_devices="$sed_devices s|@$key@|$(device_name "$key")|g;"
-done
-sed "$sed_devices" "/vm/configs/$LAYOUT.toml" >config.toml
+layout_config config.toml
 
 run_to plan "$PINCTL" plan -c config.toml --json
 # The plan's instances as `instance cpus policy memory-nodes nodes` lines (one jq start).

@@ -98,7 +98,7 @@ for n in $INSTANCES; do
 
     # The cgroup pinctl made for it, with the plan as its hard cpuset.
     cg=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
-    check_eq "$n/cgroup" "/pinctl/$n" "$cg" "$D/run.err"
+    check_eq "$n/cgroup" "/pinctl/pinctl/$n" "$cg" "$D/run.err"
     check_list "$n/cpuset.cpus" "$cpus" "$(cat "/sys/fs/cgroup$cg/cpuset.cpus" 2>/dev/null)"
     check_list "$n/cpuset.cpus.effective" "$cpus" "$(cat "/sys/fs/cgroup$cg/cpuset.cpus.effective" 2>/dev/null)"
     check_list "$n/cpuset.mems" "$nodes" "$(cat "/sys/fs/cgroup$cg/cpuset.mems" 2>/dev/null)"
@@ -170,7 +170,7 @@ if [ -n "$new" ] && [ "$new" != "$victim" ]; then pass adopt/killed-server-resta
     detail "$D/run2.err"
 fi
 if [ -n "$new" ]; then
-    check_eq adopt/restarted-in-its-cgroup /pinctl/redis-0 "$(sed -n 's/^0:://p' "/proc/$new/cgroup")"
+    check_eq adopt/restarted-in-its-cgroup /pinctl/pinctl/redis-0 "$(sed -n 's/^0:://p' "/proc/$new/cgroup")"
     check_list adopt/restarted-on-its-cpus "$(planned redis-0 cpus)" "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$new/status")"
 fi
 check_eq adopt/other-keeps-its-process "$(cat "$D/redis-1.pid")" "$("$CLI" -p 6381 info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p')"

@@ -70,6 +70,51 @@ pub fn epyc() -> Topology {
     )
 }
 
+/// B with a measurement that contradicts SLIT, for docs/planning.md (example E) and docs/probe.md:
+/// made-up figures in the shape a probe of an NPS4 EPYC gives, not a real run. Inside a
+/// socket SLIT says 12 for every pair; the "measurement" has pairs 0-3, 1-2, 4-7 and 5-6 at
+/// about 118 ns and the other pairs of a socket at about 142 ns (local 96 ns, across 205 ns).
+pub fn epyc_measured_example() -> Topology {
+    let mut t = epyc();
+    let close = |a: u32, b: u32| matches!((a.min(b), a.max(b)), (0, 3) | (1, 2) | (4, 7) | (5, 6));
+    let tenth = |x: f64| (x * 10.0).round() / 10.0;
+    let pairs = (0..8u32)
+        .flat_map(|c| (0..8u32).map(move |m| (c, m)))
+        .map(|(c, m)| {
+            let wobble = 0.2 * f64::from((c + 2 * m) % 4);
+            let (latency_ns, read_bandwidth_gb_s) = match () {
+                _ if c == m => (96.0 + 0.3 * f64::from(c % 3), 38.4),
+                _ if c / 4 == m / 4 && close(c, m) => (118.0 + wobble, 30.1),
+                _ if c / 4 == m / 4 => (142.0 + wobble, 26.3),
+                _ => (205.0 + wobble, 17.2),
+            };
+            pinctl_topology::MeasuredPair {
+                cpu_node: c,
+                memory_node: m,
+                latency_ns: tenth(latency_ns),
+                read_bandwidth_gb_s,
+                threads: 8,
+                latency_passes: 5,
+                bandwidth_passes: 5,
+                huge_page_bytes: 256 << 20,
+            }
+        })
+        .collect();
+    t.memory_performance.measured = Some(pinctl_topology::Measurement {
+        tool: "pinctl 0.1.0".into(),
+        measured_at: "2025-06-02T09:30:00Z".into(),
+        kernel: t.host.kernel.clone(),
+        quick: false,
+        budget_ms: 96_000,
+        elapsed_ms: 93_412,
+        buffer_bytes: 256 << 20,
+        last_level_cache_bytes: Some(16 << 20),
+        pairs,
+        not_measured: Vec::new(),
+    });
+    t
+}
+
 /// C: 2-socket 128-core ARM: 16 nodes of 8 CPUs (node i = 8i..8i+7), no SMT, 10/20/30, 32 GiB.
 pub fn arm() -> Topology {
     let host = (0..16).fold(SyntheticTopology::new(), |t, i| {
@@ -116,6 +161,7 @@ pub fn seeds() -> Vec<(&'static str, Topology)> {
         ("epyc-nps4.json", epyc()),
         ("arm-128core.json", arm()),
         ("interleaved-4node.json", interleaved()),
+        ("epyc-nps4-measured.json", epyc_measured_example()),
         ("epyc-9554-nps1.json", genoa()),
         ("vm-2cpu.json", small_vm()),
     ]

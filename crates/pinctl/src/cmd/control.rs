@@ -2,8 +2,7 @@
 //! its control socket (one JSON request per line, one JSON answer per line;
 //! docs/supervisor.md). Blocking I/O: no async runtime on this path.
 
-use std::io::{self, BufRead as _, BufReader, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{self, BufRead as _, BufReader, Read as _, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -61,19 +60,21 @@ pub(crate) enum Verb {
     Restart,
 }
 
+/// The longest answer read: the status of 8192 instances is a few MiB.
+const MAX_ANSWER_BYTES: u64 = 64 << 20;
+
 fn ask(socket: &SocketArg, request: &Request) -> Result<Response, Error> {
     let path = &socket.socket;
-    let mut stream = UnixStream::connect(path).map_err(|e| {
-        Error::failure(anyhow::anyhow!(
-            "cannot reach the supervisor at `{}` ({e}): is `pinctl run` running? (--socket PATH)",
-            path.display()
-        ))
-    })?;
+    // The folder must be root's, the path a socket, and whoever serves it root (or us).
+    let mut stream = pinctl_supervise::socket::connect(path)
+        .map_err(|e| Error::failure(anyhow::anyhow!("{e} (--socket PATH)")))?;
     let mut line = serde_json::to_string(request).context("encoding the request")?;
     line.push('\n');
     stream.write_all(line.as_bytes()).context("writing to the control socket")?;
     let mut answer = String::new();
-    BufReader::new(&stream).read_line(&mut answer).context("reading from the control socket")?;
+    BufReader::new((&stream).take(MAX_ANSWER_BYTES))
+        .read_line(&mut answer)
+        .context("reading from the control socket")?;
     if answer.is_empty() {
         return Err(Error::failure(anyhow::anyhow!("the supervisor closed the connection")));
     }

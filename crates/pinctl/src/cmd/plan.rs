@@ -159,6 +159,9 @@ fn render(
         escaped(&config.display().to_string()),
         escaped(&loaded.source.to_string())
     )?;
+    if let Some(line) = distances_line(&plan.distances) {
+        writeln!(out, "{}", escaped(&line))?;
+    }
     writeln!(out)?;
     let rows: Vec<[String; 4]> = plan
         .placements
@@ -230,6 +233,18 @@ fn render(
         }
     }
     Ok(())
+}
+
+/// `distances: measured idle latency (...)`: what the plan compared nodes by, when that is
+/// not simply the SLIT table of a topology that has nothing better.
+fn distances_line(d: &pinctl_plan::DistanceReport) -> Option<String> {
+    use pinctl_plan::DistanceMeasure;
+    let note = d.note.as_deref()?;
+    Some(match d.measure {
+        DistanceMeasure::Measured | DistanceMeasure::Hmat => format!("distances: {note}"),
+        DistanceMeasure::Slit => format!("distances: SLIT ({note})"),
+        DistanceMeasure::Assumed => format!("distances: unknown ({note})"),
+    })
 }
 
 /// A diagnostic of the service file on one line, for `config_warnings`: `FILE:LINE:COLUMN:

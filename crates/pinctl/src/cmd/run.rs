@@ -22,11 +22,12 @@ pub(crate) struct RunArgs {
     /// Refuse to start when the best plan breaks a soft rule (as `pinctl plan --strict`).
     #[arg(long)]
     strict: bool,
-    /// The control socket (default: `[host] socket`, else /run/pinctl/pinctl.sock).
+    /// The control socket (default: `[host] socket`, else /run/pinctl/NAME.sock, NAME being
+    /// `[host] name` or the service file's name without `.toml`).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// The state file used for adoption (default: `[host] state-file`, else
-    /// /run/pinctl/state.json).
+    /// /run/pinctl/NAME.state.json).
     #[arg(long, value_name = "PATH")]
     state_file: Option<PathBuf>,
     /// Plan against this topology instead of the live machine.
@@ -78,15 +79,12 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     if !warnings.is_empty() {
         let _ = writeln!(std::io::stderr().lock(), "{warnings}");
     }
+    let supervisor = config.supervisor().map_err(|e| Error::failure(anyhow::anyhow!(e)))?;
     let options = Options {
-        socket: args
-            .socket
-            .or(config.host.socket.clone())
-            .unwrap_or_else(|| pinctl_config::DEFAULT_SOCKET.into()),
-        state_file: args
-            .state_file
-            .or(config.host.state_file.clone())
-            .unwrap_or_else(|| pinctl_config::DEFAULT_STATE_FILE.into()),
+        name: supervisor.name,
+        socket: args.socket.unwrap_or(supervisor.socket),
+        legacy_state_file: supervisor.legacy_state_file.filter(|_| args.state_file.is_none()),
+        state_file: args.state_file.unwrap_or(supervisor.state_file),
         unpinned: args.unpinned,
     };
     // The drift watcher samples the instances where the plan put them on this machine: not

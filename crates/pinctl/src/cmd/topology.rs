@@ -152,6 +152,7 @@ pub(crate) fn render(
     } else if !t.nodes.is_empty() {
         writeln!(out, "node distances: unknown (the source has no distance files)")?;
     }
+    crate::cmd::performance::render_performance(out, t)?;
     let elsewhere: Vec<&Device> =
         t.devices.iter().filter(|d| d.node.is_some_and(|n| t.node(n).is_none())).collect();
     if !elsewhere.is_empty() {

@@ -141,9 +141,9 @@ fn line_to(to: LogTo, line: &str) {
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         }
-        LogTo::Supervisor => {
-            let _ = writeln!(io::stderr().lock(), "pinctl: watch: {line}");
-        }
+        // Under `pinctl run`, through the supervisor's relay: a stalled reader of its log
+        // must not stall the watcher either.
+        LogTo::Supervisor => pinctl_supervise::relay::log_line(&format!("pinctl: watch: {line}")),
     }
 }
 
