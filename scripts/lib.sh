@@ -28,3 +28,16 @@ ensure_static_target() {
     step "rustup target add $STATIC_TARGET (the static build)"
     rustup target add "$STATIC_TARGET"
 }
+
+# Versions of the cargo tools scripts/test installs when they are missing: pinned, and built
+# with --locked, so CI runs the same checks every time (and a release that needs a newer Rust
+# than the machine's does not break it).
+CARGO_MACHETE_VERSION=0.9.2
+CARGO_DENY_VERSION=0.20.2
+
+# ensure_cargo_tool NAME VERSION: `cargo install --locked NAME@VERSION` unless NAME is on PATH.
+ensure_cargo_tool() {
+    command -v "$1" >/dev/null && return 0
+    step "cargo install $1@$2"
+    cargo install --locked "$1@$2"
+}

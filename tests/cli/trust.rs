@@ -105,11 +105,11 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
     // process of its choosing, with the instance's own command line so that it would pass
     // the PID/start-time/command check if the file were believed.
     let cases: [(&str, &Forge); 5] = [
-        ("is writable by others (mode 0666)", &|path, state| {
+        ("writable by group or others (mode 0666)", &|path, state| {
             std::fs::write(path, state.to_string()).unwrap();
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
         }),
-        ("is owned by uid 65534, not root", &|path, state| {
+        ("owned by uid 65534, not root", &|path, state| {
             std::fs::write(path, state.to_string()).unwrap();
             std::os::unix::fs::chown(path, Some(NOBODY), None).unwrap();
         }),
@@ -119,13 +119,13 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
             std::fs::write(path, state.to_string()).unwrap();
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
         }),
-        ("is not a regular file", &|path, _| {
+        ("is not a regular file (a FIFO)", &|path, _| {
             std::fs::remove_file(path).unwrap();
             let status = Command::new("mkfifo").arg(path).status().unwrap();
             assert!(status.success());
         }),
-        ("is 314572800 bytes, more than 16777216", &|path, _| {
-            // 300 MiB, sparse: refused by its size, never read.
+        ("holds more than 16777216 bytes", &|path, _| {
+            // 300 MiB, sparse: read no further than the bound, then refused.
             let f = std::fs::File::create(path).unwrap();
             f.set_len(300 << 20).unwrap();
         }),
@@ -170,7 +170,7 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
     std::os::unix::fs::chown(run.dir.path(), Some(0), None).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("is owned by uid 65534, not root"), "{err}");
+    assert!(err.contains("owned by uid 65534, not root"), "{err}");
     assert!(err.contains("only where nobody but root can write"), "{err}");
     assert!(processes_with("100100").is_empty(), "nothing started");
 }
@@ -269,7 +269,7 @@ fn a_socket_path_that_is_not_a_socket_is_never_removed() {
     let out = bounded_output(&mut cmd);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("is a regular file, not a socket"), "{err}");
+    assert!(err.contains("a regular file, not a socket"), "{err}");
     assert_eq!(std::fs::read_to_string(run.socket()).unwrap(), "precious");
     assert!(processes_with("100104").is_empty(), "nothing started");
 }
@@ -322,7 +322,7 @@ fn output_without_newlines_and_a_stalled_reader_neither_grow_nor_stall_pinctl() 
 #[test]
 fn oversized_requests_and_connection_floods_leave_the_supervisor_working() {
     let config = "[host]\nkeep-free = []\n[service.kept]\ncommand = [\"sleep\", \"100106\"]\n\
-                  output = \"/dev/null\"\nrestart-delay = \"20ms\"\nstart-limit = \"100/10s\"\n";
+                  output = \"/dev/null\"\nstart-limit = \"off\"\n";
     let mut run = Run::new(config);
     // Few descriptors, as under a unit with a low LimitNOFILE: the flood exhausts them.
     let mut cmd = Command::new("prlimit");
@@ -380,8 +380,7 @@ fn every_failure_is_said_in_the_log() {
         [service.missing]\ncommand = [\"/nonexistent/program\"]\n\
         [service.stranger]\ncommand = [\"sleep\", \"100107\"]\nuser = \"no-such-user-x\"\n\
         [service.nowhere]\ncommand = [\"sleep\", \"100107\"]\nworking-dir = \"/nonexistent/dir\"\n\
-        [service.hasty]\ncommand = [\"false\"]\nrestart = \"always\"\nrestart-delay = \"10ms\"\n\
-        start-limit = \"3/10s\"\n\
+        [service.hasty]\ncommand = [\"false\"]\nrestart = \"always\"\nstart-limit = \"3/10s\"\n\
         [service.once]\ncommand = [\"sh\", \"-c\", \"exit 3\"]\nrestart = \"never\"\n";
     let mut run = Run::new(config);
     run.start(&["--topology", crate::supervisor::EPYC, "--unpinned"]);
@@ -427,8 +426,8 @@ fn chaos_sigkill_of_pinctl_at_random_points_leaves_no_duplicates_orphans_or_unpi
         format!(
             "[host]\nkeep-free = []\n\
              [service.c]\ncommand = [\"sh\", \"-c\", \"sleep 3600; :\", \"chaos-{pid}-c-{{instance}}\"]\n\
-             instances = 2\ncpus = 1\nrestart = \"always\"\nrestart-delay = \"5ms\"\n\
-             start-limit = \"10000/1s\"\noutput = \"/dev/null\"\nenv = {{ GENERATION = \"{generation}\" }}\n",
+             instances = 2\ncpus = 1\nrestart = \"always\"\n\
+             start-limit = \"off\"\noutput = \"/dev/null\"\nenv = {{ GENERATION = \"{generation}\" }}\n",
             pid = std::process::id()
         )
     };

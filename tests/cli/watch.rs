@@ -82,7 +82,10 @@ fn setup(extra: &str) -> Setup {
     let pid_file = dir.path().join("probe.pid");
     let config = dir.path().join("pinctl.toml");
     let text = format!(
-        "[host]\nkeep-free = []\nwatch-interval = \"200ms\"\n\n[service.probe]\ncommand = [\"{}\"]\n\
+        // The node watermark low: on a host whose page cache fills its one node (a CI machine
+        // after the build), the node's free memory says nothing about these tests' drift.
+        "[host]\nkeep-free = []\nwatch-interval = \"200ms\"\nnode-free-watermark = \"1MiB\"\n\n\
+         [service.probe]\ncommand = [\"{}\"]\n\
          cpus = 1\nmemory-policy = \"bind\"\npid-file = \"{}\"\nmin-memory = \"1MiB\"\n{extra}\n",
         probe().display(),
         pid_file.display()
@@ -310,8 +313,8 @@ fn pinctl_run_watches_its_instances_repins_a_moved_thread_and_follows_restarts()
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("pinctl.toml");
     let text = format!(
-        "[host]\nkeep-free = []\nwatch-interval = \"200ms\"\nmetrics-listen = \"127.0.0.1:0\"\n\n\
-         [service.probe]\ncommand = [\"{}\", \"--mib\", \"4\", \"--hold\"]\ncpus = 1\n\
+        "[host]\nkeep-free = []\nwatch-interval = \"200ms\"\nmetrics-listen = \"127.0.0.1:0\"\n\
+         node-free-watermark = \"1MiB\"\n\n[service.probe]\ncommand = [\"{}\", \"--mib\", \"4\", \"--hold\"]\ncpus = 1\n\
          memory-policy = \"bind\"\nmin-memory = \"1MiB\"\non-drift = \"rebalance\"\n\
          drift-hold = \"0s\"\nrebalance-cooldown = \"0s\"\n",
         probe().display()
@@ -381,4 +384,178 @@ fn pinctl_run_watches_its_instances_repins_a_moved_thread_and_follows_restarts()
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(sup);
+}
+
+/// CPU time (user + system, in clock ticks) a process has used so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime), counted from the state (field 3).
+    fields[14 - 3].parse::<u64>().unwrap() + fields[15 - 3].parse::<u64>().unwrap()
+}
+
+/// `GET /metrics` over a socket that gives up after `wait`; `None` when no whole response came.
+fn try_scrape(addr: std::net::SocketAddr, wait: Duration) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, wait).ok()?;
+    s.set_read_timeout(Some(wait)).ok()?;
+    s.set_write_timeout(Some(wait)).ok()?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.starts_with("HTTP/1.1 200").then_some(text)
+}
+
+/// The value of an unlabelled sample in a scrape.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{name}` in\n{text}"))
+}
+
+/// `pinctl watch` serving metrics (no instance needs to run for that), under `ulimit -n
+/// nofile` when given; returns it and the metrics address.
+fn metrics_watch(dir: &Path, nofile: Option<u32>) -> (Guard, std::net::SocketAddr) {
+    let config = dir.join("pinctl.toml");
+    let text = format!(
+        "[host]\nkeep-free = []\nmetrics-listen = \"127.0.0.1:0\"\n\n[service.idle]\n\
+         command = [\"sleep\"]\ncpus = 1\npid-file = \"{}\"\n",
+        dir.join("idle.pid").display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let limit = nofile.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{limit}exec \"$0\" watch -c \"$1\""))
+        .arg(crate::support::PINCTL)
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(&mut child);
+    let guard = Guard(child);
+    let line = wait_for(&rx, &["metrics", "listen="], &mut Vec::new());
+    let addr = line.split("http://").nth(1).unwrap().trim_end_matches("/metrics").parse().unwrap();
+    (guard, addr)
+}
+
+/// Idle connections flood the real metrics server, each run in a `pinctl watch` of its own:
+/// 1,100 under `ulimit -n 1024` (systemd's soft limit: the flood is past it), then 120 under
+/// `ulimit -n 48`, where accepts fail for want of descriptors. While the connections are held
+/// the server neither spins (it uses under half a CPU) nor holds more descriptors than its
+/// connection cap; once they are gone it serves again, and its own counters saw the flood.
+/// Every socket is closed and each watcher killed by PID.
+#[test]
+fn a_flood_of_idle_connections_neither_ends_nor_spins_the_metrics_server() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    // The flood's sockets are this test's own: its soft limit goes up to the hard one.
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    assert!(hard >= 1200, "this test needs 1200 descriptors; the hard limit is {hard}");
+    for (nofile, size, counter) in [
+        (1024, 1100, "pinctl_metrics_connections_dropped_total"),
+        (48, 120, "pinctl_metrics_accept_errors_total"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (watch, addr) = metrics_watch(dir.path(), Some(nofile));
+        let pid = watch.0.id();
+        assert!(try_scrape(addr, WAIT).is_some(), "no scrape before the flood ({nofile})");
+        let descriptors = || std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+        let before = descriptors();
+        let flood: Vec<std::net::TcpStream> = (0..size)
+            .map_while(|_| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok())
+            .collect();
+        assert_eq!(flood.len(), size, "connections made under ulimit -n {nofile}");
+        let (ticks, at) = (cpu_ticks(pid), Instant::now());
+        let mut most = 0;
+        while at.elapsed() < Duration::from_secs(3) {
+            most = most.max(descriptors());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let used = cpu_ticks(pid) - ticks;
+        // /proc counts CPU time in USER_HZ, 100 a second on every architecture Linux exports.
+        let window = at.elapsed().as_secs_f64() * 100.0;
+        assert!(
+            (used as f64) < window / 2.0,
+            "the server spun under ulimit -n {nofile}: {used} of {window:.0} ticks"
+        );
+        // The cap, and a few connections between their accept and their close.
+        assert!(
+            most <= before + pinctl_drift::metrics::MAX_CONNECTIONS + 8,
+            "{most} descriptors under the flood, {before} before (ulimit -n {nofile})"
+        );
+        drop(flood);
+        let deadline = Instant::now() + WAIT;
+        let after = loop {
+            if let Some(text) = try_scrape(addr, Duration::from_secs(5)) {
+                break text;
+            }
+            assert!(Instant::now() < deadline, "metrics never served again ({nofile})");
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let seen = sample(&after, counter);
+        assert!(seen > 0.0, "`{counter}` is 0 after the flood under ulimit -n {nofile}");
+        eprintln!("ulimit -n {nofile}, {size} idle connections: {counter} {seen}");
+        drop(watch);
+    }
+}
+
+/// `pinctl watch --once` with two PID files naming this test's `sleep`: one in a
+/// folder anyone may write (and no `unit` to check the process against), one for a service
+/// whose `user` is `nobody`. Neither process is taken for the instance; each says why.
+#[test]
+fn watch_refuses_a_pid_others_could_have_written_or_of_another_user() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let sleeper = Guard(Command::new("sleep").arg("300").spawn().unwrap());
+    let pid = sleeper.0.id();
+    let (open_file, user_file) = (shared.join("a.pid"), dir.path().join("b.pid"));
+    std::fs::write(&open_file, format!("{pid}\n")).unwrap();
+    std::fs::write(&user_file, format!("{pid}\n")).unwrap();
+    let config = dir.path().join("pinctl.toml");
+    let text = format!(
+        "[host]\nkeep-free = []\n\n[service.a]\ncommand = [\"sleep\"]\ncpus = 1\npid-file = \"{}\"\n\n\
+         [service.b]\ncommand = [\"sleep\"]\ncpus = 1\nuser = \"nobody\"\npid-file = \"{}\"\n",
+        open_file.display(),
+        user_file.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let once = |json: bool| {
+        let mut cmd = Command::new(crate::support::PINCTL);
+        cmd.arg("watch").arg("-c").arg(&config).arg("--once");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = once(false);
+    let expected_a = format!(
+        "  not sampled: refused: PID `{pid}` of `{}` is not believed: the file is in `{}`, a \
+         folder group or others may write (mode 0777), and no `unit` gives a cgroup to check \
+         the process against",
+        open_file.display(),
+        shared.display()
+    );
+    assert!(text.contains(&expected_a), "{text}");
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().expect("a `nobody` user");
+    let me = nix::unistd::geteuid();
+    let expected_b = format!(
+        "  not sampled: refused: PID `{pid}` of `{}` runs as uid {me} (effective {me}), not as \
+         user `nobody` (uid {})",
+        user_file.display(),
+        nobody.uid
+    );
+    assert!(text.contains(&expected_b), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&once(true)).unwrap();
+    for i in json["instances"].as_array().unwrap() {
+        assert_eq!(i["refused"], true, "{i}");
+        assert!(i["sample"].is_null(), "{i}");
+    }
+    drop(sleeper);
 }

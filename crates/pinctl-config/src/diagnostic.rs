@@ -86,7 +86,11 @@ impl SourceFile {
     }
 
     /// The location of a span: 1-based line and column (columns count characters), the line's
-    /// text and where the carets go.
+    /// text and where the carets go. A long line is shown cut to 100 characters on each side
+    /// of the span (and the span to 200), `...` marking each cut: every
+    /// diagnostic holds its own copy of the line it shows, and thousands of them on one long
+    /// line (an array of 30,000 arguments, each with a misspelt placeholder) held a copy of the
+    /// whole line each, gigabytes for a file of 240 KB.
     pub fn locate(&self, span: &Span) -> Location {
         let start = floor_char_boundary(&self.text, span.start.min(self.text.len()));
         let end = floor_char_boundary(&self.text, span.end.clamp(start, self.text.len()));
@@ -96,19 +100,54 @@ impl SourceFile {
             self.line_starts.get(line_index + 1).map_or(self.text.len(), |&next| next - 1);
         let raw_line = &self.text[line_start..line_end];
         let raw_line = raw_line.strip_suffix('\r').unwrap_or(raw_line);
+        let line_end = line_start + raw_line.len();
         let before = &self.text[line_start..start];
-        let covered = &self.text[start..end.min(line_start + raw_line.len()).max(start)];
+        let covered = &self.text[start..end.min(line_end).max(start)];
+        let after = &self.text[(start + covered.len())..line_end];
+        let (before_shown, cut_before) = last_chars(before, LINE_CONTEXT);
+        let (covered_shown, cut_covered) = first_chars(covered, MAX_CARETS);
+        let (after_shown, cut_after) = match cut_covered {
+            true => ("", true),
+            false => first_chars(after, LINE_CONTEXT),
+        };
+        let cut = |on: bool| if on { "..." } else { "" };
+        let line_text = [cut(cut_before), before_shown, covered_shown, after_shown, cut(cut_after)]
+            .concat()
+            .replace('\t', "    ");
         // Tabs are shown as four spaces (as rustc does) so the carets line up on any terminal.
-        let caret_start = display_width(before);
-        let caret_len = display_width(covered).max(1);
+        let caret_start = cut(cut_before).len() + display_width(before_shown);
+        let caret_len = display_width(covered_shown).max(1);
         Location {
             path: self.path.clone(),
             line: line_index + 1,
             column: before.chars().count() + 1,
-            line_text: raw_line.replace('\t', "    "),
+            line_text,
             caret_start,
             caret_len,
         }
+    }
+}
+
+/// Characters of the line shown on each side of a diagnostic's span; a longer line is cut.
+const LINE_CONTEXT: usize = 100;
+
+/// Carets shown under a span at most; a longer span is cut.
+const MAX_CARETS: usize = 200;
+
+/// The last `n` characters of `s`, and whether any were left out.
+fn last_chars(s: &str, n: usize) -> (&str, bool) {
+    match s.char_indices().rev().nth(n.saturating_sub(1)) {
+        Some((i, _)) if n > 0 => (&s[i..], i > 0),
+        _ if n == 0 => ("", !s.is_empty()),
+        _ => (s, false),
+    }
+}
+
+/// The first `n` characters of `s`, and whether any were left out.
+fn first_chars(s: &str, n: usize) -> (&str, bool) {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => (&s[..i], true),
+        None => (s, false),
     }
 }
 
@@ -436,6 +475,27 @@ mod tests {
         let file = SourceFile::new(Path::new("f.toml"), text);
         let loc = file.locate(&(4..text.len() - 1));
         assert_eq!((loc.line(), loc.caret_start, loc.caret_len), (1, 4, 1));
+    }
+
+    #[test]
+    fn a_long_line_is_cut_around_the_span() {
+        let args: Vec<String> = (0..2000).map(|i| format!("\"a{i}\"")).collect();
+        let text = format!("command = [{}]\n", args.join(", "));
+        let file = SourceFile::new(Path::new("f.toml"), &text);
+        let at = text.find("\"a1000\"").unwrap();
+        let loc = file.locate(&(at..at + 7));
+        assert_eq!(loc.column(), at + 1, "the column still counts the whole line");
+        let shown = loc.line_text();
+        assert!(shown.starts_with("...") && shown.ends_with("..."), "{shown}");
+        assert_eq!(shown.chars().count(), 3 + LINE_CONTEXT + 7 + LINE_CONTEXT + 3);
+        assert_eq!(&shown[loc.caret_start..loc.caret_start + loc.caret_len], "\"a1000\"");
+        // Near the start nothing is cut before; a span longer than the carets shown is cut.
+        let loc = file.locate(&(0..text.len() - 1));
+        assert_eq!((loc.caret_start, loc.caret_len), (0, MAX_CARETS));
+        assert_eq!(loc.line_text(), format!("{}...", &text[..MAX_CARETS]));
+        // A short line is shown whole.
+        let file = SourceFile::new(Path::new("f.toml"), "cpus = 0\n");
+        assert_eq!(file.locate(&(7..8)).line_text(), "cpus = 0");
     }
 
     #[test]

@@ -334,11 +334,13 @@ pub struct Service {
     pub stop_signal: String,
     pub stop_timeout: Duration,
     pub limits: Limits,
-    /// The first restart delay; doubles with each quick failure.
+    /// The first restart delay, at least [`crate::MIN_RESTART_DELAY`]; doubles with each
+    /// quick failure.
     pub restart_delay: Duration,
-    /// The longest restart delay.
+    /// The longest restart delay, at least `restart_delay`.
     pub restart_max_delay: Duration,
-    /// `None`: no limit.
+    /// `None`: no limit (`start-limit = "off"`); [`crate::DEFAULT_START_LIMIT`] when the file
+    /// gives none.
     pub start_limit: Option<StartLimit>,
     /// `None`: nothing beyond the placement set at start.
     pub enforce: Option<Enforce>,

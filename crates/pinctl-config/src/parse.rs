@@ -24,7 +24,10 @@ use crate::model::{
 use crate::values;
 use crate::watch::WatchConfig;
 
+mod bounds;
 mod drift;
+
+pub use bounds::MAX_EXPANDED_BYTES;
 
 // Every table of the file is read through a table of (key, reader) pairs: the reader is the
 // only code that reads the key, and the list of valid keys in "unknown field ..., expected
@@ -144,6 +147,15 @@ const RESTART_NAMES: [&str; 3] = ["always", "on-failure", "never"];
 pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
 /// The longest restart delay when the file gives none.
 pub const DEFAULT_RESTART_MAX_DELAY: Duration = Duration::from_secs(10);
+/// The shortest `restart-delay` and `restart-max-delay`: systemd's default `RestartSec=`. A
+/// shorter value is raised to it, with a warning: restarting a database sooner gains nothing,
+/// and with `start-limit = "off"` the floor is all that keeps a crashing instance to 10 starts
+/// a second (each with its fork, exec and state-file writes) instead of hundreds.
+pub const MIN_RESTART_DELAY: Duration = Duration::from_millis(100);
+/// The start limit when the file gives none: systemd's `StartLimitBurst=5` within
+/// `StartLimitIntervalSec=10s`. `start-limit = "off"` removes it.
+pub const DEFAULT_START_LIMIT: StartLimit =
+    StartLimit { burst: 5, interval: Duration::from_secs(10) };
 /// The folder of every supervisor's socket, state file and lock when `[host]` names none.
 pub const RUNTIME_DIR: &str = "/run/pinctl";
 /// The control socket of the supervisor named `pinctl` (that of `/etc/pinctl/pinctl.toml`),
@@ -154,7 +166,8 @@ pub const DEFAULT_SOCKET: &str = "/run/pinctl/pinctl.sock";
 pub const LEGACY_STATE_FILE: &str = "/run/pinctl/state.json";
 
 /// More instances than this cannot be placed: each needs a CPU of its own and Linux builds
-/// top out at 8192 CPUs (NR_CPUS). The bound also keeps a typo from allocating millions.
+/// top out at 8192 CPUs (NR_CPUS). It bounds one service's `instances` and, checked before any
+/// service is expanded, all the services of a file together, so no file allocates millions.
 pub const MAX_INSTANCES: u32 = 8192;
 
 /// The largest `share-weight`: a sharing instance counts for at most this many of a node's
@@ -201,7 +214,8 @@ struct RawService {
     limits: BTreeMap<&'static str, (u64, Span)>,
     restart_delay: Sp<Duration>,
     restart_max_delay: Sp<Duration>,
-    start_limit: Sp<StartLimit>,
+    /// `None` inside: `start-limit = "off"`.
+    start_limit: Sp<Option<StartLimit>>,
     enforce: Sp<Enforce>,
     output: Sp<String>,
     drift: drift::RawDrift,
@@ -521,12 +535,21 @@ impl Walker {
             }
             return None;
         }
+        let merged: Vec<RawService> =
+            raw.services.iter().map(|(_, _, own)| merge(&raw.defaults, own)).collect();
+        let listed: Vec<(&str, &Span, &RawService)> = raw
+            .services
+            .iter()
+            .zip(&merged)
+            .map(|((name, span, _), m)| (name.as_str(), span, m))
+            .collect();
+        // Over a bound, each service is still checked, but none is expanded.
+        let expand = self.within_bounds(&listed);
         let mut built = Vec::with_capacity(raw.services.len());
         let mut built_spans = Vec::with_capacity(raw.services.len());
         let mut owners = NameOwners::default();
-        for (name, name_span, own) in &raw.services {
-            let merged = merge(&raw.defaults, own);
-            let Some((service, spans)) = self.service(name, name_span, &merged, own) else {
+        for ((name, name_span, own), merged) in raw.services.iter().zip(&merged) {
+            let Some((service, spans)) = self.service(name, name_span, merged, own, expand) else {
                 continue;
             };
             self.watch.services.insert(name.clone(), merged.drift.settings());
@@ -536,7 +559,7 @@ impl Walker {
                     self.watch.pid_files.insert(instance.name.clone(), path);
                 }
             }
-            self.check_unique_names(&mut owners, &service, name_span, &merged);
+            self.check_unique_names(&mut owners, &service, name_span, merged);
             built.push(service);
             built_spans.push(spans);
         }
@@ -1031,15 +1054,22 @@ impl Walker {
 
     fn read_start_limit(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
         let span = value.span();
-        let Some(s) = self.string(key.get_ref(), value, "a limit such as \"5/10s\"") else {
+        let Some(s) = self.string(key.get_ref(), value, "a limit such as \"5/10s\", or \"off\"")
+        else {
             return;
         };
+        if s.trim() == "off" {
+            raw.start_limit = Some((None, span));
+            return;
+        }
         match values::parse_start_limit(s) {
-            Ok((burst, interval)) => raw.start_limit = Some((StartLimit { burst, interval }, span)),
+            Ok((burst, interval)) => {
+                raw.start_limit = Some((Some(StartLimit { burst, interval }), span));
+            }
             Err(e) => {
                 self.error(&span, format!("invalid `start-limit` `{s}`: {e}")).help = Some(
                     "write at most N starts within a duration as `N/DURATION`, e.g. \
-                     `start-limit = \"5/10s\"`"
+                     `start-limit = \"5/10s\"`, or `start-limit = \"off\"` for no limit"
                         .into(),
                 );
             }
@@ -1208,10 +1238,32 @@ impl Walker {
         }
     }
 
-    /// The first and the longest restart delay; the longest may not be the shorter.
+    /// The first and the longest restart delay, each at least [`MIN_RESTART_DELAY`] (a
+    /// shorter one is raised, with a warning at the value); the longest may not be the
+    /// shorter.
     fn restart_delays(&mut self, merged: &RawService) -> (Duration, Duration) {
-        let first = merged.restart_delay.as_ref().map_or(DEFAULT_RESTART_DELAY, |(d, _)| *d);
-        let max = merged.restart_max_delay.as_ref().map_or(DEFAULT_RESTART_MAX_DELAY, |(d, _)| *d);
+        let mut floored = |key: &str, given: &Sp<Duration>, default: Duration| match given {
+            Some((d, span)) if *d < MIN_RESTART_DELAY => {
+                self.warning(
+                    span,
+                    format!(
+                        "`{key}` of {d:?} is below the {MIN_RESTART_DELAY:?} floor and is raised \
+                         to {MIN_RESTART_DELAY:?}"
+                    ),
+                )
+                .help = Some(
+                    "a shorter delay only makes a crashing instance restart faster; \
+                     `start-limit` decides how many restarts are tried"
+                        .into(),
+                );
+                MIN_RESTART_DELAY
+            }
+            Some((d, _)) => *d,
+            None => default,
+        };
+        let first = floored("restart-delay", &merged.restart_delay, DEFAULT_RESTART_DELAY);
+        let max =
+            floored("restart-max-delay", &merged.restart_max_delay, DEFAULT_RESTART_MAX_DELAY);
         if max < first {
             let span = merged.restart_max_delay.as_ref().or(merged.restart_delay.as_ref());
             if let Some((_, span)) = span {
@@ -1359,6 +1411,7 @@ impl Walker {
         name_span: &Span,
         merged: &RawService,
         own: &RawService,
+        expand: bool,
     ) -> Option<(Service, ServiceSpans)> {
         let Some((command, command_span)) = merged.command.clone() else {
             if !own.command_written {
@@ -1367,7 +1420,7 @@ impl Walker {
             }
             return None;
         };
-        let count = merged.instances.as_ref().map_or(1, |(n, _)| *n);
+        let count = merged.instance_count();
         let (size, size_span) = match (&merged.nodes, &merged.cpus) {
             (Some((n, s)), _) => (InstanceSize::Nodes(*n), Some(s.clone())),
             (None, Some((n, s))) => (InstanceSize::Cpus(*n), Some(s.clone())),
@@ -1378,7 +1431,7 @@ impl Walker {
             .chain(merged.unit.iter().map(|(u, _)| u))
             .chain(merged.working_dir.iter().map(|(w, _)| w))
             .chain(merged.env.values().map(|(v, _)| v));
-        if count > 1 && !per_instance_strings.clone().any(|s| s.contains(PLACEHOLDER)) {
+        if expand && count > 1 && !per_instance_strings.clone().any(|s| s.contains(PLACEHOLDER)) {
             self.warning(
                 &command_span,
                 format!(
@@ -1392,7 +1445,7 @@ impl Walker {
         }
         // What does not change per instance is allocated once and shared.
         let command: Vec<Arc<str>> = command.iter().map(|a| Arc::from(a.as_str())).collect();
-        let instances = (0..count)
+        let instances = (0..if expand { count } else { 0 })
             .map(|index| Instance {
                 name: if count == 1 { name.to_string() } else { format!("{name}-{index}") },
                 index,
@@ -1442,7 +1495,7 @@ impl Walker {
             },
             restart_delay,
             restart_max_delay,
-            start_limit: merged.start_limit.as_ref().map(|(l, _)| *l),
+            start_limit: merged.start_limit.as_ref().map_or(Some(DEFAULT_START_LIMIT), |(l, _)| *l),
             enforce: merged.enforce.as_ref().map(|(e, _)| *e),
             share_nodes,
             share_weight: merged.share_weight.as_ref().map_or(1, |(w, _)| *w),

@@ -91,7 +91,8 @@ fn every_key_is_read() {
     // Supervisor keys not written take their defaults.
     assert_eq!(mysql.restart_delay, pinctl_config::DEFAULT_RESTART_DELAY);
     assert_eq!(mysql.restart_max_delay, pinctl_config::DEFAULT_RESTART_MAX_DELAY);
-    assert_eq!((mysql.start_limit, mysql.enforce), (None, None));
+    assert_eq!(mysql.start_limit, Some(pinctl_config::DEFAULT_START_LIMIT));
+    assert_eq!(mysql.enforce, None);
     assert_eq!(mysql.instances[0].output, None);
     // `nodes = 2` and `cpus = N` instances never share a node with each other.
     assert_eq!((tikv.share_nodes, mysql.share_nodes), (ShareNodes::Never, ShareNodes::Never));

@@ -18,7 +18,9 @@ pub mod read;
 pub mod rebalance;
 pub mod rules;
 pub mod sample;
+pub mod supervised;
 pub mod watch;
+pub mod watch_loop;
 
 pub use rules::{
     DriftKind, Edge, EpisodeTracker, Finding, InstanceDrift, Planned, Thresholds, Transition,

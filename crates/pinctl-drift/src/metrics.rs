@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -72,6 +73,8 @@ pub struct Metrics {
     balancing_migrated: Counter,
     cycle_seconds: FloatGauge,
     restarts: Family<InstanceLabels, Counter>,
+    dropped_connections: Counter,
+    accept_errors: Counter,
     /// Last restart counts the supervisor gave, to add their increase.
     last_restarts: BTreeMap<String, u32>,
     /// Last values of the kernel's counters, to add their increase.
@@ -107,6 +110,8 @@ impl Metrics {
         let balancing_migrated = Counter::default();
         let cycle_seconds = FloatGauge::default();
         let restarts = Family::<InstanceLabels, Counter>::default();
+        let dropped_connections = Counter::default();
+        let accept_errors = Counter::default();
         r.register_with_unit(
             "pinctl_instance_memory",
             "Resident memory of an instance on a node, by kind (anon, file, shmem, huge)",
@@ -205,6 +210,17 @@ impl Metrics {
             "Automatic restarts of the instance by the supervisor (pinctl run only)",
             restarts.clone(),
         );
+        r.register(
+            "pinctl_metrics_connections_dropped",
+            "Connections to this endpoint closed unserved, beyond the limit of connections at once",
+            dropped_connections.clone(),
+        );
+        r.register(
+            "pinctl_metrics_accept_errors",
+            "Connections to this endpoint that could not be accepted (aborted, or no file \
+             descriptor or memory left)",
+            accept_errors.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             memory,
@@ -226,14 +242,20 @@ impl Metrics {
             balancing_migrated,
             cycle_seconds,
             restarts,
+            dropped_connections,
+            accept_errors,
             last_restarts: BTreeMap::new(),
             last_kernel: BTreeMap::new(),
         }
     }
 
-    /// The registry, for [`serve`].
-    pub fn registry(&self) -> Arc<Registry> {
-        self.registry.clone()
+    /// What [`serve`] serves: the registry, with the server's own counters.
+    pub fn server(&self) -> MetricsServer {
+        MetricsServer {
+            registry: self.registry.clone(),
+            dropped: self.dropped_connections.clone(),
+            accept_errors: self.accept_errors.clone(),
+        }
     }
 
     /// The OpenMetrics exposition text, as `/metrics` serves it to scrapers that ask for it.
@@ -379,19 +401,116 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves `GET /metrics` on `listener` until the runtime stops. A connection that fails is
-/// dropped; it never stops the server.
-pub async fn serve(listener: TcpListener, registry: Arc<Registry>) -> std::io::Result<()> {
+/// Connections served at once; one more is closed as soon as it is accepted (and counted in
+/// `pinctl_metrics_connections_dropped_total`). A Prometheus server keeps one open; the cap
+/// keeps a flood from taking the file descriptors the supervisor needs to start instances.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// A connection must send a whole request head within this time of connecting or of its
+/// last response, or it is closed.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most a request head may hold (hyper's read buffer; its least allowed). pinctl reads
+/// no request body.
+pub const MAX_REQUEST_BYTES: usize = 8192;
+
+/// A connection is asked to close after this long (a keep-alive scraper connects again), and
+/// closed at once if a response is still not written [`HEADER_TIMEOUT`] later.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// The wait after an accept that failed for want of a resource (descriptors, buffers,
+/// memory), doubled while it keeps failing, up to [`ACCEPT_BACKOFF_MAX`]: the failure is
+/// transient, and retrying at once would spin on a listener the kernel keeps reporting ready.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The longest wait between two accepts that fail.
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// What [`serve`] serves: the registry, and the server's own counters in it.
+#[derive(Debug, Clone)]
+pub struct MetricsServer {
+    registry: Arc<Registry>,
+    dropped: Counter,
+    accept_errors: Counter,
+}
+
+/// Holds one of the [`MAX_CONNECTIONS`] slots while a connection is served.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(open: &Arc<AtomicUsize>) -> Option<Slot> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_CONNECTIONS).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Slot(open.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Whether an accept failed for the connection's own sake (aborted, reset or refused by a
+/// firewall before it was taken: accept(2), "Error handling"), so the next one is tried at
+/// once. Any other failure (EMFILE, ENFILE, ENOBUFS, ENOMEM, or one not known here) means the
+/// process or the host is short of something, and the next try waits. Neither gives the
+/// listener up.
+fn connections_fault(e: &std::io::Error) -> bool {
+    use libc::{EAGAIN, ECONNABORTED, ECONNRESET, EINTR, EPERM, EPROTO, ETIMEDOUT};
+    matches!(
+        e.raw_os_error(),
+        Some(EPERM | EINTR | EAGAIN | EPROTO | ECONNABORTED | ECONNRESET | ETIMEDOUT)
+    )
+}
+
+/// Serves `GET /metrics` on `listener` until the runtime stops; it never returns. A failed
+/// accept is retried (after a growing wait when the process or host is short of descriptors
+/// or memory); a connection beyond [`MAX_CONNECTIONS`] is closed at once; each connection is
+/// held to [`HEADER_TIMEOUT`], [`MAX_REQUEST_BYTES`] and [`CONNECTION_LIFETIME`].
+pub async fn serve(listener: TcpListener, server: MetricsServer) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut backoff = ACCEPT_BACKOFF;
     loop {
-        let (stream, _) = listener.accept().await?;
-        let io = hyper_util::rt::TokioIo::new(stream);
-        let registry = registry.clone();
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff = ACCEPT_BACKOFF;
+                stream
+            }
+            Err(e) => {
+                server.accept_errors.inc();
+                if !connections_fault(&e) {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                }
+                continue;
+            }
+        };
+        let Some(slot) = Slot::take(&open) else {
+            server.dropped.inc();
+            drop(stream);
+            continue;
+        };
+        let registry = server.registry.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let registry = registry.clone();
                 async move { Ok::<_, Infallible>(respond(&req, &registry)) }
             });
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .max_buf_size(MAX_REQUEST_BYTES);
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let mut connection = std::pin::pin!(builder.serve_connection(io, service));
+            if tokio::time::timeout(CONNECTION_LIFETIME, connection.as_mut()).await.is_err() {
+                connection.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(HEADER_TIMEOUT, connection).await;
+            }
         });
     }
 }

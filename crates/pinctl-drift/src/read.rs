@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
 use pinctl_sysfs::parse::{self, NumaMapsEntry};
+use pinctl_sysfs::trust::{self, CheckedReadError, Untrusted};
 use pinctl_sysfs::{DiscoveryError, FsRoot};
 use pinctl_topology::{CpuSet, NodeId};
+use serde::Serialize;
 
 use crate::held::Held;
 use crate::sample::{
@@ -22,7 +24,17 @@ use crate::sample::{
 const NODE_DIR: &str = "sys/devices/system/node";
 const CGROUP_ROOT: &str = "sys/fs/cgroup";
 
-/// How to find an instance's processes.
+/// Largest PID file read: a PID and a newline, with room for what some daemons add.
+pub const MAX_PID_FILE_BYTES: usize = 4096;
+
+/// How to find an instance's processes, and what proves a process is the instance.
+///
+/// A supervised instance is the process its supervisor started (and its cgroup). Otherwise
+/// a process is the instance only when (1) the PID comes from a PID file that root alone could
+/// have written (see [`pinctl_sysfs::trust`]), or the process is already in the instance's
+/// cgroup (its `unit`'s), systemd's rule for PID files; or it is listed by the unit's cgroup;
+/// and (2), when the service names a `user`, the process runs as that user. A process that
+/// fails is refused: never sampled as the instance, re-pinned or moved; the sample says why.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Locator {
     /// A file holding the main PID (`pid-file`), absolute (read under the root).
@@ -31,6 +43,33 @@ pub struct Locator {
     pub unit: Option<String>,
     /// Started by a supervisor (`pinctl run`), which knows its process (or that it has none).
     pub supervised: Option<Supervised>,
+    /// The service's `user`: the instance's processes run as it.
+    pub user: Option<InstanceUser>,
+}
+
+/// The user a service runs as (`user`), as this host knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceUser {
+    /// As the file writes it: a name or a numeric id.
+    pub name: String,
+    /// Its uid; `None` when this host does not know the name (no process can then be proven
+    /// the instance's).
+    pub uid: Option<u32>,
+}
+
+impl InstanceUser {
+    /// `name` looked up with `uid_of` (a numeric name is its own uid).
+    pub fn resolve(name: &str, uid_of: &dyn Fn(&str) -> Option<u32>) -> InstanceUser {
+        let uid = name.parse().ok().or_else(|| uid_of(name));
+        InstanceUser { name: name.to_string(), uid }
+    }
+}
+
+/// A process found where the instance is looked for but refused as the instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refused {
+    pub pid: u32,
+    pub reason: String,
 }
 
 /// What a supervisor knows of one of its instances.
@@ -58,6 +97,12 @@ pub enum SampleError {
     /// The watcher lacks a permission; `capability` says which.
     #[error("cannot read `{}`: needs {capability}", path.display())]
     Permission { path: PathBuf, capability: &'static str },
+    /// What was found cannot be proven to be the instance (see [`Locator`]).
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The PID file cannot be read safely (a link, a FIFO, too large, ...).
+    #[error(transparent)]
+    PidFile(#[from] CheckedReadError),
     /// A file could not be read or parsed.
     #[error(transparent)]
     Read(#[from] DiscoveryError),
@@ -80,6 +125,13 @@ impl SampleError {
         }
         SampleError::Read(e)
     }
+}
+
+/// Where an instance was found.
+struct Located {
+    pids: Vec<u32>,
+    cgroup: Option<String>,
+    refused: Vec<Refused>,
 }
 
 /// When to walk a process's numa_maps again: at most once per interval, less often for
@@ -172,6 +224,15 @@ impl FileStamp {
     }
 }
 
+/// What a PID file said when last read.
+#[derive(Debug, Clone)]
+struct KnownPidFile {
+    stamp: FileStamp,
+    pid: u32,
+    untrusted: Option<Untrusted>,
+    seen: u64,
+}
+
 /// Things said once per watcher lifetime (a missing capability, no cgroup v2).
 #[derive(Debug, Default)]
 pub struct Notices {
@@ -210,9 +271,9 @@ pub struct Reader {
     held: Option<Held>,
     /// The cgroup folder each main process was last found in, with the cycle it was.
     cgroup_of: BTreeMap<u32, (String, u64)>,
-    /// On the live machine, each PID file's stamp and PID when last read, with the cycle it
-    /// was last asked for.
-    pid_files: BTreeMap<PathBuf, (FileStamp, u32, u64)>,
+    /// On the live machine, each PID file's stamp, PID and why it is not trusted when last
+    /// read, with the cycle it was last asked for.
+    pid_files: BTreeMap<PathBuf, KnownPidFile>,
     /// Cycles ended so far.
     cycle: u64,
 }
@@ -254,7 +315,7 @@ impl Reader {
         }
         let cycle = self.cycle;
         self.cgroup_of.retain(|_, (_, seen)| *seen == cycle);
-        self.pid_files.retain(|_, (_, _, seen)| *seen == cycle);
+        self.pid_files.retain(|_, known| known.seen == cycle);
         self.cycle += 1;
     }
 
@@ -323,21 +384,23 @@ impl Reader {
         self.fs.root()
     }
 
-    fn under_root(&self, path: &Path) -> String {
-        path.to_string_lossy().trim_start_matches('/').to_string()
+    /// The instance's processes, the main one first (those refused are left out).
+    pub fn pids(&mut self, locator: &Locator) -> Result<Vec<u32>, SampleError> {
+        Ok(self.locate(locator)?.0)
     }
 
-    /// The instance's processes, the main one first.
-    pub fn pids(&mut self, locator: &Locator) -> Result<Vec<u32>, SampleError> {
+    /// The instance's processes, the main one first, and those found but refused (see
+    /// [`Locator`]).
+    fn locate(&mut self, locator: &Locator) -> Result<(Vec<u32>, Vec<Refused>), SampleError> {
         if let Some(sup) = &locator.supervised {
-            return Ok(self.supervised(sup)?.0);
+            return Ok((self.supervised(sup)?.0, Vec::new()));
         }
         if let Some(file) = &locator.pid_file {
-            let mut pid = self.pid_in(file)?;
+            let (mut pid, mut untrusted) = self.pid_in(file)?;
             let mut running = self.alive(pid);
             if !running && self.pid_files.remove(file).is_some() {
                 // Read again rather than trust a stamp (the process is gone).
-                pid = self.pid_in(file)?;
+                (pid, untrusted) = self.pid_in(file)?;
                 running = self.alive(pid);
             }
             if !running {
@@ -346,53 +409,155 @@ impl Reader {
                     file.display()
                 )));
             }
-            return Ok(vec![pid]);
+            let of_file = || format!("PID `{pid}` of `{}`", file.display());
+            if let Some(why) = untrusted {
+                self.in_instance_cgroup(pid, locator).map_err(|not| {
+                    SampleError::Refused(format!(
+                        "{} is not believed: the file is {why}, and {not} (a PID file root did \
+                         not write is believed only for a process already in the instance's \
+                         cgroup)",
+                        of_file()
+                    ))
+                })?;
+            }
+            self.runs_as_user(pid, locator)
+                .map_err(|not| SampleError::Refused(format!("{} {not}", of_file())))?;
+            return Ok((vec![pid], Vec::new()));
         }
         let Some(unit) = &locator.unit else { return Err(SampleError::NoLocator) };
         let rel = format!("{CGROUP_ROOT}/system.slice/{unit}/cgroup.procs");
-        let pids: Vec<u32> = match self.kernel_text(&rel)? {
+        let listed: Vec<u32> = match self.kernel_text(&rel)? {
             Some(text) => text.lines().filter_map(|l| l.trim().parse().ok()).collect(),
             None => Vec::new(),
         };
-        if pids.is_empty() {
+        if listed.is_empty() {
             return Err(SampleError::NotRunning(format!("unit `{unit}` has no processes")));
         }
-        Ok(pids)
+        let (mut pids, mut refused) = (Vec::new(), Vec::new());
+        for pid in listed {
+            match self.runs_as_user(pid, locator) {
+                Ok(()) => pids.push(pid),
+                Err(reason) => refused.push(Refused { pid, reason }),
+            }
+        }
+        if pids.is_empty() {
+            let first = &refused[0];
+            return Err(SampleError::Refused(format!(
+                "no process of unit `{unit}` is the instance's: PID `{}` {}{}",
+                first.pid,
+                first.reason,
+                match refused.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} more)", n - 1),
+                }
+            )));
+        }
+        Ok((pids, refused))
     }
 
-    /// The PID a PID file holds. On the live machine the file is read again only when it
-    /// changed: one `statx` a cycle where a read takes five system calls (the daemon rewrites
-    /// or replaces the file when it restarts, which changes its inode, size or times).
-    fn pid_in(&mut self, file: &Path) -> Result<u32, SampleError> {
+    /// The cgroup v2 path (as `/proc/PID/cgroup` names it) the instance's processes are in,
+    /// when one is known without asking them: its unit's, or its supervisor's.
+    fn instance_cgroup(locator: &Locator) -> Option<(String, String)> {
+        if let Some(unit) = &locator.unit {
+            return Some((format!("/system.slice/{unit}"), format!("unit `{unit}`")));
+        }
+        let cgroup = locator.supervised.as_ref()?.cgroup.clone()?;
+        Some((cgroup, "its supervisor".to_string()))
+    }
+
+    /// `Ok` when `pid` is in the instance's cgroup or below it; otherwise why not, as the end
+    /// of a sentence.
+    fn in_instance_cgroup(&mut self, pid: u32, locator: &Locator) -> Result<(), String> {
+        let Some((cgroup, whose)) = Self::instance_cgroup(locator) else {
+            return Err("no `unit` gives a cgroup to check the process against".into());
+        };
+        let cgroup = cgroup.trim_end_matches('/').to_string();
+        let found = self
+            .kernel_text(&format!("proc/{pid}/cgroup"))
+            .ok()
+            .flatten()
+            .and_then(|text| parse::cgroup_path(text, None).map(str::to_string));
+        match found {
+            Some(path) if path == cgroup || path.starts_with(&format!("{cgroup}/")) => Ok(()),
+            Some(path) => {
+                Err(format!("the process is in cgroup `{path}`, not in `{cgroup}` of {whose}"))
+            }
+            None => Err(format!(
+                "the process's cgroup v2 path cannot be read to check it against `{cgroup}` of {whose}"
+            )),
+        }
+    }
+
+    /// `Ok` when the service names no `user` or `pid` runs as it (real and effective uid);
+    /// otherwise why not, as the end of a sentence.
+    fn runs_as_user(&mut self, pid: u32, locator: &Locator) -> Result<(), String> {
+        let Some(user) = &locator.user else { return Ok(()) };
+        let Some(uid) = user.uid else {
+            return Err(format!(
+                "cannot be checked against user `{}`, which this host does not know",
+                user.name
+            ));
+        };
+        match self.fs.parsed(&format!("proc/{pid}/status"), parse::status_uids) {
+            Ok(Some(ids)) if ids.real == uid && ids.effective == uid => Ok(()),
+            Ok(Some(ids)) => Err(format!(
+                "runs as uid {} (effective {}), not as user `{}` (uid {uid})",
+                ids.real, ids.effective, user.name
+            )),
+            Ok(None) => Err("exited before its user could be checked".into()),
+            Err(e) => Err(format!("cannot be checked against user `{}`: {e}", user.name)),
+        }
+    }
+
+    /// The PID a PID file holds, and why the file is not trusted if it is not (see
+    /// [`pinctl_sysfs::trust`]). On the live machine the file is read again only when it
+    /// changed: one `statx` a cycle where a checked read takes a few system calls per folder
+    /// (the daemon rewrites or replaces the file when it restarts, which changes its inode,
+    /// size or times; a folder or link on the way that root alone can change keeps a trusted
+    /// file trusted, and an untrusted one is proven again at every sample).
+    fn pid_in(&mut self, file: &Path) -> Result<(u32, Option<Untrusted>), SampleError> {
         let stamp = match self.held.is_some() {
             true => std::fs::metadata(file).ok().map(|m| FileStamp::of(&m)),
             false => None,
         };
-        if let (Some(stamp), Some((known, pid, seen))) = (stamp, self.pid_files.get_mut(file)) {
-            if *known == stamp {
-                *seen = self.cycle;
-                return Ok(*pid);
+        if let (Some(stamp), Some(known)) = (stamp, self.pid_files.get_mut(file)) {
+            if known.stamp == stamp {
+                known.seen = self.cycle;
+                return Ok((known.pid, known.untrusted.clone()));
             }
         }
-        let rel = self.under_root(file);
-        let text = self.fs.read(&rel)?.ok_or_else(|| {
-            SampleError::NotRunning(format!("`{}` does not exist", file.display()))
-        })?;
-        let pid: u32 = text
-            .trim()
-            .parse()
-            .map_err(|_| SampleError::NotRunning(format!("`{}` holds no PID", file.display())))?;
+        let read = match trust::read_checked(self.fs.root(), file, MAX_PID_FILE_BYTES) {
+            Ok(read) => read,
+            Err(CheckedReadError::NotFound { .. }) => {
+                return Err(SampleError::NotRunning(format!(
+                    "`{}` does not exist",
+                    file.display()
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let pid: u32 = std::str::from_utf8(&read.bytes)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .filter(|&pid| pid > 0)
+            .ok_or_else(|| SampleError::NotRunning(format!("`{}` holds no PID", file.display())))?;
         // File times tick coarsely (a jiffy): a file written within the last second could be
         // written again with the same stamp, so it is read again until it is older.
         match stamp.filter(|s| s.settled()) {
             Some(stamp) => {
-                self.pid_files.insert(file.to_path_buf(), (stamp, pid, self.cycle));
+                let known = KnownPidFile {
+                    stamp,
+                    pid,
+                    untrusted: read.untrusted.clone(),
+                    seen: self.cycle,
+                };
+                self.pid_files.insert(file.to_path_buf(), known);
             }
             None => {
                 self.pid_files.remove(file);
             }
         }
-        Ok(pid)
+        Ok((pid, read.untrusted))
     }
 
     /// A supervised instance's processes (the main one first, then the others of its cgroup)
@@ -425,18 +590,21 @@ impl Reader {
         Ok((pids, (v2 && listed).then_some(dir)))
     }
 
-    /// The instance's processes and its own cgroup.
-    fn pids_and_cgroup(
-        &mut self,
-        locator: &Locator,
-    ) -> Result<(Vec<u32>, Option<String>), SampleError> {
+    /// The instance's processes, its own cgroup, and the processes refused.
+    fn pids_and_cgroup(&mut self, locator: &Locator) -> Result<Located, SampleError> {
         // Without a cgroup of its own from the supervisor, it is looked up as any process is.
         if let Some(sup) = locator.supervised.as_ref().filter(|s| s.cgroup.is_some()) {
-            return self.supervised(sup);
+            let (pids, cgroup) = self.supervised(sup)?;
+            return Ok(Located { pids, cgroup, refused: Vec::new() });
         }
-        let pids = self.pids(locator)?;
-        let cgroup = self.own_cgroup(locator, &pids);
-        Ok((pids, cgroup))
+        let (pids, refused) = self.locate(locator)?;
+        // A cgroup that holds a refused process is not the instance's alone: its counters
+        // would count that process.
+        let cgroup = match refused.is_empty() {
+            true => self.own_cgroup(locator, &pids),
+            false => None,
+        };
+        Ok(Located { pids, cgroup, refused })
     }
 
     /// The folder (relative to the root) of a cgroup v2 path such as `/pinctl/db-0`.
@@ -644,7 +812,20 @@ impl Reader {
         budget: &mut Duration,
     ) -> Result<InstanceSample, SampleError> {
         let started = Instant::now();
-        let (pids, cgroup) = self.pids_and_cgroup(locator)?;
+        let Located { pids, cgroup, refused } = self.pids_and_cgroup(locator)?;
+        // Each process's start time, so whoever acts on the sample can tell the process from
+        // one that took its PID since (a PID is reused; PID and start time are not).
+        let mut start_times = BTreeMap::new();
+        for &pid in &pids {
+            match self.fs.parsed(&format!("proc/{pid}/stat"), parse::proc_stat) {
+                Ok(Some(stat)) => {
+                    start_times.insert(pid, stat.start_time);
+                }
+                Ok(None) if pid == pids[0] => return Err(SampleError::Vanished { pid }),
+                Ok(None) => {}
+                Err(e) => return Err(SampleError::of(pid, e, "read access to /proc")),
+            }
+        }
         let mut threads = Vec::new();
         for &pid in &pids {
             match self.threads(pid, planned_cpus) {
@@ -683,6 +864,8 @@ impl Reader {
         Ok(InstanceSample {
             at: now,
             pids,
+            start_times,
+            refused,
             cgroup: cgroup.map(|c| format!("/{c}")),
             memory,
             source,
@@ -906,6 +1089,127 @@ pub(crate) mod tests {
         fs::rename(&other, &file).unwrap();
         assert_eq!(pids(&mut r).unwrap(), [pid_a], "replaced");
         drop(a);
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt as _;
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn refusal(r: Result<Vec<u32>, SampleError>) -> String {
+        match r {
+            Err(SampleError::Refused(why)) => why,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    /// systemd's rule: a PID from a file root did not write (or could not have written
+    /// alone) is believed only for a process already in the instance's cgroup.
+    #[test]
+    fn a_pid_file_others_could_write_is_believed_only_for_a_process_in_the_units_cgroup() {
+        let d = tree(true);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        let file_only = by_pid_file();
+        let with_unit = Locator { unit: Some("db.service".into()), ..by_pid_file() };
+        assert_eq!(r.pids(&file_only).unwrap(), [100], "root's own file in root's folder");
+        // Anyone may write the folder: the PID could be anyone's.
+        chmod(&d.path().join("run"), 0o777);
+        let why = refusal(r.pids(&file_only));
+        assert!(
+            why.starts_with(
+                "PID `100` of `/run/db.pid` is not believed: the file is in `/run`, \
+                             a folder group or others may write (mode 0777), and no `unit` gives \
+                             a cgroup to check the process against"
+            ),
+            "{why}"
+        );
+        // The unit's cgroup holds the process (proc/100/cgroup): believed.
+        assert_eq!(r.pids(&with_unit).unwrap(), [100]);
+        // A process elsewhere is refused, whatever the file says.
+        write(d.path(), "proc/100/cgroup", "0::/user.slice/session-1.scope\n");
+        let why = refusal(r.pids(&with_unit));
+        assert!(
+            why.contains(
+                "the process is in cgroup `/user.slice/session-1.scope`, not in \
+                          `/system.slice/db.service` of unit `db.service`"
+            ),
+            "{why}"
+        );
+        // Owned by another user, in a folder only root may write: the same.
+        chmod(&d.path().join("run"), 0o755);
+        std::os::unix::fs::lchown(d.path().join("run/db.pid"), Some(65534), None).unwrap();
+        let why = refusal(r.pids(&with_unit));
+        assert!(why.contains("the file is owned by uid 65534, not root"), "{why}");
+        // And a sample says so instead of sampling.
+        let mut budget = Duration::from_secs(1);
+        let e = r.sample("db", &with_unit, None, Duration::ZERO, &mut budget).unwrap_err();
+        assert!(e.to_string().starts_with("refused: PID `100` of `/run/db.pid`"), "{e}");
+    }
+
+    #[test]
+    fn pid_files_that_are_links_fifos_or_too_large_are_not_read() {
+        let d = tree(true);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        fs::remove_file(d.path().join("run/db.pid")).unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", d.path().join("run/db.pid")).unwrap();
+        let e = r.pids(&by_pid_file()).unwrap_err();
+        assert_eq!(e.to_string(), "`/run/db.pid` is a symbolic link: it is not followed");
+        fs::remove_file(d.path().join("run/db.pid")).unwrap();
+        let made =
+            std::process::Command::new("mkfifo").arg(d.path().join("run/db.pid")).status().unwrap();
+        assert!(made.success());
+        let e = r.pids(&by_pid_file()).unwrap_err();
+        assert_eq!(e.to_string(), "`/run/db.pid` is not a regular file (a FIFO)");
+        fs::remove_file(d.path().join("run/db.pid")).unwrap();
+        write(d.path(), "run/db.pid", &"1".repeat(MAX_PID_FILE_BYTES + 1));
+        assert!(r.pids(&by_pid_file()).unwrap_err().to_string().contains("holds more than"));
+    }
+
+    #[test]
+    fn a_process_of_another_user_is_not_the_instance() {
+        let d = tree(true);
+        let status = |uid: u32| format!("Name:\tdb\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n");
+        write(d.path(), "proc/100/status", &status(0));
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        let user = |uid| Some(InstanceUser { name: "redis".into(), uid });
+        let as_redis = Locator { user: user(Some(999)), ..by_pid_file() };
+        let why = refusal(r.pids(&as_redis));
+        assert_eq!(
+            why,
+            "PID `100` of `/run/db.pid` runs as uid 0 (effective 0), not as user `redis` (uid 999)"
+        );
+        let unknown = Locator { user: user(None), ..by_pid_file() };
+        assert!(refusal(r.pids(&unknown)).ends_with("which this host does not know"));
+        write(d.path(), "proc/100/status", &status(999));
+        assert_eq!(r.pids(&as_redis).unwrap(), [100]);
+        // Found through its unit: the unit's other process, of another user, is refused and
+        // named in the sample; the instance is sampled from its own process alone (the
+        // unit's counters would count the other one).
+        let cg = "sys/fs/cgroup/system.slice/db.service";
+        write(d.path(), &format!("{cg}/cgroup.procs"), "100\n555\n");
+        write(d.path(), "proc/555/status", &status(0));
+        write(d.path(), "proc/555/stat", &stat(555, 1, 0));
+        let by_unit = Locator {
+            unit: Some("db.service".into()),
+            user: user(Some(999)),
+            ..Locator::default()
+        };
+        let mut budget = Duration::from_secs(1);
+        let s = r.sample("db", &by_unit, None, Duration::ZERO, &mut budget).unwrap();
+        assert_eq!(s.pids, [100]);
+        assert_eq!(s.source, MemorySource::NumaMaps);
+        assert_eq!(s.refused.len(), 1);
+        assert_eq!(s.refused[0].pid, 555);
+        assert!(s.refused[0].reason.starts_with("runs as uid 0"), "{:?}", s.refused);
+        // None of the unit's processes is the user's: refused, naming the first.
+        write(d.path(), "proc/100/status", &status(0));
+        let e = r.sample("db", &by_unit, None, Duration::ZERO, &mut budget).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "refused: no process of unit `db.service` is the instance's: PID `100` runs as uid 0"
+            ),
+            "{e}"
+        );
     }
 
     /// A process's cgroup is looked up in `/proc/PID/cgroup` once, then trusted while that

@@ -438,6 +438,8 @@ mod tests {
         InstanceSample {
             at: secs(at),
             pids: vec![10],
+            start_times: [(10, 500)].into(),
+            refused: Vec::new(),
             cgroup: None,
             memory,
             source: MemorySource::Cgroup,

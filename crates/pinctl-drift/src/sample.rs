@@ -266,8 +266,17 @@ pub struct InstanceSample {
     /// When, on the watcher's monotonic clock.
     #[serde(skip)]
     pub at: Duration,
-    /// The processes of the instance (the main one first).
+    /// The processes of the instance (the main one first), each proven to be it (see
+    /// [`crate::read::Locator`]).
     pub pids: Vec<u32>,
+    /// The start time of each of `pids` (field 22 of `/proc/PID/stat`) when it was sampled:
+    /// what is done to a process later is done only while it still has this start time.
+    #[serde(skip)]
+    pub start_times: std::collections::BTreeMap<u32, u64>,
+    /// Processes found where the instance is looked for (its unit's cgroup) but refused as
+    /// the instance, with why; never sampled, re-pinned or moved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<crate::read::Refused>,
     /// The cgroup whose `memory.numa_stat` was read, when one was.
     pub cgroup: Option<String>,
     pub memory: NodeMemory,

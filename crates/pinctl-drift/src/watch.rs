@@ -11,7 +11,7 @@ use pinctl_plan::Plan;
 use pinctl_topology::{NodeId, NodeSet};
 use serde::Serialize;
 
-use crate::read::{Locator, Reader, SampleError};
+use crate::read::{InstanceUser, Locator, Reader, SampleError};
 use crate::rebalance::{
     self, Clock, MoveLimits, MoveReport, MoveStop, NodeRoom, ProcessControl, RepinReport,
 };
@@ -46,12 +46,15 @@ impl Target {
     }
 }
 
-/// Every instance of the plan, with its service's drift settings and how to find it.
-pub fn targets(config: &Config, plan: &Plan) -> Vec<Target> {
+/// Every instance of the plan, with its service's drift settings and how to find it; a
+/// service's `user` is looked up with `uid_of` (the live machine's: [`system_uid`]).
+pub fn targets(config: &Config, plan: &Plan, uid_of: &dyn Fn(&str) -> Option<u32>) -> Vec<Target> {
     plan.placements
         .iter()
         .map(|p| {
-            let unit = config.instance(&p.instance).and_then(|(_, i)| i.unit.clone());
+            let found = config.instance(&p.instance);
+            let unit = found.and_then(|(_, i)| i.unit.clone());
+            let user = found.and_then(|(s, _)| s.user.as_deref());
             Target {
                 instance: p.instance.clone(),
                 service: p.service.clone(),
@@ -61,10 +64,17 @@ pub fn targets(config: &Config, plan: &Plan) -> Vec<Target> {
                     pid_file: config.watch.pid_files.get(&p.instance).cloned(),
                     unit,
                     supervised: None,
+                    user: user.map(|name| InstanceUser::resolve(name, uid_of)),
                 },
             }
         })
         .collect()
+}
+
+/// The uid of a user name on this machine (the system's name service: `/etc/passwd`, or
+/// whatever NSS is set up with), `None` when it has none.
+pub fn system_uid(name: &str) -> Option<u32> {
+    nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw())
 }
 
 /// The free memory a planned node must keep: a fixed watermark, or the memory reserve
@@ -90,6 +100,11 @@ impl Watermark {
     }
 }
 
+/// An action as the file spells it (`ignore`, `alert`, `rebalance`), in JSON reports.
+fn on_drift_name<S: serde::Serializer>(action: &OnDrift, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(action.name())
+}
+
 /// A drift episode that started or ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DriftEvent {
@@ -104,7 +119,8 @@ pub struct DriftEvent {
     /// Whether the alert command is due (a start outside the cool-down, action not
     /// `ignore`).
     pub alert: bool,
-    pub action: &'static str,
+    #[serde(serialize_with = "on_drift_name")]
+    pub action: OnDrift,
     /// Seconds the episode lasted (ends only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lasted_seconds: Option<f64>,
@@ -132,7 +148,7 @@ impl DriftEvent {
             ("PINCTL_VALUE", self.value.to_string()),
             ("PINCTL_THRESHOLD", self.threshold.to_string()),
             ("PINCTL_DETAIL", self.detail.clone()),
-            ("PINCTL_ACTION", self.action.to_string()),
+            ("PINCTL_ACTION", self.action.name().to_string()),
         ];
         if let Some(f) = self.local_fraction {
             env.push(("PINCTL_LOCAL_FRACTION", format!("{f:.4}")));
@@ -146,7 +162,8 @@ impl DriftEvent {
 pub struct InstanceReport {
     pub instance: String,
     pub service: String,
-    pub action: &'static str,
+    #[serde(serialize_with = "on_drift_name")]
+    pub action: OnDrift,
     pub planned_cpus: String,
     pub planned_nodes: String,
     pub planned_policy: String,
@@ -154,6 +171,10 @@ pub struct InstanceReport {
     pub sample: Option<InstanceSample>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether the process found could not be proven to be the instance, or its PID file could
+    /// not be read safely (`error` says why): it is not sampled, re-pinned or moved.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
     /// Fraction of memory on the planned nodes (`None` under `min-memory` or unsampled).
     pub local_fraction: Option<f64>,
     pub threads_out_of_place: usize,
@@ -230,6 +251,11 @@ impl Watcher {
         self.reader.hold_files(on);
     }
 
+    /// How often it samples (`watch-interval`).
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
     /// Samples every `interval` from now on (a reload changed `watch-interval`).
     pub fn set_interval(&mut self, interval: Duration) {
         self.interval = interval;
@@ -271,13 +297,13 @@ impl Watcher {
         now: Duration,
         control: Option<(&mut dyn ProcessControl, &mut dyn Clock)>,
     ) -> CycleReport {
-        self.cycle_telling(now, control, &mut |_, _| {})
+        self.cycle_with_events(now, control, &mut |_, _| {})
     }
 
     /// [`Watcher::cycle`], handing each drift event (with its target) to `on_event` as soon as
     /// it is known, before the instance is rebalanced: a rebalance can take seconds, and the
     /// drift's log line and alert must not wait for it. The report still carries every event.
-    pub fn cycle_telling(
+    pub fn cycle_with_events(
         &mut self,
         now: Duration,
         mut control: Option<(&mut dyn ProcessControl, &mut dyn Clock)>,
@@ -304,6 +330,7 @@ impl Watcher {
                 &mut budget,
             );
             let drift = self.drift.entry(t.instance.clone()).or_default();
+            let refused = matches!(sampled, Err(SampleError::Refused(_) | SampleError::PidFile(_)));
             let (sample, error, verdicts, transitions) = match sampled {
                 Ok(s) => {
                     let wm = self.watermark;
@@ -360,7 +387,7 @@ impl Watcher {
             instances.push(InstanceReport {
                 instance: t.instance.clone(),
                 service: t.service.clone(),
-                action: t.settings.on_drift.name(),
+                action: t.settings.on_drift,
                 planned_cpus: p.cpus.to_string(),
                 planned_nodes: p.memory_nodes().to_string(),
                 planned_policy: p.policy.to_string(),
@@ -370,6 +397,7 @@ impl Watcher {
                     .map_or(0, |s| threads_out_of_place(s, &p.cpus).len()),
                 sample,
                 error,
+                refused,
                 findings,
                 drifting: DriftKind::ALL
                     .into_iter()
@@ -398,7 +426,7 @@ fn event(t: &Target, kind: DriftKind, tr: Transition, local_fraction: Option<f64
         threshold: tr.finding.threshold,
         detail: tr.finding.detail,
         alert: tr.alert && t.settings.on_drift != OnDrift::Ignore,
-        action: t.settings.on_drift.name(),
+        action: t.settings.on_drift,
         lasted_seconds: tr.lasted.map(|d| d.as_secs_f64()),
         local_fraction,
     }
@@ -439,6 +467,13 @@ fn rebalance_instance(
             memory: None,
             error: None,
         };
+        // Only the process the sample proved to be the instance: its PID with the same start
+        // time (one that exited and whose PID was taken since is left alone).
+        if let Err(why) = still_the_sampled(root, pid, s) {
+            r.error = Some(why);
+            out.push(r);
+            continue;
+        }
         let result = (|| {
             if drift.tracker(DriftKind::Cpu).is_active() {
                 r.threads =
@@ -465,8 +500,24 @@ fn rebalance_instance(
     out
 }
 
+/// `Ok` when `pid` still has the start time it had when `s` was sampled.
+fn still_the_sampled(root: &Path, pid: u32, s: &InstanceSample) -> Result<(), String> {
+    let Some(&then) = s.start_times.get(&pid) else {
+        return Err(format!("process `{pid}` was not proven to be the instance: left alone"));
+    };
+    let now = pinctl_sysfs::FsRoot::new(root)
+        .parsed(&format!("proc/{pid}/stat"), pinctl_sysfs::parse::proc_stat)
+        .ok()
+        .flatten()
+        .map(|stat| stat.start_time);
+    match now {
+        Some(now) if now == then => Ok(()),
+        _ => Err(format!("process `{pid}` exited since it was sampled: left alone")),
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::fs;
 
     use pinctl_topology::MemoryPolicy;
@@ -476,7 +527,7 @@ mod tests {
     use crate::rebalance::tests::{FakeClock, FakeControl};
 
     /// Two nodes; instance `db` (PID 100, one thread) planned on node 0, CPUs 0-1.
-    fn host(remote_pages: u32, thread_cpu: u32, allowed: &str) -> tempfile::TempDir {
+    pub(crate) fn host(remote_pages: u32, thread_cpu: u32, allowed: &str) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
         write(r, "run/db.pid", "100\n");
@@ -499,7 +550,12 @@ mod tests {
         d
     }
 
-    fn target(action: OnDrift) -> Target {
+    /// A watcher of [`target`] on the host `d`, every 10 s.
+    fn watcher(d: &tempfile::TempDir, action: OnDrift) -> Watcher {
+        Watcher::new(d.path(), vec![target(action)], Duration::from_secs(10), Watermark::default())
+    }
+
+    pub(crate) fn target(action: OnDrift) -> Target {
         Target {
             instance: "db".into(),
             service: "db".into(),
@@ -522,12 +578,7 @@ mod tests {
     #[test]
     fn an_alert_instance_gets_one_alert_per_episode_and_is_never_touched() {
         let d = host(16384, 5, "0-7");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Alert)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Alert);
         let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
         let mut fake_clock = FakeClock(ctl.clock.clone());
         let mut alerts = 0;
@@ -552,12 +603,7 @@ mod tests {
     #[test]
     fn a_rebalance_instance_is_repinned_and_its_pages_moved_back() {
         let d = host(16384, 5, "0-7");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Rebalance)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Rebalance);
         let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
         for i in 0..16384usize {
             ctl.pages.insert(0x10000 + (16384 + i) * 4096, 1);
@@ -621,12 +667,7 @@ mod tests {
     #[test]
     fn drift_events_are_told_before_the_rebalance_they_cause() {
         let d = host(16384, 5, "0-7");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Rebalance)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Rebalance);
         let mut fake = FakeControl { listings: vec![vec![100]], ..Default::default() };
         for i in 0..16384usize {
             fake.pages.insert(0x10000 + (16384 + i) * 4096, 1);
@@ -637,7 +678,7 @@ mod tests {
         let mut told = Vec::new();
         let mut rebalances = 0;
         for i in 0..3 {
-            let r = w.cycle_telling(
+            let r = w.cycle_with_events(
                 Duration::from_secs(i * 10),
                 Some((&mut ctl, &mut fake_clock)),
                 &mut |t, e| told.push((t.instance.clone(), e.kind, calls.get())),
@@ -649,6 +690,42 @@ mod tests {
         // Every start was told with no call made on the instance yet.
         assert!(told.iter().all(|(i, _, c)| i == "db" && *c == 0), "{told:?}");
         assert!(calls.get() > 0, "the rebalance came after");
+    }
+
+    /// A PID file in a folder anyone may write names a process outside any cgroup of the
+    /// instance: however far it drifts, it is refused, never re-pinned or moved.
+    #[test]
+    fn a_process_a_pid_file_cannot_prove_is_never_rebalanced() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = host(16384, 5, "0-7");
+        fs::set_permissions(d.path().join("run"), fs::Permissions::from_mode(0o777)).unwrap();
+        let mut w = watcher(&d, OnDrift::Rebalance);
+        let mut ctl = FakeControl { listings: vec![vec![100]], ..Default::default() };
+        let mut fake_clock = FakeClock(ctl.clock.clone());
+        for i in 0..6 {
+            let r = w.cycle(Duration::from_secs(i * 10), Some((&mut ctl, &mut fake_clock)));
+            assert!(r.rebalances.is_empty(), "{:?}", r.rebalances);
+            let inst = &r.instances[0];
+            assert!(inst.refused && inst.sample.is_none(), "{inst:?}");
+            assert!(inst.error.as_deref().unwrap().contains("is not believed"), "{inst:?}");
+        }
+        assert!(ctl.calls.is_empty(), "a refused process was touched: {:?}", ctl.calls);
+    }
+
+    /// What was sampled is acted on only while its PID still has the start time it had.
+    #[test]
+    fn a_pid_taken_by_another_process_since_the_sample_is_left_alone() {
+        let d = host(16384, 5, "0-7");
+        let mut w = watcher(&d, OnDrift::Rebalance);
+        let s = w.cycle(Duration::ZERO, None).instances[0].sample.clone().unwrap();
+        assert_eq!(still_the_sampled(d.path(), 100, &s), Ok(()));
+        // PID 100 exited and a new process took the number (another start time).
+        write(d.path(), "proc/100/stat", &stat(100, 1, 5).replace(" 500 ", " 900 "));
+        assert_eq!(
+            still_the_sampled(d.path(), 100, &s),
+            Err("process `100` exited since it was sampled: left alone".into())
+        );
+        assert!(still_the_sampled(d.path(), 101, &s).unwrap_err().contains("not proven"));
     }
 
     #[test]
@@ -663,7 +740,7 @@ mod tests {
             threshold: 0.9,
             detail: "half".into(),
             alert: true,
-            action: "alert",
+            action: OnDrift::Alert,
             lasted_seconds: None,
             local_fraction: Some(0.5),
         };
@@ -679,12 +756,7 @@ mod tests {
     #[test]
     fn a_vanished_instance_ends_its_episodes() {
         let d = host(16384, 1, "0-1");
-        let mut w = Watcher::new(
-            d.path(),
-            vec![target(OnDrift::Alert)],
-            Duration::from_secs(10),
-            Watermark::default(),
-        );
+        let mut w = watcher(&d, OnDrift::Alert);
         for i in 0..3 {
             w.cycle(Duration::from_secs(i * 10), None);
         }

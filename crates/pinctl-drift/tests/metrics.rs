@@ -44,6 +44,8 @@ fn report() -> CycleReport {
     let sample = InstanceSample {
         at: Duration::from_secs(10),
         pids: vec![4242],
+        start_times: [(4242, 500)].into(),
+        refused: Vec::new(),
         cgroup: Some("/sys/fs/cgroup/system.slice/mysql@0.service".into()),
         memory,
         source: MemorySource::Cgroup,
@@ -75,12 +77,13 @@ fn report() -> CycleReport {
             InstanceReport {
                 instance: "mysql-0".into(),
                 service: "mysql".into(),
-                action: "rebalance",
+                action: pinctl_config::OnDrift::Rebalance,
                 planned_cpus: "0-31".into(),
                 planned_nodes: "0".into(),
                 planned_policy: "bind".into(),
                 sample: Some(sample),
                 error: None,
+                refused: false,
                 local_fraction: Some(0.75),
                 threads_out_of_place: 1,
                 findings: vec![(DriftKind::Locality, finding.clone())],
@@ -90,12 +93,13 @@ fn report() -> CycleReport {
             InstanceReport {
                 instance: "mysql-1".into(),
                 service: "mysql".into(),
-                action: "alert",
+                action: pinctl_config::OnDrift::Alert,
                 planned_cpus: "32-63".into(),
                 planned_nodes: "1".into(),
                 planned_policy: "bind".into(),
                 sample: None,
                 error: Some("not running".into()),
+                refused: false,
                 local_fraction: None,
                 threads_out_of_place: 0,
                 findings: Vec::new(),
@@ -113,7 +117,7 @@ fn report() -> CycleReport {
             threshold: 0.9,
             detail: "75%".into(),
             alert: true,
-            action: "rebalance",
+            action: pinctl_config::OnDrift::Rebalance,
             lasted_seconds: None,
             local_fraction: Some(0.75),
         }],
@@ -166,7 +170,7 @@ fn a_live_scrape_passes_promtool_check_metrics() {
     m.record(&second);
     let listener = rt.block_on(metrics::bind("127.0.0.1:0".parse().unwrap())).unwrap();
     let addr = listener.local_addr().unwrap();
-    rt.spawn(metrics::serve(listener, m.registry()));
+    rt.spawn(metrics::serve(listener, m.server()));
     let response = rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(10), scrape(addr, "/metrics", "*/*"))
             .await

@@ -8,6 +8,7 @@
 //!
 //! This is a separate crate so that the generators are never linked into `pinctl` itself,
 //! whose start-up time matters. It must not be a dependency of anything that ships.
+#![forbid(unsafe_code)]
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! `pinctl-gen DIR`: writes pinctl's man pages to DIR/doc/man, its shell completions to
-//! DIR/completions and the JSON Schemas of its `--json` outputs to DIR/docs/schema. Run from the repository root as `cargo run -p pinctl-gen -- .` after
-//! changing the command line, and commit the result.
+//! DIR/completions and the JSON Schemas of its `--json` outputs to DIR/docs/schema. Run from
+//! the repository root as `cargo run -p pinctl-gen -- .` after changing the command line, and
+//! commit the result.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

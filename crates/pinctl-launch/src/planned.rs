@@ -79,10 +79,17 @@ fn resolve_near_entries(
 ) {
     for service in &config.services {
         let spans = config.service_spans(&service.name);
+        // One diagnostic per `near` entry of a service, not one per instance: the entry fails
+        // the same way for each (its `{instance}` aside), and each diagnostic holds the line
+        // it points at; 145 entries in 8192 instances were 1.2 million of them (12 GB).
+        let mut said: Vec<Option<(usize, usize)>> = Vec::new();
         for instance in &service.instances {
             for (k, spec) in instance.near.iter().enumerate() {
                 if inputs.near.contains_key(spec) {
                     continue;
+                }
+                if said.len() <= k {
+                    said.resize(k + 1, None);
                 }
                 let devices = pinctl_sysfs::resolve_near(loaded, spec).unwrap_or_else(|e| {
                     // --strict refuses what a plan elsewhere would only warn about: a service
@@ -94,17 +101,30 @@ fn resolve_near_entries(
                     } else {
                         (Severity::Warning, ": placed without it")
                     };
-                    let span = spans.and_then(|s| s.near.get(k));
-                    diagnostics.push(config.diagnostic_at(
-                        span,
-                        severity,
-                        format!("{}: near {e}{what}", instance.name),
-                    ));
+                    match &mut said[k] {
+                        Some((_, more)) => *more += 1,
+                        None => {
+                            let span = spans.and_then(|s| s.near.get(k));
+                            said[k] = Some((diagnostics.len(), 0));
+                            diagnostics.push(config.diagnostic_at(
+                                span,
+                                severity,
+                                format!("{}: near {e}{what}", instance.name),
+                            ));
+                        }
+                    }
                     inputs.reported_near.insert(spec.clone());
                     Vec::new()
                 });
                 inputs.near.insert(spec.clone(), devices);
             }
+        }
+        for (at, more) in said.into_iter().flatten().filter(|(_, more)| *more > 0) {
+            diagnostics[at].notes.push(format!(
+                "the same for {more} more instance{} of `{}`",
+                if more == 1 { "" } else { "s" },
+                service.name
+            ));
         }
     }
 }

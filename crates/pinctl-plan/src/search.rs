@@ -117,7 +117,37 @@ struct Search<'p> {
     dead_end: Option<(usize, String, String)>,
 }
 
+/// Stack a descent takes per level (one instance): about 1.5 KiB in a debug build, less
+/// optimised; a quarter of it is kept as margin.
+const STACK_PER_INSTANCE: usize = 2 << 10;
+
+/// Up to this many instances the search runs on the caller's stack, whatever thread it is (a
+/// tokio worker has 2 MiB).
+const INSTANCES_ON_CALLER_STACK: usize = 512;
+
+/// Both passes. The descent recurses once per instance, 8192 deep for the largest file: more
+/// than a main thread's 8 MiB holds in a debug build and than a runtime's worker thread holds
+/// in any build, so a large problem is searched on a thread of its own whose stack is sized
+/// for its depth (reserved, and only touched as deep as the search goes).
 pub(crate) fn search(p: &Problem) -> Result<Outcome, PlanError> {
+    if p.instances.len() <= INSTANCES_ON_CALLER_STACK {
+        return search_here(p);
+    }
+    let stack = (p.instances.len() + 64) * STACK_PER_INSTANCE + (1 << 20);
+    std::thread::scope(|scope| {
+        let searched = std::thread::Builder::new()
+            .name("pinctl-plan".into())
+            .stack_size(stack)
+            .spawn_scoped(scope, || search_here(p));
+        match searched {
+            Ok(handle) => handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had (a process at its thread limit): the caller's stack is tried.
+            Err(_) => search_here(p),
+        }
+    })
+}
+
+fn search_here(p: &Problem) -> Result<Outcome, PlanError> {
     let mut order: Vec<usize> = (0..p.instances.len()).collect();
     order.sort_by_key(|&i| {
         let inst = &p.instances[i];

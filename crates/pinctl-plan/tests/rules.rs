@@ -298,3 +298,27 @@ near = ["nvme0n1"]
     assert_eq!(new.placement("tikv").unwrap().nodes.to_string(), "2");
     assert_eq!(new.cost.moved, 1);
 }
+
+/// The largest file the config allows, 8192 instances (one per CPU of a 64-node host), is
+/// planned on a thread with a tokio worker's 2 MiB stack: the descent recurses once per
+/// instance, and used to overflow such a stack (and a debug build's 8 MiB main thread).
+#[test]
+fn the_largest_file_is_planned_on_a_small_stack() {
+    let host = (0..64u32).fold(pinctl_testkit::SyntheticTopology::new(), |t, n| {
+        let cpus = format!("{}-{}", 128 * n, 128 * n + 127).parse().unwrap();
+        t.node(cpus, n / 32, Some(64 * pinctl_testkit::GIB))
+    });
+    let topology = host.distances_by_package(20, 30).build();
+    let text = format!(
+        "[host]\nkeep-free = []\n[service.web]\ncommand = [\"/bin/web\", \"{{instance}}\"]\n\
+         instances = {}\ncpus = 1\n",
+        pinctl_config::MAX_INSTANCES
+    );
+    let planned = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || plan_text(&topology, &text, false).map(|p| p.placements.len()))
+        .unwrap()
+        .join()
+        .expect("the planner panicked");
+    assert_eq!(planned.unwrap(), pinctl_config::MAX_INSTANCES as usize);
+}

@@ -45,6 +45,15 @@ pub(crate) struct Subtree {
     _lock: fs::File,
 }
 
+/// Why an instance's cgroup could not be made ready.
+#[derive(Debug)]
+pub(crate) enum PrepareError {
+    /// `enforce = "cgroup"` without the cpuset controller: a retry would fail the same way.
+    NoCpuset,
+    /// A write or open failed (no descriptor left, say): worth another try.
+    Io(String),
+}
+
 /// Why the subtree cannot be used.
 #[derive(Debug)]
 pub(crate) enum SetupError {
@@ -100,7 +109,7 @@ impl Subtree {
         let leaf = dir.join(LEAF);
         fs::create_dir_all(&leaf).map_err(unavailable)?;
         let lock = fs::File::open(&dir).map_err(unavailable)?;
-        if !pinctl_sysfs::owned::lock_exclusive(&lock, pinctl_sysfs::owned::LOCK_PATIENCE)
+        if !pinctl_sysfs::trust::lock_exclusive(&lock, pinctl_sysfs::trust::LOCK_PATIENCE)
             .map_err(unavailable)?
         {
             return Err(SetupError::Claimed(format!(
@@ -176,34 +185,31 @@ impl Subtree {
     }
 
     /// Creates the instance's cgroup; with `enforce`, writes its cpuset.
+    /// Creates the instance's cgroup (with `enforce`, its cpuset the plan's) and opens its
+    /// `cgroup.procs` for writing: its child joins the cgroup between fork and exec
+    /// (pinctl_sys::CommandCgroup), before its placement is applied.
     pub(crate) fn prepare(
         &self,
         name: &str,
         enforce: Option<&PlacementSpec>,
-    ) -> Result<(), String> {
+    ) -> Result<fs::File, PrepareError> {
         let dir = self.dir_of(name);
-        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        fs::create_dir_all(&dir)
+            .map_err(|e| PrepareError::Io(format!("{}: {e}", dir.display())))?;
         if let Some(p) = enforce {
             if !self.cpuset {
-                return Err(
-                    "`enforce = \"cgroup\"`: the cpuset controller cannot be enabled here".into()
-                );
+                return Err(PrepareError::NoCpuset);
             }
-            write(&dir.join("cpuset.cpus"), &p.cpus.to_string()).map_err(|e| e.to_string())?;
+            let io = |e: io::Error| PrepareError::Io(e.to_string());
+            write(&dir.join("cpuset.cpus"), &p.cpus.to_string()).map_err(io)?;
             let mems = if p.memory_nodes.is_empty() { &p.nodes } else { &p.memory_nodes };
-            write(&dir.join("cpuset.mems"), &mems.to_string()).map_err(|e| e.to_string())?;
+            write(&dir.join("cpuset.mems"), &mems.to_string()).map_err(io)?;
         }
-        Ok(())
-    }
-
-    /// The instance's `cgroup.procs`, open for writing: its child joins the cgroup between
-    /// fork and exec (pinctl_sys::CommandCgroup), before its placement is applied.
-    pub(crate) fn procs_file(&self, name: &str) -> Result<fs::File, String> {
-        let path = self.dir_of(name).join("cgroup.procs");
+        let path = dir.join("cgroup.procs");
         fs::OpenOptions::new()
             .write(true)
             .open(&path)
-            .map_err(|e| format!("cannot open `{}`: {e}", path.display()))
+            .map_err(|e| PrepareError::Io(format!("cannot open `{}`: {e}", path.display())))
     }
 
     /// The processes in the instance's cgroup now (none when it does not exist).
@@ -250,8 +256,8 @@ impl Subtree {
         Some(killed)
     }
 
-    /// Whether anything still runs in the instance's cgroup.
-    pub(crate) fn populated(&self, name: &str) -> bool {
+    /// Whether anything still runs in the instance's cgroup (see [`populated_in`]).
+    pub(crate) fn populated(&self, name: &str) -> io::Result<bool> {
         populated_in(&self.events_file(name))
     }
 
@@ -275,16 +281,13 @@ impl Subtree {
 }
 
 /// Whether the cgroup whose `cgroup.events` is `events` holds a process (`populated 1`); a
-/// cgroup that is gone holds none. Where the file cannot be read otherwise, its `cgroup.procs`
-/// decides.
-pub(crate) fn populated_in(events: &Path) -> bool {
+/// cgroup that is gone holds none. `Err` when it cannot be told (no descriptor left, say):
+/// the caller must not take that for an empty cgroup.
+pub(crate) fn populated_in(events: &Path) -> io::Result<bool> {
     match read_small(events, 4096) {
-        Ok(text) => text.lines().any(|l| l.trim() == "populated 1"),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(_) => {
-            let procs = events.with_file_name("cgroup.procs");
-            read_small(&procs, MAX_PROCS_BYTES).is_ok_and(|t| !parse_procs(&t).is_empty())
-        }
+        Ok(text) => Ok(text.lines().any(|l| l.trim() == "populated 1")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

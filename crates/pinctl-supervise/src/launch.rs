@@ -27,16 +27,12 @@ use crate::adopt::Observed;
 use crate::lifecycle::{Pid, Policy, Restart, StartLimit};
 use crate::spec::{InstanceSpec, LimitsSpec, PlacementSpec};
 
-/// Exit statuses standing for failures before the program ran (systemd's numbers).
-pub const EXIT_CHDIR: i32 = 200;
-/// The program could not be executed for another reason than "not found"/"not executable".
-pub const EXIT_EXEC: i32 = 203;
-/// The output file could not be opened as the service's user (systemd's `EXIT_STDOUT`).
-pub const EXIT_STDOUT: i32 = 209;
-/// The group is unknown or could not be set.
-pub const EXIT_GROUP: i32 = 216;
-/// The user is unknown or could not be set.
-pub const EXIT_USER: i32 = 217;
+/// An instance's failures before its program ran, as the lifecycle's `i32` codes.
+const EXIT_CHDIR: i32 = ExitStatus::WorkingDir as i32;
+const EXIT_EXEC: i32 = ExitStatus::Exec as i32;
+const EXIT_STDOUT: i32 = ExitStatus::Output as i32;
+const EXIT_GROUP: i32 = ExitStatus::Group as i32;
+const EXIT_USER: i32 = ExitStatus::User as i32;
 
 /// The spec of every planned instance, in plan order.
 pub fn specs(config: &Config, plan: &Plan) -> Vec<InstanceSpec> {
@@ -229,19 +225,26 @@ pub fn spawn(
 /// is opened as root, and the folder must be one that only root can write.
 fn check_output_folder(path: &Path, user: Option<&str>) -> Result<(), SpawnFailure> {
     use std::os::unix::fs::MetadataExt as _;
-    let dir = pinctl_sysfs::owned::folder_of(path);
+    let dir = pinctl_sysfs::trust::folder_of(path);
     let refused =
         |why: String| fail(EXIT_STDOUT, format!("refusing output `{}`: {why}", path.display()));
     if user.is_none() {
-        return match pinctl_sysfs::owned::check_folder(dir) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(refused(format!(
-                "{e}; an instance that runs as root writes its output only where nobody else \
+        return match pinctl_sysfs::trust::check_folder(dir) {
+            Ok(()) => Ok(()),
+            Err(pinctl_sysfs::trust::TrustError::Refused(r)) => Err(refused(format!(
+                "{r}; an instance that runs as root writes its output only where nobody else \
                  can (or set `user`)"
             ))),
+            // Not a refusal: the folder could not be looked at (no descriptor left, say).
+            Err(e) => Err(io_failure(path, &e)),
         };
     }
-    let m = fs::metadata(dir).map_err(|e| refused(format!("`{}`: {e}", dir.display())))?;
+    let m = fs::metadata(dir).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => {
+            refused(format!("`{}`: {e}", dir.display()))
+        }
+        _ => io_failure(path, &e),
+    })?;
     if m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0 {
         return Err(refused(format!(
             "`{}` is writable by others (mode {:04o})",
@@ -250,6 +253,12 @@ fn check_output_folder(path: &Path, user: Option<&str>) -> Result<(), SpawnFailu
         )));
     }
     Ok(())
+}
+
+/// A check that could not be made for now (its own I/O failed): retried by the restart rules,
+/// not a failure that a retry would repeat.
+fn io_failure(path: &Path, e: &dyn std::fmt::Display) -> SpawnFailure {
+    fail(1, format!("cannot check the folder of output `{}` for now: {e}", path.display()))
 }
 
 /// An exit status as the lifecycle's `i32` codes.

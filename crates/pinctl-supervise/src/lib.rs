@@ -6,9 +6,12 @@
 //! The rules are pure and clock-injected ([`lifecycle::step`], [`spec::diff`],
 //! [`adopt::decide`]): they read no clock, draw no random number and do no I/O, so they are
 //! tested without processes. A thin tokio runtime turns their actions into spawns, signals,
-//! timers and socket replies. This crate must not contain `unsafe` (the child setup between
-//! fork and exec lives in `pinctl-sys`), and every call into `pinctl-sys`, `pinctl-sysfs` and
-//! `pinctl-plan` goes through its `launch` module.
+//! timers and socket replies. Around it, what makes it safe as root: [`statefile`] (a locked
+//! state file read only when root alone could have written it), [`socket`] (the control
+//! socket, bounded, peers checked), a cgroup subtree of its own (the `cgroup` module), and
+//! [`relay`] (its output, never blocking the loop). This crate must not contain `unsafe` (the
+//! child setup between fork and exec lives in `pinctl-sys`), and every call into `pinctl-sys`
+//! and `pinctl-plan` goes through its `launch` module.
 #![forbid(unsafe_code)]
 
 pub mod adopt;
@@ -24,4 +27,4 @@ pub mod socket;
 pub mod spec;
 pub mod statefile;
 
-pub use runtime::{Options, Outcome, Planner, RunError, run, run_observed};
+pub use runtime::{Options, Outcome, Planner, Replan, RunError, run, run_observed};

@@ -19,25 +19,6 @@ pub type Time = Duration;
 /// A process id.
 pub type Pid = i32;
 
-/// Whether an exit status never restarts: a restart would fail the same way. The statuses
-/// are pinctl-launch's one table ([`ExitStatus::is_permanent`]): 215 and 242 the placement
-/// failures (systemd's `EXIT_CPU_AFFINITY` and `EXIT_NUMA_POLICY`, which `pinctl exec` uses
-/// too), 126 and 127 the shell's "not executable" and "not found".
-fn never_restarts(code: i32) -> bool {
-    ExitStatus::is_permanent(code)
-}
-
-/// Start failures that a retry would repeat, systemd's numbers: the working directory
-/// (`EXIT_CHDIR` 200), exec (`EXIT_EXEC` 203), the output file (`EXIT_STDOUT` 209), the group
-/// (`EXIT_GROUP` 216), the user (`EXIT_USER` 217). With the statuses that never restart they make a failed start `failed`
-/// at once.
-pub const NO_RETRY_START_CODES: [i32; 5] = [200, 203, 209, 216, 217];
-
-/// The restart-delay when the file gives none.
-pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
-/// The restart-max-delay when the file gives none.
-pub const DEFAULT_RESTART_MAX_DELAY: Duration = Duration::from_secs(10);
-
 /// When an instance is started again after it exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -65,14 +46,16 @@ pub struct Policy {
 }
 
 impl Default for Policy {
+    /// A service file's defaults (pinctl-config holds them; this only translates).
     fn default() -> Policy {
+        let limit = pinctl_config::DEFAULT_START_LIMIT;
         Policy {
             restart: Restart::OnFailure,
-            restart_delay: DEFAULT_RESTART_DELAY,
-            restart_max_delay: DEFAULT_RESTART_MAX_DELAY,
-            start_limit: None,
+            restart_delay: pinctl_config::DEFAULT_RESTART_DELAY,
+            restart_max_delay: pinctl_config::DEFAULT_RESTART_MAX_DELAY,
+            start_limit: Some(StartLimit { burst: limit.burst, interval: limit.interval }),
             stop_signal: SIGTERM,
-            stop_timeout: Duration::from_secs(30),
+            stop_timeout: pinctl_config::DEFAULT_STOP_TIMEOUT,
         }
     }
 }
@@ -261,7 +244,7 @@ pub fn jittered(delay: Duration, jitter: f64) -> Duration {
 /// Whether a process that ended with `exit` is started again under `restart`.
 pub fn should_restart(restart: Restart, exit: Exit) -> bool {
     if let Exit::Code(c) = exit {
-        if never_restarts(c) {
+        if ExitStatus::is_permanent(c) {
             return false;
         }
     }
@@ -270,21 +253,6 @@ pub fn should_restart(restart: Restart, exit: Exit) -> bool {
         Restart::OnFailure => !exit.is_success(),
         Restart::Never => false,
     }
-}
-
-/// systemd's name for the step of a start that an exit status stands for (`CHDIR` for 200),
-/// as its log says "Failed at step CHDIR".
-pub fn start_step(code: i32) -> Option<&'static str> {
-    Some(match code {
-        200 => "CHDIR",
-        126 | 127 | 203 => "EXEC",
-        209 => "STDOUT",
-        215 => "CPU_AFFINITY",
-        216 => "GROUP",
-        217 => "USER",
-        242 => "NUMA_POLICY",
-        _ => return None,
-    })
 }
 
 /// Applies `event` at `now` to `unit`; returns what the runtime must do, in order. Every
@@ -324,11 +292,8 @@ fn transition(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
         }
         (State::Activating, Event::StartFailed { pid: None, reason, code, jitter }) => {
             unit.last_exit = Some(Exit::Code(code));
-            if never_restarts(code)
-                || NO_RETRY_START_CODES.contains(&code)
-                || unit.policy.restart == Restart::Never
-            {
-                let reason = match start_step(code) {
+            if ExitStatus::fails_every_start(code) || unit.policy.restart == Restart::Never {
+                let reason = match ExitStatus::of_code(code).and_then(ExitStatus::start_step) {
                     Some(step) => format!("{reason} (at step {step}, exit status {code})"),
                     None => format!("{reason} (exit status {code})"),
                 };
@@ -584,7 +549,7 @@ mod tests {
 
     #[test]
     fn statuses_that_never_restart() {
-        for code in NO_RETRY_START_CODES {
+        for code in [200, 203, 209, 216, 217] {
             let mut u = Unit::new(policy());
             step(&mut u, Event::Start, ms(0));
             let e = Event::StartFailed { pid: None, reason: "x".into(), code, jitter: 0.0 };

@@ -32,8 +32,8 @@ pub trait Observer {
         None
     }
 
-    /// A reload re-planned the file and applied it (not called for `--dry-run` or a file that
-    /// was refused): the observer takes up the settings of the file the planner last read.
-    /// Called on the runtime thread: must not block.
-    fn reloaded(&mut self) {}
+    /// A reload re-planned `config` and applied it (not called for `--dry-run` or a file that
+    /// was refused): the observer takes up its settings. Called on the runtime thread: must
+    /// not block.
+    fn reloaded(&mut self, _config: &pinctl_config::Config) {}
 }

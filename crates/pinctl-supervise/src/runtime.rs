@@ -58,11 +58,19 @@ pub struct Options {
 }
 
 /// Re-reads and re-plans the service file on reload, given where the running instances are
-/// (so the plan keeps them there when it can): the new specs, or why the file cannot be used
-/// (rendered diagnostics).
-/// Runs on a blocking thread (a large file takes a while to plan), never on the event loop.
+/// (so the plan keeps them there when it can): the new specs with the file, or why the file
+/// cannot be used (rendered diagnostics). Runs on a blocking thread (a large file takes a while
+/// to plan), never on the event loop.
 pub type Planner =
-    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Vec<InstanceSpec>, String> + Send>;
+    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Replan, String> + Send>;
+
+/// A reload's plan: the instances of the file as it reads now, and the file itself (whose
+/// other settings, such as the drift watcher's, an observer takes up with the reload).
+#[derive(Debug)]
+pub struct Replan {
+    pub specs: Vec<InstanceSpec>,
+    pub config: pinctl_config::Config,
+}
 
 /// How the supervisor ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +168,7 @@ fn claimed(
         let (tx, rx) = mpsc::unbounded_channel();
         let control = tx.clone();
         let submit: socket::Submit = std::sync::Arc::new(move |request, reply| {
-            control.send(Msg::Control { request, reply }).is_ok()
+            control.send(Input::Control { request, reply }).is_ok()
         });
         tokio::spawn(socket::serve(listener, submit));
         // Signals are caught from here on: a SIGTERM while instances start stops them.
@@ -192,7 +200,7 @@ fn raise_nofile_limit() -> Option<(u64, u64)> {
 }
 
 /// Inputs from tasks to the dispatcher.
-enum Msg {
+enum Input {
     Exited {
         name: String,
         pid: Pid,
@@ -211,7 +219,7 @@ enum Msg {
     /// A reload's plan, made on a blocking thread; the planner comes back with it.
     Planned {
         planner: Planner,
-        result: Result<Vec<InstanceSpec>, String>,
+        result: Box<Result<Replan, String>>,
         reload: PendingReload,
     },
 }
@@ -228,7 +236,7 @@ struct PendingReload {
 
 /// One supervised instance with what the runtime knows about its process.
 #[derive(Debug)]
-struct Inst {
+struct Instance {
     spec: InstanceSpec,
     unit: Unit,
     adopted: bool,
@@ -244,10 +252,10 @@ struct Inst {
     cgroup: Option<String>,
 }
 
-impl Inst {
-    fn new(spec: InstanceSpec) -> Inst {
+impl Instance {
+    fn new(spec: InstanceSpec) -> Instance {
         let unit = Unit::new(spec.policy.clone());
-        Inst {
+        Instance {
             spec,
             unit,
             adopted: false,
@@ -269,9 +277,9 @@ struct Waiter {
 struct Supervisor {
     options: Options,
     order: Vec<String>,
-    insts: HashMap<String, Inst>,
+    instances: HashMap<String, Instance>,
     origin: Instant,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<Input>,
     rng: rand::rngs::StdRng,
     waiters: Vec<Waiter>,
     notifier: Notifier,
@@ -298,11 +306,11 @@ fn log(name: &str, message: &str) {
 }
 
 impl Supervisor {
-    fn new(options: Options, tx: mpsc::UnboundedSender<Msg>, planner: Planner) -> Supervisor {
+    fn new(options: Options, tx: mpsc::UnboundedSender<Input>, planner: Planner) -> Supervisor {
         Supervisor {
             options,
             order: Vec::new(),
-            insts: HashMap::new(),
+            instances: HashMap::new(),
             origin: Instant::now(),
             tx,
             rng: rand::rngs::StdRng::from_os_rng(),
@@ -349,7 +357,7 @@ impl Supervisor {
                     let changed = entry.spec.changed(&spec);
                     self.adopt(entry, spec.policy.clone(), false);
                     if !changed.is_empty() {
-                        let inst = self.insts.get_mut(&name).expect("just adopted");
+                        let inst = self.instances.get_mut(&name).expect("just adopted");
                         inst.spec = spec;
                         let fields: Vec<&str> = changed.iter().map(|f| f.name()).collect();
                         log(&name, &format!("restarting: {} changed", fields.join(", ")));
@@ -357,7 +365,7 @@ impl Supervisor {
                     }
                 }
                 None => {
-                    self.insts.insert(name.clone(), Inst::new(spec));
+                    self.instances.insert(name.clone(), Instance::new(spec));
                     self.dispatch(&name, Event::Start);
                 }
             }
@@ -537,7 +545,7 @@ impl Supervisor {
                 ),
             );
         }
-        let inst = Inst {
+        let inst = Instance {
             spec: entry.spec,
             unit,
             adopted: true,
@@ -548,7 +556,7 @@ impl Supervisor {
             removing,
             cgroup,
         };
-        self.insts.insert(entry.name.clone(), inst);
+        self.instances.insert(entry.name.clone(), inst);
         match launch::pidfd_open(pid) {
             Ok(pidfd) => {
                 log(
@@ -583,20 +591,20 @@ impl Supervisor {
 
     async fn main_loop(
         &mut self,
-        mut rx: mpsc::UnboundedReceiver<Msg>,
+        mut rx: mpsc::UnboundedReceiver<Input>,
         signals: Signals,
     ) -> Outcome {
         let Signals { mut term, mut int, mut hup, mut usr2 } = signals;
         let mut watchdog = self.notifier.watchdog_interval().map(tokio::time::interval);
         loop {
-            if self.shutting_down && self.insts.values().all(|i| i.unit.state.pid().is_none()) {
+            if self.shutting_down && self.instances.values().all(|i| i.unit.state.pid().is_none()) {
                 let _ = std::fs::remove_file(&self.options.state_file);
                 if let Some(cgroups) = &self.cgroups {
                     cgroups.remove_all();
                 }
                 return Outcome::Stopped { clean: !self.unclean };
             }
-            let next_timer = self.insts.values().filter_map(|i| i.timer).min();
+            let next_timer = self.instances.values().filter_map(|i| i.timer).min();
             let sleep = async {
                 match next_timer {
                     Some(at) => tokio::time::sleep_until(self.origin + at).await,
@@ -616,16 +624,16 @@ impl Supervisor {
                 _ = tick(&mut watchdog) => self.notifier.send("WATCHDOG=1"),
                 () = sleep => self.fire_timers(),
                 Some(msg) = rx.recv() => match msg {
-                    Msg::Exited { name, pid, exit } => self.exited(&name, pid, exit),
-                    Msg::Control { request: Request::Detach, .. } => {
+                    Input::Exited { name, pid, exit } => self.exited(&name, pid, exit),
+                    Input::Control { request: Request::Detach, .. } => {
                         self.detach();
                         return Outcome::Detached;
                     }
-                    Msg::Control { request, reply } => self.control(request, reply),
-                    Msg::CgroupEmptied { name, emptied } => self.cgroup_emptied(&name, emptied),
-                    Msg::Planned { planner, result, reload } => {
+                    Input::Control { request, reply } => self.control(request, reply),
+                    Input::CgroupEmptied { name, emptied } => self.cgroup_emptied(&name, emptied),
+                    Input::Planned { planner, result, reload } => {
                         self.planner = Some(planner);
-                        self.finish_reload(result, reload);
+                        self.finish_reload(*result, reload);
                         if let Some(next) = self.reloads.pop_front() {
                             self.request_reload(next);
                         }
@@ -658,11 +666,11 @@ impl Supervisor {
         let due: Vec<String> = self
             .order
             .iter()
-            .filter(|n| self.insts.get(*n).and_then(|i| i.timer).is_some_and(|t| t <= now))
+            .filter(|n| self.instances.get(*n).and_then(|i| i.timer).is_some_and(|t| t <= now))
             .cloned()
             .collect();
         for name in due {
-            if let Some(inst) = self.insts.get_mut(&name) {
+            if let Some(inst) = self.instances.get_mut(&name) {
                 inst.timer = None;
             }
             self.dispatch(&name, Event::Timer);
@@ -670,7 +678,7 @@ impl Supervisor {
     }
 
     fn exited(&mut self, name: &str, pid: Pid, exit: Exit) {
-        let Some(inst) = self.insts.get(name) else { return };
+        let Some(inst) = self.instances.get(name) else { return };
         if inst.unit.state.pid() == Some(pid) {
             if !inst.adopted {
                 // Helpers the instance forked die with it (its process group): the group
@@ -689,7 +697,7 @@ impl Supervisor {
 
     fn dispatch(&mut self, name: &str, event: Event) {
         let now = self.now();
-        let Some(inst) = self.insts.get_mut(name) else { return };
+        let Some(inst) = self.instances.get_mut(name) else { return };
         if self.shutting_down && matches!(event, Event::Start | Event::Restart) {
             return;
         }
@@ -709,7 +717,7 @@ impl Supervisor {
         match action {
             Action::Log(message) => log(name, &message),
             Action::SetTimer { at } => {
-                if let Some(inst) = self.insts.get_mut(name) {
+                if let Some(inst) = self.instances.get_mut(name) {
                     inst.timer = Some(at);
                 }
             }
@@ -724,7 +732,7 @@ impl Supervisor {
     }
 
     fn signal(&mut self, name: &str, pid: Pid, signal: i32) {
-        let Some(inst) = self.insts.get(name) else { return };
+        let Some(inst) = self.instances.get(name) else { return };
         // Never signal a recycled PID: the process must still be the one we started.
         let now = launch::observe(pid);
         if now.as_ref().map(|o| o.start_time) != inst.start_time {
@@ -754,48 +762,66 @@ impl Supervisor {
         // Nothing of an earlier run may be left in the instance's cgroup when its next process
         // starts: two copies of a database on one data directory is the harm this avoids.
         if let Some(cgroups) = &self.cgroups {
-            if cgroups.populated(name) {
-                let killed = cgroups.kill(name).unwrap_or(0);
-                log(
-                    name,
-                    &format!(
-                        "{killed} processes of an earlier run are still in `{}`: killed; \
-                         starting once they are gone",
-                        cgroups.path_of(name)
-                    ),
-                );
-                let tx = self.tx.clone();
-                let name = name.to_string();
-                let events = cgroups.events_file(&name);
-                tokio::spawn(async move {
-                    let deadline = Instant::now() + EMPTY_TIMEOUT;
-                    let mut emptied = false;
-                    while Instant::now() < deadline {
-                        if !cgroup::populated_in(&events) {
-                            emptied = true;
-                            break;
+            match cgroups.populated(name) {
+                Ok(false) => {}
+                Ok(true) => {
+                    let killed = cgroups.kill(name).unwrap_or(0);
+                    log(
+                        name,
+                        &format!(
+                            "{killed} processes of an earlier run are still in `{}`: killed; \
+                             starting once they are gone",
+                            cgroups.path_of(name)
+                        ),
+                    );
+                    let tx = self.tx.clone();
+                    let name = name.to_string();
+                    let events = cgroups.events_file(&name);
+                    tokio::spawn(async move {
+                        let deadline = Instant::now() + EMPTY_TIMEOUT;
+                        let mut emptied = false;
+                        while Instant::now() < deadline {
+                            if matches!(cgroup::populated_in(&events), Ok(false)) {
+                                emptied = true;
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(10)).await;
                         }
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    let _ = tx.send(Msg::CgroupEmptied { name, emptied });
-                });
-                return;
+                        let _ = tx.send(Input::CgroupEmptied { name, emptied });
+                    });
+                    return;
+                }
+                Err(e) => {
+                    let jitter = self.rng.random::<f64>();
+                    let reason = format!("cannot tell whether its cgroup is empty for now: {e}");
+                    return self
+                        .dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
+                }
             }
         }
-        let Some(inst) = self.insts.get_mut(name) else { return };
+        let Some(inst) = self.instances.get_mut(name) else { return };
         let jitter = self.rng.random::<f64>();
         inst.cgroup = None;
         let mut cgroup = None;
         if let Some(cgroups) = &self.cgroups {
+            // With a subtree, an instance starts in its cgroup or not at all: one started
+            // outside it would be invisible to the next supervisor's look into the cgroups.
             let enforce = inst.spec.enforce_cgroup.then_some(&inst.spec.placement);
-            match cgroups.prepare(name, enforce).and_then(|()| cgroups.procs_file(name)) {
+            match cgroups.prepare(name, enforce) {
                 Ok(procs) => cgroup = Some((cgroups.path_of(name), procs)),
-                Err(reason) if enforce.is_some() => {
+                Err(cgroup::PrepareError::NoCpuset) => {
+                    let reason =
+                        "`enforce = \"cgroup\"`: the cpuset controller cannot be enabled here"
+                            .to_string();
                     let code = launch::status(pinctl_launch::ExitStatus::CpuAffinity);
                     let e = Event::StartFailed { pid: None, reason, code, jitter };
                     return self.dispatch(name, e);
                 }
-                Err(reason) => log(name, &format!("no cgroup of its own: {reason}")),
+                Err(cgroup::PrepareError::Io(why)) => {
+                    let reason = format!("cannot prepare its cgroup for now: {why}");
+                    let e = Event::StartFailed { pid: None, reason, code: 1, jitter };
+                    return self.dispatch(name, e);
+                }
             }
         }
         let (cgroup_path, procs) = cgroup.unzip();
@@ -832,7 +858,7 @@ impl Supervisor {
                 },
                 Err(_) => Exit::Unknown,
             };
-            let _ = tx.send(Msg::Exited { name: task_name, pid, exit });
+            let _ = tx.send(Input::Exited { name: task_name, pid, exit });
         });
         let verified =
             if self.options.unpinned { Ok(()) } else { launch::verify(pid, &inst.spec.placement) };
@@ -855,7 +881,7 @@ impl Supervisor {
 
     /// The cgroup an instance's spawn waited on emptied (the spawn goes on), or did not.
     fn cgroup_emptied(&mut self, name: &str, emptied: bool) {
-        if self.insts.get(name).is_none_or(|i| i.unit.state != State::Activating) {
+        if self.instances.get(name).is_none_or(|i| i.unit.state != State::Activating) {
             return;
         }
         if emptied {
@@ -870,7 +896,7 @@ impl Supervisor {
     }
 
     fn counts(&self) -> (usize, usize) {
-        let live = self.insts.values().filter(|i| !i.removing);
+        let live = self.instances.values().filter(|i| !i.removing);
         let running = live.clone().filter(|i| matches!(i.unit.state, State::Active { .. })).count();
         (running, live.count())
     }
@@ -879,7 +905,7 @@ impl Supervisor {
     /// processes, answer requests that waited for a state, tell systemd.
     fn after_change(&mut self) {
         let gone: Vec<String> = self
-            .insts
+            .instances
             .iter()
             .filter(|(_, i)| {
                 i.removing && matches!(i.unit.state, State::Inactive | State::Failed { .. })
@@ -887,13 +913,13 @@ impl Supervisor {
             .map(|(n, _)| n.clone())
             .collect();
         for name in gone {
-            self.insts.remove(&name);
+            self.instances.remove(&name);
             self.order.retain(|n| *n != name);
         }
         let mut pids: Vec<(String, Pid)> = self
             .order
             .iter()
-            .filter_map(|n| Some((n.clone(), self.insts.get(n)?.unit.state.pid()?)))
+            .filter_map(|n| Some((n.clone(), self.instances.get(n)?.unit.state.pid()?)))
             .collect();
         pids.sort();
         // Written when a process starts (or is adopted), so a supervisor killed right after
@@ -911,7 +937,7 @@ impl Supervisor {
             let settled = w
                 .names
                 .iter()
-                .all(|n| self.insts.get(n).is_none_or(|i| !i.unit.state.is_transient()));
+                .all(|n| self.instances.get(n).is_none_or(|i| !i.unit.state.is_transient()));
             if settled {
                 let r = self.status(&w.names);
                 let _ = w.reply.send(r);
@@ -935,7 +961,7 @@ impl Supervisor {
             .order
             .iter()
             .filter_map(|n| {
-                let i = self.insts.get(n)?;
+                let i = self.instances.get(n)?;
                 Some(Observed {
                     name: n.clone(),
                     service: i.spec.service.clone(),
@@ -957,7 +983,7 @@ impl Supervisor {
             .order
             .iter()
             .filter_map(|n| {
-                let inst = self.insts.get(n)?;
+                let inst = self.instances.get(n)?;
                 let pid = inst.unit.state.pid()?;
                 Some(Entry {
                     name: n.clone(),
@@ -990,7 +1016,7 @@ impl Supervisor {
 
     fn unknown(&self, names: &[String]) -> Option<Response> {
         let unknown: Vec<&str> =
-            names.iter().filter(|n| !self.insts.contains_key(*n)).map(String::as_str).collect();
+            names.iter().filter(|n| !self.instances.contains_key(*n)).map(String::as_str).collect();
         if unknown.is_empty() {
             return None;
         }
@@ -1041,7 +1067,7 @@ impl Supervisor {
             .iter()
             .filter(|n| names.is_empty() || names.contains(n))
             .filter_map(|n| {
-                let inst = self.insts.get(n)?;
+                let inst = self.instances.get(n)?;
                 let p = &inst.spec.placement;
                 let pid = inst.unit.state.pid();
                 let usage = pid.and_then(launch::usage);
@@ -1091,7 +1117,7 @@ impl Supervisor {
         // Running (or starting) instances keep their nodes and CPUs where the new plan can
         // keep them; one that is stopped, failed or waiting to restart loses nothing by moving.
         let running: BTreeMap<String, CurrentPlacement> = self
-            .insts
+            .instances
             .iter()
             .filter(|(_, i)| !i.removing)
             .filter(|(_, i)| matches!(i.unit.state, State::Active { .. } | State::Activating))
@@ -1100,30 +1126,30 @@ impl Supervisor {
         let tx = self.tx.clone();
         tokio::task::spawn_blocking(move || {
             let result = planner(&running);
-            let _ = tx.send(Msg::Planned { planner, result, reload });
+            let _ = tx.send(Input::Planned { planner, result: Box::new(result), reload });
         });
     }
 
     /// Applies a reload's plan (or only answers with the difference, for a dry run).
-    fn finish_reload(&mut self, planned: Result<Vec<InstanceSpec>, String>, reload: PendingReload) {
+    fn finish_reload(&mut self, planned: Result<Replan, String>, reload: PendingReload) {
         let dry_run = reload.dry_run;
         let response = match planned {
             Err(report) => Response::error(format!(
                 "the service file was not applied, nothing changed:\n{report}"
             )),
             Ok(_) if self.shutting_down => Response::error("the supervisor is stopping"),
-            Ok(specs) => {
+            Ok(Replan { specs, config }) => {
                 let current: Vec<InstanceSpec> = self
                     .order
                     .iter()
-                    .filter_map(|n| self.insts.get(n).filter(|i| !i.removing))
+                    .filter_map(|n| self.instances.get(n).filter(|i| !i.removing))
                     .map(|i| i.spec.clone())
                     .collect();
                 let changes = diff(&current, &specs);
                 if !dry_run {
                     self.apply(&changes, specs);
                     if let Some(observer) = self.observer.as_mut() {
-                        observer.reloaded();
+                        observer.reloaded(&config);
                     }
                 }
                 let changes = changes
@@ -1167,7 +1193,7 @@ impl Supervisor {
             match change {
                 Change::Start => {
                     let spec = by_name.remove(name).expect("new spec");
-                    match self.insts.get_mut(name) {
+                    match self.instances.get_mut(name) {
                         // Still stopping after an earlier reload removed it: keep tracking
                         // that process, start the new spec once it has exited.
                         Some(inst) => {
@@ -1177,20 +1203,20 @@ impl Supervisor {
                             self.dispatch(name, Event::Restart);
                         }
                         None => {
-                            self.insts.insert(name.clone(), Inst::new(spec));
+                            self.instances.insert(name.clone(), Instance::new(spec));
                             self.dispatch(name, Event::Start);
                         }
                     }
                 }
                 Change::Stop => {
-                    if let Some(inst) = self.insts.get_mut(name) {
+                    if let Some(inst) = self.instances.get_mut(name) {
                         inst.removing = true;
                     }
                     self.dispatch(name, Event::Stop);
                 }
                 Change::Keep | Change::Restart { .. } => {
                     let spec = by_name.remove(name).expect("new spec");
-                    if let Some(inst) = self.insts.get_mut(name) {
+                    if let Some(inst) = self.instances.get_mut(name) {
                         inst.unit.policy = spec.policy.clone();
                         inst.spec = spec;
                         if matches!(change, Change::Restart { .. }) {
@@ -1269,7 +1295,7 @@ fn watch_pidfd(
     name: String,
     process: Recorded,
     pidfd: std::os::fd::OwnedFd,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<Input>,
 ) -> io::Result<()> {
     std::thread::Builder::new().name("pinctl-adopted".into()).stack_size(64 * 1024).spawn(
         move || {
@@ -1281,16 +1307,16 @@ fn watch_pidfd(
                     std::thread::sleep(POLL);
                 }
             }
-            let _ = tx.send(Msg::Exited { name, pid: process.pid, exit: Exit::Unknown });
+            let _ = tx.send(Input::Exited { name, pid: process.pid, exit: Exit::Unknown });
         },
     )?;
     Ok(())
 }
 
 /// Polls an adopted process until it is gone (kernels without `pidfd_open`).
-async fn poll_adopted(name: String, process: Recorded, tx: mpsc::UnboundedSender<Msg>) {
+async fn poll_adopted(name: String, process: Recorded, tx: mpsc::UnboundedSender<Input>) {
     while still_runs(&process) {
         tokio::time::sleep(POLL).await;
     }
-    let _ = tx.send(Msg::Exited { name, pid: process.pid, exit: Exit::Unknown });
+    let _ = tx.send(Input::Exited { name, pid: process.pid, exit: Exit::Unknown });
 }

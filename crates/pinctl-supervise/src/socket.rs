@@ -2,7 +2,7 @@
 //! status` and the other clients, and serving it within bounds.
 //!
 //! What is trusted: the socket lives in a folder that nobody but root (or the user running
-//! pinctl) can write ([`pinctl_sysfs::owned::check_folder`]), with mode 0600. A path is
+//! pinctl) can write ([`pinctl_sysfs::trust::check_folder`]), with mode 0600. A path is
 //! unlinked before `bind` only when `lstat` says it is a socket of root's that nobody answers
 //! on; a regular file, a link or someone else's socket there is an error and stays. A
 //! connection is served only when its peer (`SO_PEERCRED`) is root or pinctl's own user, and a
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pinctl_sysfs::owned::{self, OwnedError};
+use pinctl_sysfs::trust::{self, TrustError};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::oneshot;
 
@@ -50,8 +50,8 @@ pub enum SocketError {
         path.display()
     )]
     ForeignPeer { path: PathBuf, uid: u32 },
-    #[error("refusing the control socket `{}`: {reason}", path.display())]
-    Untrusted { path: PathBuf, reason: owned::Untrusted },
+    #[error("refusing the control socket `{}`: {}", path.display(), trust::about(path, reason))]
+    Untrusted { path: PathBuf, reason: trust::Refused },
     #[error("cannot listen on `{}`: {source}", path.display())]
     Bind {
         path: PathBuf,
@@ -76,15 +76,13 @@ fn peer_uid(stream: impl std::os::fd::AsFd) -> io::Result<u32> {
 
 /// Whether a peer of this uid may control the supervisor, or be trusted as one.
 fn trusted_peer(uid: u32) -> bool {
-    uid == 0 || uid == owned::euid()
+    uid == 0 || uid == trust::euid()
 }
 
-fn untrusted(path: &Path, e: OwnedError) -> SocketError {
+fn untrusted(path: &Path, e: TrustError) -> SocketError {
     match e {
-        OwnedError::Untrusted(reason) => {
-            SocketError::Untrusted { path: path.to_path_buf(), reason }
-        }
-        OwnedError::Io { source, .. } => SocketError::Bind { path: path.to_path_buf(), source },
+        TrustError::Refused(reason) => SocketError::Untrusted { path: path.to_path_buf(), reason },
+        TrustError::Io { source, .. } => SocketError::Bind { path: path.to_path_buf(), source },
     }
 }
 
@@ -94,12 +92,12 @@ fn untrusted(path: &Path, e: OwnedError) -> SocketError {
 /// a supervisor that died).
 pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, SocketError> {
     let err = |source| SocketError::Bind { path: path.to_path_buf(), source };
-    let dir = owned::folder_of(path);
+    let dir = trust::folder_of(path);
     if !dir.exists() {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(err)?;
     }
-    owned::check_folder(dir).map_err(|e| untrusted(path, e))?;
-    if owned::check_socket(path).map_err(|e| untrusted(path, e))? {
+    trust::check_folder(dir).map_err(|e| untrusted(path, e))?;
+    if trust::check_socket(path).map_err(|e| untrusted(path, e))? {
         match UnixStream::connect(path) {
             Ok(stream) => {
                 let uid = peer_uid(&stream).map_err(err)?;
@@ -130,15 +128,15 @@ pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, SocketError
 /// a socket, and the process serving it root (or this user).
 pub fn connect(path: &Path) -> Result<UnixStream, SocketError> {
     let connect_err = |source| SocketError::Connect { path: path.to_path_buf(), source };
-    match owned::check_folder(owned::folder_of(path)) {
+    match trust::check_folder(trust::folder_of(path)) {
         Ok(_) => {}
-        Err(OwnedError::Io { source, .. }) => return Err(connect_err(source)),
+        Err(TrustError::Io { source, .. }) => return Err(connect_err(source)),
         Err(e) => return Err(untrusted(path, e)),
     }
-    match owned::check_socket(path) {
+    match trust::check_socket(path) {
         Ok(true) => {}
         Ok(false) => return Err(connect_err(io::ErrorKind::NotFound.into())),
-        Err(OwnedError::Io { source, .. }) => return Err(connect_err(source)),
+        Err(TrustError::Io { source, .. }) => return Err(connect_err(source)),
         Err(e) => return Err(untrusted(path, e)),
     }
     let stream = UnixStream::connect(path).map_err(connect_err)?;
@@ -271,7 +269,7 @@ mod tests {
         std::fs::write(&path, "precious").unwrap();
         let e = bind(&path).unwrap_err();
         assert!(matches!(e, SocketError::Untrusted { .. }), "{e}");
-        assert!(e.to_string().contains("a regular file, not a socket"), "{e}");
+        assert!(e.to_string().ends_with("a regular file, not a socket"), "{e}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
     }
 
@@ -296,13 +294,13 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         for e in [bind(&path).unwrap_err(), connect(&path).unwrap_err()] {
             assert!(matches!(e, SocketError::Untrusted { .. }), "{e}");
-            assert!(e.to_string().contains("writable by others"), "{e}");
+            assert!(e.to_string().contains("writable by group or others"), "{e}");
         }
     }
 
     #[test]
     fn a_socket_served_by_another_user_is_not_trusted() {
-        if owned::euid() != 0 {
+        if trust::euid() != 0 {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

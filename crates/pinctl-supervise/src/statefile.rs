@@ -15,7 +15,7 @@ use std::io::{self, Read as _, Seek as _, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
-use pinctl_sysfs::owned::{self, OwnedError};
+use pinctl_sysfs::trust::{self, TrustError};
 use serde::{Deserialize, Serialize};
 
 use crate::adopt::Recorded;
@@ -75,8 +75,12 @@ pub enum StateError {
     },
     #[error("state file `{}` is not pinctl's or is damaged ({reason}): ignored, nothing adopted", path.display())]
     Foreign { path: PathBuf, reason: String },
-    #[error("state file `{}` is not trusted: {reason}: ignored, nothing adopted", path.display())]
-    Untrusted { path: PathBuf, reason: owned::Untrusted },
+    #[error(
+        "state file `{}` is not trusted: {}: ignored, nothing adopted",
+        path.display(),
+        trust::about(path, reason)
+    )]
+    Untrusted { path: PathBuf, reason: trust::Refused },
     #[error(
         "state file `{}` was written before the last reboot: ignored, nothing adopted",
         path.display()
@@ -89,11 +93,12 @@ pub enum StateError {
     )]
     Locked { lock: PathBuf, holder: String },
     #[error(
-        "cannot keep state in `{}`: {reason}. pinctl keeps its state only where nobody but root \
+        "cannot keep state in `{}`: {}. pinctl keeps its state only where nobody but root \
          can write (a folder such as /run/pinctl, mode 0755 or 0700)",
-        path.display()
+        path.display(),
+        trust::about(path, reason)
     )]
-    UntrustedFolder { path: PathBuf, reason: owned::Untrusted },
+    UntrustedFolder { path: PathBuf, reason: trust::Refused },
     #[error("cannot lock `{}`: {source}", path.display())]
     Lock {
         path: PathBuf,
@@ -123,13 +128,13 @@ pub fn write(path: &Path, state: &StateFile) -> Result<(), StateError> {
 /// trusted, not pinctl's, names something that is not an instance, or was written in another
 /// boot is an error: the caller adopts nothing.
 pub fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
-    let text = match owned::read_owned(path, MAX_BYTES) {
+    let text = match trust::read_trusted(path, MAX_BYTES) {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(None),
-        Err(OwnedError::Untrusted(reason)) => {
+        Err(TrustError::Refused(reason)) => {
             return Err(StateError::Untrusted { path: path.to_path_buf(), reason });
         }
-        Err(OwnedError::Io { source, .. }) => {
+        Err(TrustError::Io { source, .. }) => {
             return Err(StateError::Read { path: path.to_path_buf(), source });
         }
     };
@@ -200,17 +205,17 @@ impl StateLock {
     /// supervisor holds it.
     pub fn acquire(state_file: &Path) -> Result<StateLock, StateError> {
         let path = StateLock::path_for(state_file);
-        let dir = owned::folder_of(state_file);
+        let dir = trust::folder_of(state_file);
         let lock_err = |source| StateError::Lock { path: path.clone(), source };
         if !dir.exists() {
             fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(lock_err)?;
         }
-        match owned::check_folder(dir) {
+        match trust::check_folder(dir) {
             Ok(_) => {}
-            Err(OwnedError::Untrusted(reason)) => {
+            Err(TrustError::Refused(reason)) => {
                 return Err(StateError::UntrustedFolder { path: dir.to_path_buf(), reason });
             }
-            Err(OwnedError::Io { source, .. }) => return Err(lock_err(source)),
+            Err(TrustError::Io { source, .. }) => return Err(lock_err(source)),
         }
         let mut file = fs::OpenOptions::new()
             .read(true)
@@ -224,7 +229,7 @@ impl StateLock {
                 Some(n) if n == rustix::io::Errno::LOOP.raw_os_error() => {
                     StateError::UntrustedFolder {
                         path: path.clone(),
-                        reason: owned::Untrusted {
+                        reason: trust::Refused {
                             path: path.clone(),
                             why: "is a symbolic link".into(),
                         },
@@ -235,17 +240,17 @@ impl StateLock {
         let m = file.metadata().map_err(lock_err)?;
         {
             use std::os::unix::fs::MetadataExt as _;
-            if !m.is_file() || m.uid() != owned::euid() {
+            if !m.is_file() || m.uid() != trust::euid() {
                 return Err(StateError::UntrustedFolder {
                     path: path.clone(),
-                    reason: owned::Untrusted {
+                    reason: trust::Refused {
                         path: path.clone(),
-                        why: format!("is not a regular file of uid {}", owned::euid()),
+                        why: format!("is not a regular file of uid {}", trust::euid()),
                     },
                 });
             }
         }
-        if !owned::lock_exclusive(&file, owned::LOCK_PATIENCE).map_err(lock_err)? {
+        if !trust::lock_exclusive(&file, trust::LOCK_PATIENCE).map_err(lock_err)? {
             let mut holder = String::new();
             let _ = (&file).take(32).read_to_string(&mut holder);
             let holder = holder.trim();
@@ -376,7 +381,7 @@ mod tests {
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
         let e = read(&path).unwrap_err();
-        assert!(e.to_string().contains("writable by others"), "{e}");
+        assert!(e.to_string().contains("a folder group or others may write (mode 0777)"), "{e}");
         let e = StateLock::acquire(&path).unwrap_err();
         assert!(matches!(e, StateError::UntrustedFolder { .. }), "{e}");
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();

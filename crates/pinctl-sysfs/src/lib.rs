@@ -23,12 +23,12 @@ pub mod hmat;
 mod host;
 pub mod memory_tiers;
 mod near;
-pub mod owned;
 pub mod parse;
 pub mod pci;
 mod process;
 pub mod smaps;
 mod source;
+pub mod trust;
 
 pub use devices::DeviceScope;
 pub use discover::{read_topology, read_topology_with, read_tree, read_tree_with};

@@ -338,6 +338,36 @@ pub fn status_allowed(text: &str) -> Result<AllowedSets, ParseError> {
     Ok(out)
 }
 
+/// The user ids of a process, from the `Uid:` line of `/proc/PID/status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessUids {
+    pub real: u32,
+    pub effective: u32,
+    pub saved: u32,
+    pub filesystem: u32,
+}
+
+/// Parses the `Uid:` line of `/proc/PID/status` (real, effective, saved, filesystem).
+pub fn status_uids(text: &str) -> Result<ProcessUids, ParseError> {
+    let expected = "`Uid:` and four user ids";
+    let (i, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.starts_with("Uid:"))
+        .ok_or_else(|| ParseError::new(1, text.lines().next().unwrap_or(""), expected))?;
+    let ids: Vec<u32> = line["Uid:".len()..]
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|_| ParseError::new(i + 1, line, expected))?;
+    match ids[..] {
+        [real, effective, saved, filesystem] => {
+            Ok(ProcessUids { real, effective, saved, filesystem })
+        }
+        _ => Err(ParseError::new(i + 1, line, expected)),
+    }
+}
+
 /// What a process has used so far: its CPU time and resident memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -710,6 +740,16 @@ impl fmt::Display for PerNode<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn uids_of_a_process() {
+        let text = "Name:\tredis\nUmask:\t0022\nUid:\t999\t998\t997\t996\nGid:\t1\t1\t1\t1\n";
+        let u = super::status_uids(text).unwrap();
+        assert_eq!((u.real, u.effective, u.saved, u.filesystem), (999, 998, 997, 996));
+        assert!(super::status_uids("Name:\tx\n").is_err());
+        assert!(super::status_uids("Uid:\t1\t2\n").is_err());
+        assert!(super::status_uids("Uid:\t1\tx\t2\t3\n").is_err());
+    }
+
     use super::*;
 
     #[test]

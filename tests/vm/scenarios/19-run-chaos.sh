@@ -29,8 +29,7 @@ instances = 3
 nodes = 1
 memory-policy = "bind"
 restart = "always"
-restart-delay = "5ms"
-start-limit = "10000/1s"
+start-limit = "off"
 output = "/dev/null"
 env = { GENERATION = "$1" }
 on-drift = "rebalance"

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use pinctl_plan::CurrentPlacement;
 use pinctl_supervise::spec::InstanceSpec;
-use pinctl_supervise::{Options, Outcome};
+use pinctl_supervise::{Options, Outcome, Replan};
 
 use crate::error::{CmdResult, Error};
 
@@ -92,20 +92,12 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     let watch = if args.unpinned || args.topology.is_some() {
         None
     } else {
-        Some(super::watch::SupervisedWatch::new(&config).map_err(Error::failure)?)
+        Some(super::watch::SupervisedObserver::new(&config).map_err(Error::failure)?)
     };
-    // A reload re-reads the drift keys with the rest of the file: the planner leaves them
-    // where the watcher takes them up once the reload is applied.
-    let watch_settings = watch.as_ref().map(|w| w.planned_settings());
     let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
     let planner = Box::new(move |running: &BTreeMap<String, CurrentPlacement>| {
         let (specs, config, _) = plan_specs(&path, topology.as_deref(), strict, running)?;
-        if let Some(slot) = &watch_settings {
-            if let Ok(mut slot) = slot.lock() {
-                *slot = Some(super::watch::WatchSettings::of(&config));
-            }
-        }
-        Ok(specs)
+        Ok(Replan { specs, config })
     });
     let observer = watch.map(|w| Box::new(w) as Box<dyn pinctl_supervise::observe::Observer>);
     match pinctl_supervise::run_observed(options, specs, planner, observer) {
