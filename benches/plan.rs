@@ -1,6 +1,8 @@
 //! Planner time on two synthetic hosts: 64 instances on 16 nodes (target under 5 ms) and 1,000
-//! instances on 256 nodes (target under 1 s). Prints the median, fastest and slowest of several
-//! runs and whether the search proved the plan optimal within its step budget.
+//! instances on 256 nodes (target under 1 s), the latter also with half of its instances
+//! sharing nodes (`share-nodes`) on a host with two L3s per node. Prints the median, fastest
+//! and slowest of several runs and whether the search proved the plan optimal within its step
+//! budget.
 //!
 //! Run: `cargo bench --bench plan`.
 
@@ -119,6 +121,41 @@ fn main() {
     let large_config = config(&text);
     assert_eq!(large_config.instances().count(), 1000);
     bench("1000 instances / 256 nodes", &large, &large_config, 7, Duration::from_secs(1));
+
+    // The same host with two L3s per node (of two cores each), and half of its instances
+    // sharing nodes: 100 that want a node each where there is room (no size), 400 that share on
+    // purpose, beside the owners and `cpus = N` instances.
+    let cached = {
+        let mut t = large.clone();
+        let threads = t.cpus.len() as u32 / 2;
+        let mut caches: BTreeMap<u32, CpuSet> = BTreeMap::new();
+        for c in &t.cpus {
+            caches.entry(c.id % threads / 2).or_default().insert(c.id);
+        }
+        t.caches = caches
+            .into_values()
+            .map(|cpus| pinctl_topology::Cache { level: 3, cpus, size_bytes: None })
+            .collect();
+        t
+    };
+    let text = format!(
+        "[host]\nkeep-free = [\"eth0\"]\n\n{}{}{}{}{}{}",
+        service("store", 32, "nodes = 1", "32GiB", true),
+        service("olap", 16, "nodes = 4", "128GiB", false),
+        service("api", 100, "cpus = 4", "4GiB", false),
+        service("worker", 352, "cpus = 1", "1GiB", false),
+        service("db", 100, "", "8GiB", false),
+        service("tidb", 400, "share-nodes = \"always\"", "2GiB", false),
+    );
+    let sharing_config = config(&text);
+    assert_eq!(sharing_config.instances().count(), 1000);
+    bench(
+        "1000 instances / 256 nodes, 500 sharing, 2 L3s a node",
+        &cached,
+        &sharing_config,
+        7,
+        Duration::from_secs(1),
+    );
 
     // The same host with 13 more CPUs of demand than it has: how long the planner takes to
     // say no (it has to search before giving up).

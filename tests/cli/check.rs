@@ -41,7 +41,7 @@ fn an_infeasible_plan_fails_the_check() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
         dir.path(),
-        "[host]\nkeep-free = []\n[service.a]\ncommand = [\"/bin/a\"]\ninstances = 9\n",
+        "[host]\nkeep-free = []\n[service.a]\ncommand = [\"/bin/a\"]\ninstances = 9\nnodes = 1\n",
     );
     pinctl()
         .args(["check", "--topology", EPYC, "-c"])
@@ -50,6 +50,18 @@ fn an_infeasible_plan_fails_the_check() {
         .code(1)
         .stderr(predicate::str::contains("cannot place the services"))
         .stderr(predicate::str::contains("a-8 needs 1 whole node: 8 nodes, 8 taken"));
+    // Without a size, the ninth shares a node instead.
+    let shared = write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.a]\ncommand = [\"/bin/a\"]\ninstances = 9\n",
+    );
+    pinctl()
+        .args(["check", "--topology", EPYC, "-c"])
+        .arg(&shared)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("is valid for snapshot"))
+        .stdout(predicate::str::contains("9 instances on nodes 0-7"));
 }
 
 #[test]

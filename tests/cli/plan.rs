@@ -2,7 +2,7 @@
 
 use predicates::prelude::*;
 
-use crate::support::{EPYC, XEON, pinctl, write_config};
+use crate::support::{EPYC, XEON, pinctl, root, write_config};
 
 #[test]
 fn the_readme_command_shows_a_multi_node_plan() {
@@ -42,6 +42,63 @@ fn json_follows_the_contract() {
     assert_eq!(v["config_warnings"], serde_json::json!([]));
     assert_eq!(v["schema_version"], pinctl_plan::PLAN_SCHEMA_VERSION);
     assert_eq!(v["optimal"], true);
+    // Every instance owns its node: nobody shares a CPU, no node is shared.
+    assert_eq!(services[0]["shares_with"], serde_json::json!([]));
+    assert_eq!(v["node_use"], serde_json::json!([]));
+
+    // Sharing TiDB beside exclusive TiKV: who shares what, and the CPUs per CPU of each node.
+    let out = pinctl()
+        .args(["plan", "-c", "configs/scenarios/tikv-tidb-sharing-epyc.toml"])
+        .args(["--topology", EPYC, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tidb0 = &v["services"][2];
+    assert_eq!((&tidb0["name"], &tidb0["cpus"]), (&"tidb-0".into(), &"0-7,64-71".into()));
+    assert_eq!(tidb0["shares_with"], serde_json::json!(["tidb-1"]));
+    assert_eq!(v["services"][0]["shares_with"], serde_json::json!([]), "tikv-0 owns node 2");
+    assert_eq!(
+        v["node_use"][0],
+        serde_json::json!({"node": 0, "instances": ["tidb-0", "tidb-1"], "usable_cpus": 16,
+                           "cpus_given": 32, "cpus_per_cpu": 2.0})
+    );
+    let nodes: Vec<u64> =
+        v["node_use"].as_array().unwrap().iter().map(|u| u["node"].as_u64().unwrap()).collect();
+    assert_eq!(nodes, [0, 1, 3, 4, 7]);
+}
+
+#[test]
+fn the_table_says_which_instances_share_cpus_and_how_many_per_cpu() {
+    let out = pinctl()
+        .args(["plan", "-c", "configs/scenarios/redis-overcommit-vm.toml"])
+        .args(["--topology", "configs/topologies/vm-2cpu.json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.ends_with(
+            "shared CPUs:\n  node 0: redis-0, redis-1, redis-2, redis-3 (4 CPUs of instances on 2 \
+             usable CPUs: 2 per CPU)\n"
+        ),
+        "{text}"
+    );
+    // Without overcommit the same file is refused, naming the key that would allow it.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(root().join("configs/scenarios/redis-overcommit-vm.toml"))
+        .unwrap()
+        .replace("cpu-overcommit = 2\n", "");
+    let config = write_config(dir.path(), &text);
+    pinctl()
+        .args(["plan", "--topology", "configs/topologies/vm-2cpu.json", "-c"])
+        .arg(&config)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "redis-2 needs 1 CPU on one node: the most free on a node it may use is 0",
+        ))
+        .stderr(predicate::str::contains("`cpu-overcommit` in `[host]` would let"));
 }
 
 const EIGHT_TIKV: &str = r#"
@@ -62,7 +119,10 @@ fn a_kept_free_node_is_used_with_a_warning_and_refused_under_strict() {
         .assert()
         .success()
         .stdout(predicate::str::contains("uses node 5, kept free for `eth0`, as a last resort"))
-        .stdout(predicate::str::contains("warning: tikv-5 needs 1 whole node"));
+        .stdout(predicate::str::contains(
+            "warning: tikv-5 needs a node of its own (share-nodes = \"when-needed\"): 8 nodes, 7 \
+             taken, 1 kept free for `eth0`; it uses node 5",
+        ));
     pinctl()
         .args(["plan", "--strict", "--topology", EPYC, "-c"])
         .arg(&config)
@@ -70,7 +130,7 @@ fn a_kept_free_node_is_used_with_a_warning_and_refused_under_strict() {
         .code(1)
         .stdout("")
         .stderr(predicate::str::contains(
-            "--strict: the best plan breaks 1 soft rule:\n  tikv-5 needs 1 whole node: 8 nodes, 7 taken, 1 kept free for `eth0`",
+            "--strict: the best plan breaks 1 soft rule:\n  tikv-5 needs a node of its own",
         ));
 }
 
@@ -79,7 +139,7 @@ fn an_infeasible_config_names_the_instance_and_the_shortage() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
         dir.path(),
-        "[service.mysql]\ncommand = [\"/usr/sbin/mysqld\"]\ninstances = 3\n",
+        "[service.mysql]\ncommand = [\"/usr/sbin/mysqld\"]\ninstances = 3\nnodes = 1\n",
     );
     pinctl().args(["plan", "--topology", XEON, "-c"]).arg(&config).assert().code(1).stderr(
         predicate::str::contains(

@@ -98,6 +98,7 @@ fn json_contract() {
     let sdc = devices.iter().find(|d| d["name"] == "sdc").unwrap();
     assert_eq!((&sdc["node"], &sdc["locality"]), (&Value::Null, &"unknown".into()));
     assert!(v["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("sdc")));
+    assert_eq!(v.get("caches"), None, "a tree without cache folders has no `caches`");
 
     // A dump without meminfo: memory_bytes is null; without distance files: no matrix.
     let t = shared_tarball("G08-utillinux-epyc7451-2s-8n");
@@ -105,6 +106,12 @@ fn json_contract() {
     assert_eq!(v["nodes"][0]["memory_bytes"], Value::Null);
     assert_eq!(v["nodes"][0]["cpus"], "0-5,48-53");
     assert_eq!(v["distances"], serde_json::json!([]));
+    // Its CCXs: three cores (six CPUs) sharing an 8 MiB L3, from `shared_cpu_map`.
+    assert_eq!(
+        v["caches"][0],
+        serde_json::json!({"level": 3, "cpus": "0-2,48-50", "size_bytes": 8u64 << 20})
+    );
+    assert_eq!(v["caches"].as_array().unwrap().len(), 16);
 
     // Sparse ids: rows and columns follow the order of `nodes`.
     let t = shared_tarball("G03-hwloc-power7-8n-sparse");

@@ -201,6 +201,28 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             alias_at.insert(a, i);
         }
     }
+    let mut cache_of: HashMap<u32, usize> = HashMap::new();
+    for (i, cache) in t.caches.iter().enumerate() {
+        if cache.level == 0 {
+            return bad(format!("caches[{i}].level"), "level `0` is not a cache level".into());
+        }
+        if cache.cpus.is_empty() {
+            return bad(format!("caches[{i}].cpus"), "a cache shared by no CPU".into());
+        }
+        for c in cache.cpus.iter() {
+            if !cpu_at.contains_key(&c) {
+                return bad(format!("caches[{i}].cpus"), format!("CPU `{c}` is not in `cpus`"));
+            }
+            if let Some(j) = cache_of.insert(c, i) {
+                return bad(
+                    format!("caches[{i}].cpus"),
+                    format!(
+                        "CPU `{c}` is also in `caches[{j}].cpus` (a CPU has one last-level cache)"
+                    ),
+                );
+            }
+        }
+    }
     let h = &t.host;
     if let Some(set) = &h.allowed_nodes {
         check_nodes(set, || "host.allowed_nodes".into())?;
@@ -243,6 +265,7 @@ fn put_in_order(t: &mut Topology) {
     t.cpus.sort_by_key(|c| c.id);
     t.devices.sort_by(|a, b| a.name.cmp(&b.name));
     t.memory_performance.put_in_order();
+    pinctl_topology::sort_caches(&mut t.caches);
 }
 
 #[cfg(test)]
@@ -274,6 +297,14 @@ mod tests {
         assert_eq!(t.node(0).unwrap().cpus.to_string(), "0-1");
         assert_eq!(t.cpus.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 2]);
         assert_eq!(t.distances, [[10, 21], [21, 10]]);
+        let cached = GOOD.replacen(
+            r#""warnings":[]"#,
+            r#""warnings":[],"caches":[{"level":3,"cpus":"2","size_bytes":null},{"level":3,"cpus":"0"}]"#,
+            1,
+        );
+        let t = parse(&cached).unwrap();
+        let caches: Vec<String> = t.caches.iter().map(|c| c.cpus.to_string()).collect();
+        assert_eq!(caches, ["0", "2"], "ascending by their lowest CPU");
     }
 
     #[test]
@@ -415,6 +446,26 @@ mod tests {
                 r#"{"id":1,"cpus""#,
                 r#"{"id":4294967295,"cpus""#,
                 "nodes[0].id: node id `4294967295` is above 4095",
+            ),
+            (
+                r#""warnings":[]"#,
+                r#""warnings":[],"caches":[{"level":3,"cpus":"0,2"},{"level":3,"cpus":"2"}]"#,
+                "caches[1].cpus: CPU `2` is also in `caches[0].cpus`",
+            ),
+            (
+                r#""warnings":[]"#,
+                r#""warnings":[],"caches":[{"level":3,"cpus":"0-1"}]"#,
+                "caches[0].cpus: CPU `1` is not in `cpus`",
+            ),
+            (
+                r#""warnings":[]"#,
+                r#""warnings":[],"caches":[{"level":0,"cpus":"0"}]"#,
+                "caches[0].level: level `0`",
+            ),
+            (
+                r#""warnings":[]"#,
+                r#""warnings":[],"caches":[{"level":3,"cpus":""}]"#,
+                "caches[0].cpus: a cache shared by no CPU",
             ),
         ];
         for (from, to, want) in cases {

@@ -305,3 +305,43 @@ fn g12_numa_maps_sample() {
     assert!(maps.iter().filter(|m| !m.pages.is_empty()).all(|m| m.page_size_kb == Some(4)));
     assert!(maps.iter().any(|m| m.pages.is_empty()));
 }
+
+/// The last-level caches pinctl reads from each sysfs dump are the ones hwloc 2.9 read from
+/// the same bytes (`oracle/hwloc-2.9.0*.xml`, read back by pinctl's hwloc XML reader, which
+/// `pinctl-hwloc`'s tests hold equal to libhwloc): the same CPUs share the same cache, at the
+/// same level and size. The dumps cover `shared_cpu_list` (G01, G02, G04, G06), the older
+/// `shared_cpu_map` only (G03's POWER7, G08's EPYC), an L2 as the last level (G07's Opteron)
+/// and no cache folders at all (G05).
+#[test]
+fn last_level_caches_match_hwloc_on_every_dump() {
+    let cases = [
+        ("G01-hwloc-xeon-e5-2680-2n-nvme-ib-dax", "hwloc-2.9.0.xml", 2),
+        ("G02-hwloc-kunpeng920-2s-4n", "hwloc-2.9.0.xml", 4),
+        ("G03-hwloc-power7-8n-sparse", "hwloc-2.9.0.xml", 64),
+        ("G04-hwloc-cascadelake-snc2-2lm", "hwloc-2.9.0.xml", 2),
+        ("G05-hwloc-memory-only-and-cpu-only-nodes", "hwloc-2.9.0.xml", 0),
+        ("G06-hwloc-offline-cpu0-and-node0", "hwloc-2.9.0.xml", 2),
+        ("G07-hwloc-opteron-8n-cgroup-v1-cpuset", "hwloc-2.9.0-allow-all.xml", 15),
+        ("G08-utillinux-epyc7451-2s-8n", "hwloc-2.9.0.xml", 16),
+    ];
+    for (id, xml, count) in cases {
+        let ours = read(id);
+        let path = fixture_dir(id).join("oracle").join(xml);
+        let hwloc = pinctl_hwloc_xml::read_hwloc_xml(&path).unwrap_or_else(|e| panic!("{e}"));
+        let shown = |t: &Topology| -> Vec<String> {
+            t.caches.iter().map(|c| format!("L{} {} {:?}", c.level, c.cpus, c.size_bytes)).collect()
+        };
+        assert_eq!(shown(&ours), shown(&hwloc), "{id}");
+        assert_eq!(ours.caches.len(), count, "{id}: {:?}", shown(&ours));
+        assert!(ours.discovery_warnings.is_empty(), "{id}: {:?}", ours.discovery_warnings);
+    }
+    // EPYC 7451 (Naples): 24 cores a socket in 8 CCXs of 3 cores, each CCX its own L3 of 8 MiB;
+    // a node (one die) holds two of them. CPU 0's siblings are 0 and 48.
+    let t = read("G08-utillinux-epyc7451-2s-8n");
+    assert_eq!(t.caches[0].cpus.to_string(), "0-2,48-50");
+    assert_eq!(t.caches[0].size_bytes, Some(8 << 20));
+    let node0 = &t.node(0).unwrap().cpus;
+    let inside: Vec<&pinctl_topology::Cache> =
+        t.caches.iter().filter(|c| c.cpus.is_subset(node0)).collect();
+    assert_eq!(inside.len(), 2, "node 0 = one die = two CCXs");
+}

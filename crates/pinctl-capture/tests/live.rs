@@ -69,6 +69,47 @@ fn live_source_is_the_live_machine() {
     assert_eq!(loaded.topology.node_ids(), kernel_list("/sys/devices/system/node/online"));
 }
 
+/// Every online CPU's last-level cache is the one the kernel's files name, read here
+/// independently (every index of every CPU, not one CPU per cache as discovery does); a
+/// machine without cache folders has none. And a capture carries them.
+#[test]
+fn live_caches_are_the_kernels() {
+    let t = read_topology("/".as_ref()).unwrap();
+    let mut want: Vec<CpuSet> = Vec::new();
+    for cpu in t.online_cpus().iter() {
+        let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cache");
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut best: Option<(u32, CpuSet)> = None;
+        for e in entries {
+            let path = e.unwrap().path();
+            if !path.file_name().unwrap().to_string_lossy().starts_with("index") {
+                continue;
+            }
+            let read = |f: &str| std::fs::read_to_string(path.join(f)).unwrap();
+            if read("type").trim() == "Instruction" {
+                continue;
+            }
+            let level: u32 = read("level").trim().parse().unwrap();
+            if best.as_ref().is_none_or(|(l, _)| level > *l) {
+                let shared: CpuSet = read("shared_cpu_list").trim().parse().unwrap();
+                best = Some((level, shared.intersection(&t.online_cpus())));
+            }
+        }
+        if let Some((_, shared)) = best {
+            if !want.contains(&shared) {
+                want.push(shared);
+            }
+        }
+    }
+    want.sort_by_key(|c| c.first());
+    let got: Vec<CpuSet> = t.caches.iter().map(|c| c.cpus.clone()).collect();
+    assert_eq!(got, want);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("here.tar.gz");
+    capture_topology("/".as_ref(), &out).unwrap();
+    assert_eq!(read_tarball(&out).unwrap().caches, t.caches, "the capture carries them");
+}
+
 /// A capture of this machine read back (in memory, and unpacked to a folder) is exactly the
 /// topology read while capturing.
 #[test]

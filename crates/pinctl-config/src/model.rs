@@ -133,6 +133,49 @@ pub struct HostConfig {
     pub socket: Option<PathBuf>,
     /// The supervisor's state file; `None`: `/run/pinctl/<name>.state.json`.
     pub state_file: Option<PathBuf>,
+    /// `cpu-overcommit`: how many CPUs of `cpus = N` instances one usable CPU may carry;
+    /// `None` means 1: every such instance has CPUs of its own.
+    pub cpu_overcommit: Option<Overcommit>,
+}
+
+/// `cpu-overcommit = R`: a node's usable CPUs may be given to `cpus = N` instances up to R
+/// times over (each instance still gets N different CPUs). Kept in hundredths, exactly: `1.5`
+/// is 150.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Overcommit(u32);
+
+impl Overcommit {
+    /// No overcommit: 1.
+    pub const NONE: Overcommit = Overcommit(100);
+    /// The largest ratio accepted: 64 (a CPU time-shared by more instances than that is not
+    /// pinning any more).
+    pub const MAX: Overcommit = Overcommit(6400);
+
+    /// The ratio in hundredths (`150` for 1.5); `None` when below 1 or above [`Self::MAX`].
+    pub fn from_hundredths(hundredths: u32) -> Option<Overcommit> {
+        (Self::NONE.0..=Self::MAX.0).contains(&hundredths).then_some(Overcommit(hundredths))
+    }
+
+    /// The ratio in hundredths.
+    pub fn hundredths(self) -> u32 {
+        self.0
+    }
+
+    /// How many CPUs of `cpus = N` instances a node of `cpus` usable CPUs may carry (rounded
+    /// down).
+    pub fn slots(self, cpus: u32) -> u32 {
+        (u64::from(cpus) * u64::from(self.0) / 100) as u32
+    }
+}
+
+impl std::fmt::Display for Overcommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.0 / 100, self.0 % 100) {
+            (whole, 0) => write!(f, "{whole}"),
+            (whole, part) if part % 10 == 0 => write!(f, "{whole}.{}", part / 10),
+            (whole, part) => write!(f, "{whole}.{part:02}"),
+        }
+    }
 }
 
 /// Where the supervisor of a service file lives: one per file, apart by construction. Two
@@ -204,6 +247,40 @@ pub enum InstanceSize {
     Cpus(u32),
 }
 
+/// `share-nodes`: whether the instances of a one-node service may share a node (each then
+/// gets every CPU of its node that no `cpus = N` instance holds there, and its memory policy,
+/// not exclusively).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareNodes {
+    /// Each instance owns its node: a config with more instances than free nodes is refused.
+    /// The default of `nodes = N` (and of `cpus = N`, whose instances have CPUs of their own).
+    Never,
+    /// A node of its own where the host has room, sharing one where it has not. The default of
+    /// a service that writes no size.
+    WhenNeeded,
+    /// The instances share nodes on purpose, spread evenly over the nodes they may use.
+    Always,
+}
+
+impl ShareNodes {
+    /// The values of `share-nodes`, in the order the docs list them.
+    pub const NAMES: [&'static str; 3] = ["never", "when-needed", "always"];
+
+    /// The value as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShareNodes::Never => "never",
+            ShareNodes::WhenNeeded => "when-needed",
+            ShareNodes::Always => "always",
+        }
+    }
+
+    /// Whether instances may share a node at all.
+    pub fn shares(self) -> bool {
+        self != ShareNodes::Never
+    }
+}
+
 /// When the supervisor restarts an instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RestartPolicy {
@@ -267,6 +344,11 @@ pub struct Service {
     pub start_limit: Option<StartLimit>,
     /// `None`: nothing beyond the placement set at start.
     pub enforce: Option<Enforce>,
+    /// Whether its instances may share nodes (one-node services only).
+    pub share_nodes: ShareNodes,
+    /// How much of a node one sharing instance counts for when sharing instances are spread
+    /// over nodes (`share-weight`, 1 by default).
+    pub share_weight: u32,
 }
 
 /// One instance of a service, with `{instance}` substituted.

@@ -19,7 +19,7 @@ use toml::de::{DeArray, DeTable, DeValue};
 use crate::diagnostic::{ConfigError, Diagnostic, Severity, SourceFile, Span};
 use crate::model::{
     Config, ConfigSpans, Enforce, HostConfig, HostSpans, Instance, InstanceSize, KeepFree, Limits,
-    RestartPolicy, Service, ServiceSpans, StartLimit,
+    Overcommit, RestartPolicy, Service, ServiceSpans, ShareNodes, StartLimit,
 };
 use crate::values;
 use crate::watch::WatchConfig;
@@ -55,6 +55,7 @@ const HOST_READERS: &[(&str, Reader<(HostConfig, HostSpans)>)] = &[
     ("keep-free", Walker::read_keep_free),
     ("reserve-cpus", Walker::read_reserve_cpus),
     ("memory-reserve", Walker::read_memory_reserve),
+    ("cpu-overcommit", Walker::read_cpu_overcommit),
     ("name", Walker::read_supervisor_name),
     ("socket", Walker::read_supervisor_path),
     ("state-file", Walker::read_supervisor_path),
@@ -72,6 +73,8 @@ const SERVICE_READERS: &[(&str, Reader<RawService>)] = &[
     ("memory-policy", Walker::read_memory_policy),
     ("near", Walker::read_near),
     ("only-nodes", Walker::read_only_nodes),
+    ("share-nodes", Walker::read_share_nodes),
+    ("share-weight", Walker::read_share_weight),
     ("unit", Walker::read_unit),
     ("user", Walker::read_account),
     ("group", Walker::read_account),
@@ -167,6 +170,10 @@ pub const LEGACY_STATE_FILE: &str = "/run/pinctl/state.json";
 /// service is expanded, all the services of a file together, so no file allocates millions.
 pub const MAX_INSTANCES: u32 = 8192;
 
+/// The largest `share-weight`: a sharing instance counts for at most this many of a node's
+/// CPUs when sharing instances are spread.
+pub const MAX_SHARE_WEIGHT: u32 = 1024;
+
 /// The stop timeout when the file gives none.
 pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// The memory policy when the file gives none: `bind` keeps memory local and fails loudly
@@ -212,6 +219,8 @@ struct RawService {
     enforce: Sp<Enforce>,
     output: Sp<String>,
     drift: drift::RawDrift,
+    share_nodes: Sp<ShareNodes>,
+    share_weight: Sp<u32>,
 }
 
 /// The top-level tables as read, before the services are built.
@@ -1086,6 +1095,149 @@ impl Walker {
         raw.output = Some((s.to_string(), value.span()));
     }
 
+    /// Whether the service's instances may share nodes: `share-nodes` as written, or the
+    /// default of its size (`when-needed` without a size, `never` with `nodes = N`). Sharing is
+    /// for one-node instances: a service's own `share-nodes` other than `never` beside
+    /// `nodes = 2` or `cpus = N` is an error, and a `[defaults]` value does not apply to them.
+    fn share_nodes(
+        &mut self,
+        name: &str,
+        size: InstanceSize,
+        merged: &RawService,
+        own: &RawService,
+    ) -> ShareNodes {
+        let one_node = size == InstanceSize::Nodes(1);
+        let written = merged.share_nodes.as_ref().filter(|_| one_node || own.share_nodes.is_some());
+        let mode = match written {
+            Some((mode, span)) if mode.shares() && !one_node => {
+                let why = match size {
+                    InstanceSize::Cpus(_) => {
+                        "`cpus = N` instances already share nodes, each with CPUs of its own"
+                            .to_string()
+                    }
+                    InstanceSize::Nodes(n) => format!("its instances take `nodes = {n}` each"),
+                };
+                self.error(
+                    span,
+                    format!(
+                        "`share-nodes = \"{}\"` is for instances of one node; {why}",
+                        mode.name()
+                    ),
+                )
+                .help = Some(match size {
+                    InstanceSize::Cpus(_) => {
+                        "to let `cpus = N` instances share CPUs, set `cpu-overcommit` in `[host]`"
+                            .into()
+                    }
+                    InstanceSize::Nodes(_) => {
+                        "remove `share-nodes`, or size the service `nodes = 1`".into()
+                    }
+                });
+                ShareNodes::Never
+            }
+            Some((mode, _)) => *mode,
+            None if merged.size_key.is_none() => ShareNodes::WhenNeeded,
+            None => ShareNodes::Never,
+        };
+        if let (Some((_, span)), false) = (&own.share_weight, mode.shares()) {
+            self.warning(
+                span,
+                format!("`share-weight` has no effect: the instances of `{name}` do not share nodes"),
+            )
+            .help = Some("`share-weight` weighs instances of `share-nodes = \"when-needed\"` or `\"always\"`".into());
+        }
+        mode
+    }
+
+    fn read_share_nodes(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let expected = "one of \"never\", \"when-needed\", \"always\"";
+        let Some(s) = self.string(key.get_ref(), value, expected) else { return };
+        let mode = match s {
+            "never" => ShareNodes::Never,
+            "when-needed" => ShareNodes::WhenNeeded,
+            "always" => ShareNodes::Always,
+            _ => {
+                let d = self.error(
+                    &span,
+                    format!("unknown `share-nodes` value `{s}`, expected one of `never`, `when-needed`, `always`"),
+                );
+                if let Some(c) = values::closest(s, &ShareNodes::NAMES) {
+                    d.help = Some(format!("did you mean `{c}`?"));
+                }
+                return;
+            }
+        };
+        raw.share_nodes = Some((mode, span));
+    }
+
+    fn read_share_weight(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        raw.share_weight = self
+            .integer(key.get_ref(), value, 1, u64::from(MAX_SHARE_WEIGHT))
+            .map(|n| (n as u32, value.span()));
+    }
+
+    fn read_cpu_overcommit(
+        &mut self,
+        (host, _): &mut (HostConfig, HostSpans),
+        key: &Key<'_>,
+        value: &Val<'_>,
+    ) {
+        let k = key.get_ref().as_ref();
+        let span = value.span();
+        let hundredths = match value.get_ref() {
+            DeValue::Integer(_) => self
+                .integer(k, value, 1, u64::from(Overcommit::MAX.hundredths() / 100))
+                .map(|n| n as u32 * 100),
+            DeValue::Float(f) => {
+                let written = f.as_str();
+                let x = written.parse::<f64>().ok().filter(|x| x.is_finite());
+                let scaled = x.map(|x| x * 100.0);
+                match scaled {
+                    Some(h) if (0.0..=1e6).contains(&h) && (h - h.round()).abs() < 1e-6 => {
+                        Some(h.round() as u32)
+                    }
+                    Some(h) if (0.0..=1e6).contains(&h) => {
+                        self.error(
+                            &span,
+                            format!("`{k}` `{written}` has more than two decimals"),
+                        )
+                        .help = Some("write a ratio such as `2` or `1.5`".into());
+                        None
+                    }
+                    _ => {
+                        self.error(
+                            &span,
+                            format!(
+                                "`{k}` must be from 1 (no overcommit) to {}, not `{written}`",
+                                Overcommit::MAX
+                            ),
+                        );
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.wrong_type(k, value, "a ratio such as 2 or 1.5");
+                None
+            }
+        };
+        let Some(hundredths) = hundredths else { return };
+        match Overcommit::from_hundredths(hundredths) {
+            Some(ratio) => host.cpu_overcommit = Some(ratio),
+            None => {
+                self.error(
+                    &span,
+                    format!(
+                        "`{k}` must be from 1 (no overcommit) to {}, not `{}`",
+                        Overcommit::MAX,
+                        f64::from(hundredths) / 100.0
+                    ),
+                );
+            }
+        }
+    }
+
     /// The first and the longest restart delay, each at least [`MIN_RESTART_DELAY`] (a
     /// shorter one is raised, with a warning at the value); the longest may not be the
     /// shorter.
@@ -1314,6 +1466,7 @@ impl Walker {
             .collect();
         let limit = |k: &str| merged.limits.get(k).map(|(n, _)| *n);
         let (restart_delay, restart_max_delay) = self.restart_delays(merged);
+        let share_nodes = self.share_nodes(name, size, merged, own);
         let service = Service {
             name: name.to_string(),
             size,
@@ -1344,6 +1497,8 @@ impl Walker {
             restart_max_delay,
             start_limit: merged.start_limit.as_ref().map_or(Some(DEFAULT_START_LIMIT), |(l, _)| *l),
             enforce: merged.enforce.as_ref().map(|(e, _)| *e),
+            share_nodes,
+            share_weight: merged.share_weight.as_ref().map_or(1, |(w, _)| *w),
         };
         let spans = ServiceSpans {
             name: name_span.clone(),
@@ -1402,6 +1557,8 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
         enforce: pick(&own.enforce, &defaults.enforce),
         output: pick(&own.output, &defaults.output),
         drift: own.drift.over(&defaults.drift),
+        share_nodes: pick(&own.share_nodes, &defaults.share_nodes),
+        share_weight: pick(&own.share_weight, &defaults.share_weight),
     }
 }
 

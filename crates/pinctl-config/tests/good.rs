@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pinctl_config::{
-    Config, DEFAULT_MEMORY_POLICY, InstanceSize, KeepFree, Limits, RestartPolicy, Severity, load,
-    parse,
+    Config, DEFAULT_MEMORY_POLICY, InstanceSize, KeepFree, Limits, RestartPolicy, Severity,
+    ShareNodes, load, parse,
 };
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
 
@@ -29,7 +29,11 @@ fn every_key_is_read() {
     assert_eq!(c.host.name.as_deref(), Some("db"));
     assert_eq!(c.host.socket, Some(PathBuf::from("/run/pinctl/db.sock")));
     assert_eq!(c.host.state_file, Some(PathBuf::from("/var/lib/pinctl/state.json")));
-    assert_eq!(c.services.len(), 2);
+    assert_eq!(
+        c.host.cpu_overcommit.map(|r| (r.hundredths(), r.to_string())),
+        Some((150, "1.5".into()))
+    );
+    assert_eq!(c.services.len(), 3);
 
     let tikv = &c.services[0];
     assert_eq!(tikv.name, "tikv");
@@ -90,6 +94,12 @@ fn every_key_is_read() {
     assert_eq!(mysql.start_limit, Some(pinctl_config::DEFAULT_START_LIMIT));
     assert_eq!(mysql.enforce, None);
     assert_eq!(mysql.instances[0].output, None);
+    // `nodes = 2` and `cpus = N` instances never share a node with each other.
+    assert_eq!((tikv.share_nodes, mysql.share_nodes), (ShareNodes::Never, ShareNodes::Never));
+
+    let tidb = &c.services[2];
+    assert_eq!(tidb.size, InstanceSize::Nodes(1));
+    assert_eq!((tidb.share_nodes, tidb.share_weight), (ShareNodes::Always, 4));
 }
 
 #[test]
@@ -136,6 +146,9 @@ fn unwritten_keys_take_their_documented_defaults() {
     assert_eq!(s.stop_signal, "TERM");
     assert_eq!(s.stop_timeout, Duration::from_secs(30));
     assert_eq!(s.limits, Limits::default());
+    // No size written: one node each where the host has room, then sharing.
+    assert_eq!((s.share_nodes, s.share_weight), (ShareNodes::WhenNeeded, 1));
+    assert_eq!(c.host.cpu_overcommit, None);
     let i = &s.instances[0];
     assert_eq!((i.name.as_str(), i.index), ("app", 0));
     assert!(i.near.is_empty() && i.env.is_empty() && i.unit.is_none() && i.working_dir.is_none());
@@ -149,7 +162,7 @@ fn instances_are_found_by_name() {
     assert_eq!(c.instance("mysql").unwrap().1.name, "mysql");
     assert!(c.instance("tikv").is_none(), "a multi-instance service has no plain-named instance");
     assert!(c.instance("mysql-0").is_none());
-    assert_eq!(c.instances().count(), 3);
+    assert_eq!(c.instances().count(), 5);
 }
 
 #[test]
@@ -167,7 +180,7 @@ fn spans_point_at_the_values_later_checks_need() {
     assert_eq!(file.slice(&c.spans.host.keep_free[1]), "3");
     let d = c.diagnostic_at(Some(&tikv.near[0]), Severity::Warning, "`nvme0n1` does not exist");
     let rendered = d.render(false);
-    assert!(rendered.contains("every-key.toml:23:9"), "{rendered}");
+    assert!(rendered.contains("every-key.toml:24:9"), "{rendered}");
 }
 
 #[test]
@@ -367,4 +380,53 @@ fn instances_share_what_does_not_change_per_instance() {
     let first = &instances[0].command[1];
     assert!(instances.iter().all(|i| std::sync::Arc::ptr_eq(&i.command[1], first)));
     assert_eq!(&*instances[8191].command[2], "--id=8191");
+}
+
+#[test]
+fn sharing_follows_the_size_and_defaults_apply_to_one_node_services_only() {
+    let text = r#"
+[defaults]
+share-nodes = "always"
+
+[service.sized]
+command = ["/bin/a", "{instance}"]
+instances = 2
+nodes = 1
+
+[service.unsized]
+command = ["/bin/b", "{instance}"]
+instances = 2
+
+[service.pairs]
+command = ["/bin/c", "{instance}"]
+instances = 2
+nodes = 2
+
+[service.small]
+command = ["/bin/d", "{instance}"]
+instances = 2
+cpus = 2
+
+[service.alone]
+command = ["/bin/e", "{instance}"]
+instances = 2
+share-nodes = "never"
+"#;
+    let c = parse(Path::new("sharing.toml"), text).unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let mode = |name: &str| c.service(name).unwrap().share_nodes;
+    assert_eq!(mode("sized"), ShareNodes::Always);
+    assert_eq!(mode("unsized"), ShareNodes::Always);
+    // The default is not an error where sharing means nothing; it does not apply there.
+    assert_eq!(mode("pairs"), ShareNodes::Never);
+    assert_eq!(mode("small"), ShareNodes::Never);
+    assert_eq!(mode("alone"), ShareNodes::Never);
+    let plain =
+        parse(Path::new("plain.toml"), "[service.a]\ncommand = [\"/a\"]\nnodes = 1\n").unwrap();
+    assert_eq!(plain.services[0].share_nodes, ShareNodes::Never, "`nodes = 1` written: owned");
+    for (ratio, hundredths) in [("1", 100), ("2", 200), ("1.25", 125), ("64", 6400), ("1.0", 100)] {
+        let text = format!("[host]\ncpu-overcommit = {ratio}\n[service.a]\ncommand = [\"/a\"]\n");
+        let c = parse(Path::new("ratio.toml"), &text).unwrap();
+        assert_eq!(c.host.cpu_overcommit.unwrap().hundredths(), hundredths, "{ratio}");
+    }
 }

@@ -19,8 +19,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use pinctl_topology::{
-    Cpu, CpuSet, Device, DeviceKind, HostFacts, IdKind, IdSet, Locality, MAX_CPU_ID, MAX_ID,
-    MAX_NODE_ID, Node, NodeId, NodeSet, SchemaVersion, Topology,
+    Cache, Cpu, CpuSet, Device, DeviceKind, HostFacts, IdKind, IdSet, Locality, MAX_CPU_ID, MAX_ID,
+    MAX_NODE_ID, Node, NodeId, NodeSet, SchemaVersion, Topology, last_level_caches,
 };
 use roxmltree::{Document, Node as XmlNode, ParsingOptions};
 
@@ -417,9 +417,44 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
         memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
+        caches: caches(&objects, &online)?,
     };
     topology.refresh_warnings();
     Ok(topology)
+}
+
+/// The last-level caches: hwloc's data and unified cache objects (`L3Cache`, ...; not the
+/// instruction caches `L1iCache`, ..., nor the memory-side `MemCache`), each CPU in the
+/// highest-level one holding it. The level is the object's `depth` attribute, as libhwloc reads
+/// it, or the digit of its type.
+fn caches(objects: &[Object<'_, '_>], online: &CpuSet) -> Result<Vec<Cache>, String> {
+    let mut found = Vec::new();
+    for obj in objects {
+        let kind = obj.kind();
+        let Some(digit) = kind.strip_prefix('L').and_then(|k| k.strip_suffix("Cache")) else {
+            continue;
+        };
+        let Ok(named_level) = digit.parse::<u8>() else { continue };
+        let level = match obj.attr("depth") {
+            Some(depth) => depth.trim().parse::<u8>().map_err(|_| {
+                format!("a `{}` has depth `{}`, not a cache level", shown(kind), shown(depth))
+            })?,
+            None => named_level,
+        };
+        // libhwloc reads `cache_type` 2 as an instruction cache whatever the object's type.
+        if obj.attr("cache_type").map(str::trim) == Some("2") {
+            continue;
+        }
+        let cpus =
+            id_set::<pinctl_topology::CpuKind>(obj.attr("cpuset"), "the CPU set of a cache")?
+                .intersection(online);
+        let size_bytes =
+            obj.attr("cache_size").and_then(|s| s.trim().parse::<u64>().ok()).filter(|&s| s > 0);
+        if !cpus.is_empty() && level > 0 {
+            found.push(Cache { level, cpus, size_bytes });
+        }
+    }
+    Ok(last_level_caches(found))
 }
 
 /// The NUMA latency matrix in the order of `nodes` (sorted by id); empty when the file has

@@ -20,8 +20,9 @@ use hwlocality::object::distance::DistancesKind;
 use hwlocality::object::types::{OSDeviceType, ObjectType};
 use hwlocality::topology::builder::{BuildFlags, TypeFilter};
 use pinctl_topology::{
-    AccessClass, Cpu, CpuSet, Device, DeviceKind, HmatAccess, HostFacts, IdKind, IdSet, Locality,
-    MAX_CPU_ID, MAX_ID, MAX_NODE_ID, Node, NodeId, NodeSet, SchemaVersion, Topology,
+    AccessClass, Cache, Cpu, CpuSet, Device, DeviceKind, HmatAccess, HostFacts, IdKind, IdSet,
+    Locality, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, Node, NodeId, NodeSet, SchemaVersion, Topology,
+    last_level_caches,
 };
 
 pub use pinctl_hwloc_xml::{
@@ -235,6 +236,19 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         memory_policies: None,
     };
 
+    let mut found = Vec::new();
+    for obj in hw.objects().filter(|o| o.object_type().is_cpu_data_cache()) {
+        let Some(ObjectAttributes::Cache(attr)) = obj.attributes() else { continue };
+        let cpus: CpuSet =
+            id_set(obj.cpuset().as_deref(), "the CPU set of a cache")?.intersection(&online);
+        let level = u8::try_from(attr.depth()).map_err(|_| {
+            format!("a cache of CPUs {cpus} has level `{}`, above 255", attr.depth())
+        })?;
+        if !cpus.is_empty() && level > 0 {
+            found.push(Cache { level, cpus, size_bytes: attr.size().map(|s| s.get()) });
+        }
+    }
+
     let mut topology = Topology {
         schema_version: SchemaVersion,
         nodes,
@@ -245,6 +259,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
         memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
+        caches: last_level_caches(found),
     };
     topology.refresh_warnings();
     Ok(topology)

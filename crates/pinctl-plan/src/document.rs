@@ -12,7 +12,7 @@ use crate::{Placement, Plan};
 pub const PLAN_SCHEMA_VERSION: u32 = 1;
 
 /// `pinctl plan --json`: node sets as arrays of ids, CPU sets as list strings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanDocument {
@@ -37,6 +37,26 @@ pub struct PlanDocument {
     /// What nodes were compared by: `measure` (`measured`, `hmat`, `slit`, `assumed`) and a
     /// `note` on where the numbers come from or why a better measure was not used.
     pub distances: crate::DistanceReport,
+    /// Every node hosting instances that do not own it (`cpus = N` instances, instances of
+    /// `share-nodes`), ascending by node: who is there and how many CPUs of instances each of
+    /// its CPUs carries.
+    pub node_use: Vec<NodeUseDocument>,
+}
+
+/// How a node that instances do not own is used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NodeUseDocument {
+    pub node: NodeId,
+    /// The instances on it, in the order of the service file.
+    pub instances: Vec<String>,
+    /// CPUs services may be given there.
+    pub usable_cpus: u32,
+    /// The sizes of the instances' CPU sets there, summed (a CPU in three sets counts 3).
+    pub cpus_given: u32,
+    /// `cpus_given / usable_cpus`, rounded to two decimals: above 1 where CPUs are shared.
+    pub cpus_per_cpu: f64,
 }
 
 /// Where one instance runs.
@@ -55,6 +75,9 @@ pub struct PlacementDocument {
     pub memory_nodes: Vec<NodeId>,
     /// Why these nodes and CPUs, one sentence each.
     pub reasons: Vec<String>,
+    /// Instances whose CPUs overlap this one's (they share a node, or CPUs under
+    /// `cpu-overcommit`); empty when its CPUs are its own.
+    pub shares_with: Vec<String>,
 }
 
 /// The `schema_version` of a plan document: always [`PLAN_SCHEMA_VERSION`].
@@ -96,6 +119,17 @@ impl Plan {
             config_warnings: config_warnings.to_vec(),
             optimal: self.optimal,
             distances: self.distances.clone(),
+            node_use: self
+                .node_use
+                .iter()
+                .map(|u| NodeUseDocument {
+                    node: u.node,
+                    instances: u.instances.clone(),
+                    usable_cpus: u.usable_cpus,
+                    cpus_given: u.cpus_given,
+                    cpus_per_cpu: u.cpus_per_cpu().parse().unwrap_or(0.0),
+                })
+                .collect(),
         }
     }
 }
@@ -111,6 +145,7 @@ impl Placement {
             memory_policy: self.memory_policy,
             memory_nodes: ids(&self.memory_nodes),
             reasons: self.reasons.clone(),
+            shares_with: self.shares_with.clone(),
         }
     }
 }

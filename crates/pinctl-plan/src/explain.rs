@@ -11,7 +11,14 @@ use crate::{Placement, Plan, PlanError, format_bytes, plural};
 
 pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
     let mut b = Builder::new(p, &outcome.assignment);
-    let placements: Vec<Placement> = (0..p.instances.len()).map(|i| b.placement(i)).collect();
+    // Sharing instances get what the others leave of their node: they come last.
+    let sharing = |i: &usize| matches!(p.instances[*i].shape, Shape::Sharing { .. });
+    let (last, first): (Vec<usize>, Vec<usize>) = (0..p.instances.len()).partition(sharing);
+    let mut placed: Vec<(usize, Placement)> =
+        first.into_iter().chain(last).map(|i| (i, b.placement(i))).collect();
+    placed.sort_by_key(|(i, _)| *i);
+    let mut placements: Vec<Placement> = placed.into_iter().map(|(_, pl)| pl).collect();
+    crate::sharing::note_overlaps(&b.occupants, &mut placements);
     b.shared_memory_violations();
     let Builder { mut warnings, violations, .. } = b;
 
@@ -38,6 +45,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         .filter(|&j| !p.kept_free[j].is_empty())
         .map(|j| (p.nodes[j].id, p.kept_free[j].clone()))
         .collect();
+    let node_use = crate::sharing::node_use(p, &outcome.assignment, &placements);
     Ok(Plan {
         kept_free_nodes: kept.intersection(&free_nodes),
         kept_free_for,
@@ -47,6 +55,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         cost: outcome.cost,
         optimal: outcome.exhaustive,
         distances: p.distances.clone(),
+        node_use,
     })
 }
 
@@ -59,6 +68,8 @@ struct Builder<'a> {
     /// The instances on each node.
     occupants: Vec<Vec<usize>>,
     node_cpus: Vec<NodeCpus>,
+    /// The CPUs `cpus = N` instances took on each node (sharing instances get the rest).
+    held: Vec<CpuSet>,
     /// The CPUs each instance keeps from where it runs today (claimed before anyone takes
     /// CPUs, so a neighbour's change does not shift them).
     kept: Vec<Option<CpuSet>>,
@@ -75,8 +86,11 @@ impl<'a> Builder<'a> {
                 occupants[j].push(i);
             }
         }
-        let mut node_cpus: Vec<NodeCpus> =
-            p.nodes.iter().map(|node| NodeCpus::new(&node.cores)).collect();
+        let mut node_cpus: Vec<NodeCpus> = p
+            .nodes
+            .iter()
+            .map(|node| NodeCpus::new(&node.cores, &node.cache_group, node.max_uses()))
+            .collect();
         let kept = (0..p.instances.len())
             .map(|i| keep_cpus(p, i, &assignment[i], &mut node_cpus))
             .collect();
@@ -85,6 +99,7 @@ impl<'a> Builder<'a> {
             assignment,
             occupants,
             node_cpus,
+            held: vec![CpuSet::new(); p.nodes.len()],
             kept,
             warnings: p.warnings.clone(),
             violations: Vec::new(),
@@ -123,6 +138,7 @@ impl<'a> Builder<'a> {
             memory_policy: inst.policy,
             memory_nodes,
             reasons,
+            shares_with: Vec::new(),
         }
     }
 
@@ -159,6 +175,19 @@ impl<'a> Builder<'a> {
                 }
                 cpus
             }
+            Shape::Sharing { .. } => {
+                let j = set[0];
+                let cpus: CpuSet = p.nodes[j].cores.iter().flatten().copied().collect();
+                let cpus = cpus.difference(&self.held[j]);
+                reasons.push(crate::sharing::sharing_reason(
+                    p,
+                    &self.occupants,
+                    i,
+                    j,
+                    &self.held[j],
+                ));
+                cpus
+            }
             Shape::Shared(c) => {
                 let j = set[0];
                 let others: Vec<&str> = self.occupants[j]
@@ -178,15 +207,18 @@ impl<'a> Builder<'a> {
                 } else {
                     format!("; shares it with {}", others.join(", "))
                 };
-                reasons.push(format!(
-                    "cpus = {c}: packed in node {} ({used} of its {} usable CPUs taken), whole cores first{sharing}",
-                    p.nodes[j].id,
-                    p.nodes[j].cpu_count()
-                ));
-                match self.kept[i].clone() {
+                let cpus = match self.kept[i].clone() {
                     Some(kept) => kept,
                     None => self.node_cpus[j].take(c),
-                }
+                };
+                self.held[j] = self.held[j].union(&cpus);
+                let taken = crate::sharing::taken(&p.nodes[j], used, p.overcommit);
+                let caches = crate::sharing::cache_note(&p.nodes[j], &cpus).unwrap_or_default();
+                reasons.push(format!(
+                    "cpus = {c}: packed in node {} ({taken}), whole cores first{caches}{sharing}",
+                    p.nodes[j].id,
+                ));
+                cpus
             }
         }
     }
@@ -247,7 +279,7 @@ impl<'a> Builder<'a> {
             return;
         }
         let capacity = match inst.shape {
-            Shape::Shared(_) => p.nodes[set[0]].memory,
+            Shape::Shared(_) | Shape::Sharing { .. } => p.nodes[set[0]].memory,
             _ => p.memory_of(set),
         };
         let what = format!("{} {}", inst.policy, format_bytes(inst.memory));
@@ -265,10 +297,29 @@ impl<'a> Builder<'a> {
                     inst.policy
                 ));
             }
-            Some(cap) => reasons.push(format!(
-                "memory {what} fits {on_nodes} ({} after the reserve)",
-                format_bytes(cap)
-            )),
+            Some(cap) => {
+                // A sharing instance's memory fits only with its neighbours': say what they
+                // expect together.
+                let together = match inst.shape {
+                    Shape::Sharing { .. } => {
+                        let on_node = &self.occupants[set[0]];
+                        let total: u64 = on_node.iter().map(|&k| p.instances[k].memory).sum();
+                        let with = on_node.iter().filter(|&&k| p.instances[k].memory > 0).count();
+                        (with > 1).then(|| {
+                            format!(
+                                "; its {with} instances expect {} together",
+                                format_bytes(total)
+                            )
+                        })
+                    }
+                    _ => None,
+                };
+                reasons.push(format!(
+                    "memory {what} fits {on_nodes} ({} after the reserve{})",
+                    format_bytes(cap),
+                    together.unwrap_or_default()
+                ))
+            }
             None => reasons.push(format!("memory {what}: {on_nodes} has unknown memory size")),
         }
     }
@@ -277,11 +328,8 @@ impl<'a> Builder<'a> {
     fn shared_memory_violations(&mut self) {
         let p = self.p;
         for (j, on_node) in self.occupants.iter().enumerate() {
-            let shared: Vec<usize> = on_node
-                .iter()
-                .copied()
-                .filter(|&k| matches!(p.instances[k].shape, Shape::Shared(_)))
-                .collect();
+            let shared: Vec<usize> =
+                on_node.iter().copied().filter(|&k| !p.instances[k].shape.owns_nodes()).collect();
             let total: u64 = shared.iter().map(|&k| p.instances[k].memory).sum();
             if let Some(cap) = p.nodes[j].memory {
                 if shared.len() > 1 && total > cap {
@@ -385,8 +433,16 @@ fn kept_free_violation(
     let inst = &p.instances[i];
     let kept_for = p.kept_free[j].join(", ");
     let node = p.nodes[j].id;
-    match inst.shape {
-        Shape::Whole(k) => {
+    // A when-needed instance alone on the node wanted a node of its own, as `nodes = 1` does.
+    let needs = match inst.shape {
+        Shape::Whole(k) => Some(format!("{k} whole node{}", plural(k as usize))),
+        Shape::Sharing { alone_first: true, .. } if occupants[j].len() == 1 => {
+            Some("a node of its own (share-nodes = \"when-needed\")".to_string())
+        }
+        _ => None,
+    };
+    match needs {
+        Some(needs) => {
             let total = p.nodes.len();
             let taken = (0..total)
                 .filter(|&x| occupants[x].iter().any(|&o| o != i))
@@ -394,15 +450,32 @@ fn kept_free_violation(
                 .count();
             let kept = (0..total).filter(|&x| !p.kept_free[x].is_empty()).count();
             format!(
-                "{} needs {k} whole node{}: {total} nodes, {taken} taken, {kept} kept free for {kept_for}; it uses node {node}",
+                "{} needs {needs}: {total} nodes, {taken} taken, {kept} kept free for {kept_for}; it uses node {node}",
                 inst.name,
-                plural(k as usize)
             )
         }
-        _ => format!(
-            "{} uses node {node}, kept free for {kept_for}: no other node had room",
-            inst.name
-        ),
+        None => {
+            // With sharing instances there the node's CPUs are theirs whoever came first: say
+            // whom it shares the node with rather than why it came.
+            let sharing = |k: usize| matches!(p.instances[k].shape, Shape::Sharing { .. });
+            let others: Vec<&str> = occupants[j]
+                .iter()
+                .filter(|&&k| k != i)
+                .map(|&k| p.instances[k].name.as_str())
+                .collect();
+            if occupants[j].iter().any(|&k| sharing(k)) && !others.is_empty() {
+                format!(
+                    "{} shares node {node}, kept free for {kept_for}, with {}",
+                    inst.name,
+                    crate::sharing::names(&others)
+                )
+            } else {
+                format!(
+                    "{} uses node {node}, kept free for {kept_for}: no other node had room",
+                    inst.name
+                )
+            }
+        }
     }
 }
 

@@ -14,14 +14,17 @@ mod document;
 mod explain;
 pub mod problem;
 mod search;
+mod sharing;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use pinctl_config::Config;
-use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet, Topology};
+use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet, Topology};
 
 pub use distance::{DistanceMeasure, DistanceReport};
-pub use document::{PLAN_SCHEMA_VERSION, PlacementDocument, PlanDocument, PlanSchemaVersion};
+pub use document::{
+    NodeUseDocument, PLAN_SCHEMA_VERSION, PlacementDocument, PlanDocument, PlanSchemaVersion,
+};
 pub use problem::{Cost, Load, Problem};
 
 /// What the planner needs from the host besides the topology, resolved by the caller.
@@ -73,6 +76,34 @@ pub struct Plan {
     pub optimal: bool,
     /// What nodes were compared by (measured latency, HMAT, SLIT), and why.
     pub distances: DistanceReport,
+    /// Every node hosting instances that do not own it, ascending: who is there, and how many
+    /// CPUs of their CPU sets it carries.
+    pub node_use: Vec<NodeUse>,
+}
+
+/// A node that instances share (or may share): `cpus = N` instances, sharing instances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeUse {
+    pub node: NodeId,
+    /// The instances on it, in config order.
+    pub instances: Vec<String>,
+    /// CPUs services may be given there.
+    pub usable_cpus: u32,
+    /// The sizes of the instances' CPU sets there, summed: a CPU in three sets counts three
+    /// times.
+    pub cpus_given: u32,
+}
+
+impl NodeUse {
+    /// CPUs of instances per usable CPU, rounded to two decimals (`2`, `1.5`, `0.25`).
+    pub fn cpus_per_cpu(&self) -> String {
+        sharing::ratio(self.cpus_given, self.usable_cpus)
+    }
+
+    /// Whether some CPU of the node is given to more than one instance.
+    pub fn overlaps(&self, placements: &[Placement]) -> bool {
+        placements.iter().any(|p| self.instances.contains(&p.instance) && !p.shares_with.is_empty())
+    }
 }
 
 impl Plan {
@@ -96,6 +127,9 @@ pub struct Placement {
     pub memory_nodes: NodeSet,
     /// Why these nodes and CPUs, one sentence each.
     pub reasons: Vec<String>,
+    /// Instances whose CPUs overlap this one's (instances sharing a node, or CPUs given more
+    /// than once under `cpu-overcommit`), in config order; empty when its CPUs are its own.
+    pub shares_with: Vec<String>,
 }
 
 /// Why no plan could be made.

@@ -7,8 +7,8 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use pinctl_config::{Config, Instance, InstanceSize, KeepFree, Service};
-use pinctl_topology::{CpuId, MemoryPolicy, NodeId, NodeSet, Topology};
+use pinctl_config::{Config, Instance, InstanceSize, KeepFree, Overcommit, Service, ShareNodes};
+use pinctl_topology::{CpuId, CpuSet, MemoryPolicy, NodeId, NodeSet, Topology};
 
 use crate::distance::{DistanceMeasure, DistanceReport, DistanceTable};
 use crate::{CurrentPlacement, PlanError, PlanInputs, format_bytes, plural};
@@ -21,6 +21,12 @@ pub(crate) struct NodeInfo {
     /// by core (SMT siblings together), cores in order of their first CPU.
     pub(crate) cores: Vec<Vec<CpuId>>,
     pub(crate) cpu_count: u32,
+    /// The last-level cache group of each core (`cpus::cache_groups`), and each group: the
+    /// cache's level (`None` for CPUs without cache facts) and its usable CPUs.
+    pub(crate) cache_group: Vec<usize>,
+    pub(crate) caches: Vec<(Option<u8>, CpuSet)>,
+    /// CPUs of `cpus = N` instances the node may carry: `cpu_count` times `cpu-overcommit`.
+    pub(crate) slots: u32,
     /// Memory services may get under `bind`: MemTotal minus the reserve; `None` = unknown.
     pub(crate) memory: Option<u64>,
     pub(crate) package: Option<u32>,
@@ -34,11 +40,20 @@ impl NodeInfo {
     pub(crate) fn cpu_count(&self) -> u32 {
         self.cpu_count
     }
+
+    /// The most instances one CPU may be given to: the overcommit ratio rounded up.
+    pub(crate) fn max_uses(&self) -> u32 {
+        self.slots.div_ceil(self.cpu_count.max(1)).max(1)
+    }
 }
 
 /// How an instance occupies nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
+    /// `share-nodes`: one node, whose CPUs it shares with the other sharing instances there
+    /// (all but those `cpus = N` instances hold), counting `weight` CPUs when spreading; with
+    /// `alone_first` (`when-needed`) it prefers a node of its own.
+    Sharing { weight: u32, alone_first: bool },
     /// `nodes = N`: exactly N nodes, owned.
     Whole(u32),
     /// `cpus = N` larger than any candidate node: the fewest nodes holding N CPUs, owned.
@@ -49,7 +64,21 @@ pub(crate) enum Shape {
 
 impl Shape {
     pub(crate) fn owns_nodes(self) -> bool {
-        !matches!(self, Shape::Shared(_))
+        matches!(self, Shape::Whole(_) | Shape::Spanning(_))
+    }
+
+    /// What a placement on one node adds to its load (CPUs of `cpus = N`, weight of sharing).
+    pub(crate) fn load(self) -> u32 {
+        match self {
+            Shape::Shared(c) => c,
+            Shape::Sharing { weight, .. } => weight,
+            Shape::Whole(_) | Shape::Spanning(_) => 0,
+        }
+    }
+
+    /// Whether it prefers a node of its own (`share-nodes = "when-needed"`).
+    pub(crate) fn alone_first(self) -> bool {
+        matches!(self, Shape::Sharing { alone_first: true, .. })
     }
 }
 
@@ -111,6 +140,8 @@ pub struct Problem {
     pub(crate) strict: bool,
     /// Which measure `distance` holds, and why not a better one.
     pub(crate) distances: DistanceReport,
+    /// `cpu-overcommit` of the file (1 when it says none).
+    pub(crate) overcommit: Overcommit,
 }
 
 /// The cost of a plan: compared field by field, in declaration order, lower is better
@@ -120,6 +151,12 @@ pub struct Cost {
     /// Rule 1: bytes of expected memory beyond the capacity of the nodes they are on (only
     /// policies that may spill can exceed; `bind` never does).
     pub memory_overflow: u64,
+    /// Rule 1, one instance per node where the host has room: instances of `share-nodes =
+    /// "when-needed"` without a node of their own. On each node, those beyond its first
+    /// instance: `min(when-needed instances there, instances there - 1)`, so that instances
+    /// that must share spread over as many nodes as they can (8 over 2 nodes cost 6 whether
+    /// 4 + 4 or 7 + 1, and spread decides).
+    pub shared_instances: u64,
     /// Rule 2: `near` entries (per instance) whose device node the instance is not on.
     pub near_misses: u64,
     /// Rule 2: for each missed entry, the distance from the instance's nodes to the device's.
@@ -180,15 +217,16 @@ pub(crate) type Terms = [u64; term::COUNT];
 /// Where each numeric field of [`Cost`] sits in [`Terms`] (comparison order).
 pub(crate) mod term {
     pub(crate) const MEMORY_OVERFLOW: usize = 0;
-    pub(crate) const NEAR_MISSES: usize = 1;
-    pub(crate) const NEAR_DISTANCE: usize = 2;
-    pub(crate) const KEPT_FREE_USED: usize = 3;
-    pub(crate) const KEPT_FREE_CPUS: usize = 4;
-    pub(crate) const NODE_COUNT: usize = 5;
-    pub(crate) const CROSS_PACKAGE_PAIRS: usize = 6;
-    pub(crate) const NODE_DISTANCE: usize = 7;
-    pub(crate) const MOVED: usize = 8;
-    pub(crate) const COUNT: usize = 9;
+    pub(crate) const SHARED_INSTANCES: usize = 1;
+    pub(crate) const NEAR_MISSES: usize = 2;
+    pub(crate) const NEAR_DISTANCE: usize = 3;
+    pub(crate) const KEPT_FREE_USED: usize = 4;
+    pub(crate) const KEPT_FREE_CPUS: usize = 5;
+    pub(crate) const NODE_COUNT: usize = 6;
+    pub(crate) const CROSS_PACKAGE_PAIRS: usize = 7;
+    pub(crate) const NODE_DISTANCE: usize = 8;
+    pub(crate) const MOVED: usize = 9;
+    pub(crate) const COUNT: usize = 10;
 }
 
 impl Cost {
@@ -199,6 +237,7 @@ impl Cost {
         t[term::NEAR_DISTANCE] = self.near_distance;
         t[term::KEPT_FREE_USED] = self.kept_free_used;
         t[term::KEPT_FREE_CPUS] = self.kept_free_cpus;
+        t[term::SHARED_INSTANCES] = self.shared_instances;
         t[term::NODE_COUNT] = self.node_count;
         t[term::CROSS_PACKAGE_PAIRS] = self.cross_package_pairs;
         t[term::NODE_DISTANCE] = self.node_distance;
@@ -219,6 +258,7 @@ pub(crate) fn add_terms(a: &Terms, b: &Terms) -> Terms {
 fn node_infos(topology: &Topology, config: &Config) -> Vec<NodeInfo> {
     let online = topology.online_cpus();
     let reserve = &config.host.reserve_cpus;
+    let overcommit = config.host.cpu_overcommit.unwrap_or(Overcommit::NONE);
     topology
         .nodes
         .iter()
@@ -242,10 +282,24 @@ fn node_infos(topology: &Topology, config: &Config) -> Vec<NodeInfo> {
             } else {
                 None
             };
+            let cores = crate::cpus::cores(topology, &usable);
+            let cache_group = crate::cpus::cache_groups(topology, &cores);
+            let mut caches: Vec<(Option<u8>, CpuSet)> = Vec::new();
+            for (core, &g) in cores.iter().zip(&cache_group) {
+                if g == caches.len() {
+                    let level = topology.cache_of(core[0]).map(|c| topology.caches[c].level);
+                    caches.push((level, CpuSet::new()));
+                }
+                caches[g].1.extend(core.iter().copied());
+            }
+            let cpu_count = usable.len() as u32;
             NodeInfo {
                 id: n.id,
-                cores: crate::cpus::cores(topology, &usable),
-                cpu_count: usable.len() as u32,
+                cores,
+                cpu_count,
+                cache_group,
+                caches,
+                slots: overcommit.slots(cpu_count),
                 memory,
                 package: topology.package_of_node(n.id),
                 placeable: excluded_because.is_none(),
@@ -315,6 +369,10 @@ fn instance_infos(
         let (candidates, memory_only_nodes) = service_candidates(nodes, service);
         let max_node_cpus = candidates.iter().map(|&i| nodes[i].cpu_count()).max().unwrap_or(0);
         let shape = match service.size {
+            InstanceSize::Nodes(1) if service.share_nodes.shares() => Shape::Sharing {
+                weight: service.share_weight,
+                alone_first: service.share_nodes == ShareNodes::WhenNeeded,
+            },
             InstanceSize::Nodes(k) => Shape::Whole(k),
             InstanceSize::Cpus(c) if c <= max_node_cpus => Shape::Shared(c),
             InstanceSize::Cpus(c) => Shape::Spanning(c),
@@ -467,6 +525,7 @@ impl Problem {
         let distance = table.matrix;
         let kept_free = kept_free_nodes(topology, config, inputs, &mut warnings);
         let instances = instance_infos(topology, config, inputs, &nodes, &mut warnings)?;
+        let overcommit = config.host.cpu_overcommit.unwrap_or(Overcommit::NONE);
         Ok(Problem {
             nodes,
             distance,
@@ -475,6 +534,7 @@ impl Problem {
             warnings,
             strict: inputs.strict,
             distances: table.report,
+            overcommit,
         })
     }
 
@@ -515,9 +575,14 @@ impl Problem {
         let mut used = vec![0u32; n];
         let mut bind_memory = vec![0u64; n];
         let mut total_memory = vec![0u64; n];
-        let mut occupied = vec![false; n];
+        let mut occupants = vec![0u32; n];
+        let mut sharers = vec![0u32; n];
+        let mut alone_first = vec![0u64; n];
+        let mut load = vec![0u32; n];
+        let mut sharing_memory = vec![0u64; n];
         let mut cost = Cost {
             memory_overflow: 0,
+            shared_instances: 0,
             near_misses: 0,
             near_distance: 0,
             kept_free_used: 0,
@@ -540,11 +605,11 @@ impl Problem {
             match inst.shape {
                 Shape::Whole(_) | Shape::Spanning(_) => {
                     for &j in set {
-                        if owner[j] || occupied[j] {
+                        if owner[j] || occupants[j] > 0 {
                             return None;
                         }
                         owner[j] = true;
-                        occupied[j] = true;
+                        occupants[j] += 1;
                     }
                     if let Some(capacity) = self.memory_of(set) {
                         if inst.memory > capacity {
@@ -555,15 +620,20 @@ impl Problem {
                         }
                     }
                 }
-                Shape::Shared(c) => {
+                Shape::Shared(_) | Shape::Sharing { .. } => {
                     let j = set[0];
                     if owner[j] {
                         return None;
                     }
-                    occupied[j] = true;
-                    used[j] += c;
-                    if used[j] > self.nodes[j].cpu_count() {
-                        return None;
+                    occupants[j] += 1;
+                    load[j] += inst.shape.load();
+                    match inst.shape {
+                        Shape::Shared(c) => used[j] += c,
+                        _ => {
+                            sharers[j] += 1;
+                            alone_first[j] += u64::from(inst.shape.alone_first());
+                            sharing_memory[j] += inst.memory;
+                        }
                     }
                     total_memory[j] += inst.memory;
                     if inst.binds() {
@@ -584,30 +654,52 @@ impl Problem {
             cost.tie_break.push(set.iter().map(|&j| self.nodes[j].id).collect());
         }
         for j in 0..n {
+            if used[j] > self.cpu_limit(j, sharers[j]) {
+                return None;
+            }
             if let Some(m) = self.nodes[j].memory {
                 cost.memory_overflow += total_memory[j].saturating_sub(m);
             }
-            if occupied[j] && !self.kept_free[j].is_empty() {
+            if occupants[j] > 0 && !self.kept_free[j].is_empty() {
                 cost.kept_free_used += 1;
+                let whole = owner[j] || sharers[j] > 0;
                 cost.kept_free_cpus +=
-                    u64::from(if owner[j] { self.nodes[j].cpu_count() } else { used[j] });
+                    u64::from(if whole { self.nodes[j].cpu_count() } else { used[j] });
             }
+            cost.shared_instances += shared_beyond_first(alone_first[j], occupants[j]);
         }
-        cost.spread = self.spread(&owner, &used);
+        cost.spread = self.spread(&owner, &load, &sharing_memory);
         Some(cost)
     }
 
-    /// Node loads, highest first, over placeable nodes.
-    pub(crate) fn spread(&self, owner: &[bool], used: &[u32]) -> Vec<Load> {
+    /// Node loads, highest first, over placeable nodes: an owned node is full, another one
+    /// carries the CPUs of its `cpus = N` instances and the weights of its sharing ones, or,
+    /// when larger, the share of its memory its sharing instances expect (`sharing_memory`).
+    pub(crate) fn spread(&self, owner: &[bool], load: &[u32], sharing_memory: &[u64]) -> Vec<Load> {
         let mut loads: Vec<Load> = (0..self.nodes.len())
             .filter(|&j| self.nodes[j].placeable)
             .map(|j| {
                 let capacity = self.nodes[j].cpu_count();
-                Load { used: if owner[j] { capacity } else { used[j] }, capacity }
+                if owner[j] {
+                    return Load { used: capacity, capacity };
+                }
+                let cpus = Load { used: load[j], capacity };
+                match self.nodes[j].memory {
+                    Some(m) if sharing_memory[j] > 0 => cpus.max(memory_load(sharing_memory[j], m)),
+                    _ => cpus,
+                }
             })
             .collect();
         loads.sort_by(|a, b| b.cmp(a));
         loads
+    }
+
+    /// The most CPUs `cpus = N` instances may take on node `j` when `sharers` sharing instances
+    /// are there too: its CPU slots (`cpu-overcommit`), or, beside sharing instances, all its
+    /// CPUs but one, each given once (the sharing instances get the rest).
+    pub(crate) fn cpu_limit(&self, j: usize, sharers: u32) -> u32 {
+        let node = &self.nodes[j];
+        if sharers > 0 { node.cpu_count().saturating_sub(1) } else { node.slots }
     }
 
     /// Whether `set` (ascending node indices) has the shape the instance's size asks for.
@@ -621,6 +713,7 @@ impl Problem {
         match inst.shape {
             Shape::Whole(k) => set.len() == k as usize,
             Shape::Shared(c) => set.len() == 1 && self.nodes[set[0]].cpu_count() >= c,
+            Shape::Sharing { .. } => set.len() == 1,
             Shape::Spanning(c) => {
                 let cpus: Vec<u32> = set.iter().map(|&j| self.nodes[j].cpu_count()).collect();
                 let sum: u32 = cpus.iter().sum();
@@ -669,6 +762,19 @@ impl Problem {
     }
 }
 
+/// The share of a node's `capacity` bytes that `expected` bytes take, in MiB (expected rounded
+/// up, capacity down) so that it compares exactly with CPU loads.
+pub(crate) fn memory_load(expected: u64, capacity: u64) -> Load {
+    let mib = |b: u64| u32::try_from(b >> 20).unwrap_or(u32::MAX);
+    Load { used: mib(expected.saturating_add((1 << 20) - 1)), capacity: mib(capacity).max(1) }
+}
+
+/// When-needed instances without a node of their own on a node of `occupants` instances, of
+/// which `alone_first` prefer one: those beyond its first instance.
+pub(crate) fn shared_beyond_first(alone_first: u64, occupants: u32) -> u64 {
+    alone_first.min(u64::from(occupants.saturating_sub(1)))
+}
+
 fn quoted_list(items: &[&str]) -> String {
     items.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
 }
@@ -714,7 +820,7 @@ fn check_bind_capacity(nodes: &[NodeInfo], inst: &InstanceInfo) -> Result<(), Pl
     memories.sort_unstable_by(|a, b| b.cmp(a));
     let count = match inst.shape {
         Shape::Whole(k) => k as usize,
-        Shape::Shared(_) => 1,
+        Shape::Shared(_) | Shape::Sharing { .. } => 1,
         // The fewest nodes a spanning instance takes; more nodes only if the planner must.
         Shape::Spanning(_) => memories.len(),
     };
@@ -731,14 +837,16 @@ fn check_bind_capacity(nodes: &[NodeInfo], inst: &InstanceInfo) -> Result<(), Pl
             break;
         }
     }
-    let more = if acc >= inst.memory && matches!(inst.shape, Shape::Whole(_)) {
-        format!(" or `nodes = {needed}`")
-    } else {
-        String::new()
-    };
+    let more =
+        if acc >= inst.memory && matches!(inst.shape, Shape::Whole(_) | Shape::Sharing { .. }) {
+            format!(" or `nodes = {needed}`")
+        } else {
+            String::new()
+        };
     let what = match inst.shape {
         Shape::Whole(k) => format!("{k} node{}", plural(k as usize)),
         Shape::Shared(c) => format!("the node of its {c} CPUs"),
+        Shape::Sharing { .. } => "1 node".to_string(),
         Shape::Spanning(_) => "its nodes".to_string(),
     };
     Err(PlanError::BindTooSmall {

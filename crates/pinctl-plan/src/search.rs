@@ -11,7 +11,10 @@
 use std::cmp::{Ordering, Reverse};
 
 use crate::PlanError;
-use crate::problem::{Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms, term};
+use crate::problem::{
+    Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms, memory_load, shared_beyond_first,
+    term,
+};
 
 /// Budget of each pass once it has a plan, in options tried times instances times nodes (the
 /// cost of an option grows with both), so small problems get many steps and large ones few;
@@ -54,6 +57,12 @@ struct Choice {
     /// For options on one shared node: its load after and before (spread heuristic).
     load_after: Load,
     load_before: Load,
+    /// Empty nodes it occupies.
+    empty_taken: usize,
+    /// `delta` plus what taking those empty nodes forces on the `when-needed` instances still
+    /// to place (`Search::must_share`): what the option adds to the bound. Options are tried in
+    /// its order, so that once one is beyond the best plan, so is every later one.
+    bound_delta: Terms,
 }
 
 /// What a search pass looks for.
@@ -75,13 +84,27 @@ struct Search<'p> {
     order: Vec<usize>,
     /// Lower bound of the terms the instances `order[d..]` will add.
     remaining: Vec<Terms>,
-    /// CPUs the shared instances among `order[d..]` need.
+    /// CPUs the `cpus = N` instances among `order[d..]` need.
     shared_demand: Vec<u32>,
+    /// Load the instances among `order[d..]` that do not own nodes add (CPUs and weights).
+    water: Vec<u32>,
     /// Nodes the owning instances among `order[d..]` take at least.
     owner_demand: Vec<usize>,
+    /// Instances of `share-nodes = "when-needed"` among `order[d..]`.
+    alone_demand: Vec<usize>,
     occupied: Vec<u32>,
+    /// Placeable nodes that no instance occupies.
+    empty: usize,
     owner: Vec<bool>,
+    /// CPUs of `cpus = N` instances on each node.
     used: Vec<u32>,
+    /// CPUs and weights of the instances on each node that do not own it (spread).
+    load: Vec<u32>,
+    /// Sharing instances on each node, how many of them prefer a node of their own, and the
+    /// memory they expect there.
+    sharers: Vec<u32>,
+    alone_first: Vec<u32>,
+    sharing_memory: Vec<u64>,
     bind_memory: Vec<u64>,
     total_memory: Vec<u64>,
     assignment: Vec<Option<Vec<usize>>>,
@@ -132,8 +155,19 @@ fn search_here(p: &Problem) -> Result<Outcome, PlanError> {
         let size = match inst.shape {
             Shape::Whole(k) => u64::from(k) << 32,
             Shape::Spanning(c) | Shape::Shared(c) => u64::from(c),
+            Shape::Sharing { weight, .. } => u64::from(weight),
         };
-        (!inst.shape.owns_nodes(), !has_near, Reverse(size), inst.class, i)
+        // Instances that want a node of their own come right after the owners, which take
+        // empty nodes too: placed after the `cpus = N` ones, those would have spread over every
+        // empty node first.
+        (
+            !inst.shape.owns_nodes(),
+            !inst.shape.alone_first(),
+            !has_near,
+            Reverse(size),
+            inst.class,
+            i,
+        )
     });
     let mut first = Search::new(p, order, Goal::Optimise);
     first.descend(0);
@@ -165,7 +199,9 @@ impl<'p> Search<'p> {
         let n = p.nodes.len();
         let mut remaining = vec![[0u64; term::COUNT]; order.len() + 1];
         let mut shared_demand = vec![0u32; order.len() + 1];
+        let mut water = vec![0u32; order.len() + 1];
         let mut owner_demand = vec![0usize; order.len() + 1];
+        let mut alone_demand = vec![0usize; order.len() + 1];
         for d in (0..order.len()).rev() {
             let inst = &p.instances[order[d]];
             let least = lower_bound(p, inst);
@@ -177,6 +213,8 @@ impl<'p> Search<'p> {
                     Shape::Shared(c) => c,
                     _ => 0,
                 };
+            water[d] = water[d + 1] + inst.shape.load();
+            alone_demand[d] = alone_demand[d + 1] + usize::from(inst.shape.alone_first());
         }
         Search {
             p,
@@ -187,10 +225,17 @@ impl<'p> Search<'p> {
             order,
             remaining,
             shared_demand,
+            water,
             owner_demand,
+            alone_demand,
             occupied: vec![0; n],
+            empty: p.nodes.iter().filter(|node| node.placeable).count(),
             owner: vec![false; n],
             used: vec![0; n],
+            load: vec![0; n],
+            sharers: vec![0; n],
+            alone_first: vec![0; n],
+            sharing_memory: vec![0; n],
             bind_memory: vec![0; n],
             total_memory: vec![0; n],
             assignment: vec![None; p.instances.len()],
@@ -209,7 +254,7 @@ fn lower_bound(p: &Problem, inst: &InstanceInfo) -> Terms {
     let mut t = [0u64; term::COUNT];
     let memories = || inst.candidates.iter().map(|&j| p.nodes[j].memory);
     match inst.shape {
-        Shape::Shared(_) | Shape::Whole(1) => {
+        Shape::Shared(_) | Shape::Sharing { .. } | Shape::Whole(1) => {
             let options = inst.candidates.iter().map(|&j| p.placement_terms(inst, &[j]));
             for k in [term::NEAR_MISSES, term::NEAR_DISTANCE] {
                 t[k] = options.clone().map(|o| o[k]).min().unwrap_or(0);
@@ -287,7 +332,7 @@ impl Search<'_> {
             }
             self.steps += 1;
             let bound =
-                add_terms(&add_terms(&self.terms, &option.delta), &self.remaining[depth + 1]);
+                add_terms(&add_terms(&self.terms, &option.bound_delta), &self.remaining[depth + 1]);
             let target = match &self.goal {
                 Goal::Optimise => self.best.as_ref().map(|(best, _)| (best.terms(), &best.spread)),
                 Goal::LowestIds { terms, spread } => Some((*terms, spread)),
@@ -332,7 +377,8 @@ impl Search<'_> {
         let (Goal::Optimise, Some((best, _))) = (&self.goal, &self.best) else {
             return false;
         };
-        let bound = add_terms(&self.terms, &self.remaining[depth]);
+        let mut bound = add_terms(&self.terms, &self.remaining[depth]);
+        bound[term::SHARED_INSTANCES] += self.must_share(depth, 0);
         match bound.cmp(&best.terms()) {
             Ordering::Greater => true,
             Ordering::Equal => self.spread_bound(depth, i, &[], true) >= best.spread,
@@ -363,9 +409,9 @@ impl Search<'_> {
                 continue;
             }
             if self.occupied[j] == 0 {
-                empty.push(node.cpu_count());
+                empty.push(node.slots);
             }
-            free_cpus += u64::from(node.cpu_count() - self.used[j]);
+            free_cpus += u64::from(node.slots.saturating_sub(self.used[j]));
         }
         let left = self.order.len() - depth;
         let what = format!(
@@ -385,6 +431,18 @@ impl Search<'_> {
             .then(|| format!("{what}, but at most {available} CPUs are left for shared instances"))
     }
 
+    /// How many of the `when-needed` instances among `order[depth..]` will share a node
+    /// whatever their choices, once `taken` more empty nodes are gone: those beyond the empty
+    /// nodes the owning instances still to place leave over (each other one is counted).
+    fn must_share(&self, depth: usize, taken: usize) -> u64 {
+        let alone = self.alone_demand[depth];
+        if alone == 0 {
+            return 0;
+        }
+        let empty = self.empty.saturating_sub(taken).saturating_sub(self.owner_demand[depth]);
+        alone.saturating_sub(empty) as u64
+    }
+
     fn budget_spent(&mut self) -> bool {
         let spent = match (&self.goal, self.steps_at_first_plan) {
             (Goal::LowestIds { .. }, _) => self.steps >= self.budget,
@@ -398,7 +456,7 @@ impl Search<'_> {
     fn leaf(&mut self) {
         // The state holds the numeric terms; a full evaluation is only needed for a plan that
         // is kept.
-        let spread = self.p.spread(&self.owner, &self.used);
+        let spread = self.p.spread(&self.owner, &self.load, &self.sharing_memory);
         let keep = match (&self.goal, &self.best) {
             (Goal::Optimise, None) => true,
             (Goal::Optimise, Some((best, _))) => {
@@ -426,6 +484,8 @@ impl Search<'_> {
     /// instance `i` on `set`: the CPUs the later shared instances need, poured like water into
     /// the least loaded nodes that nobody owns (fractional water-filling minimises the sorted
     /// load vector over all fractional distributions, so no real completion is below it).
+    /// Memory shares only ever raise a node's load above its CPU load, so pouring CPUs onto
+    /// CPU loads alone keeps it a lower bound.
     fn spread_bound(&self, water_from: usize, i: usize, set: &[usize], tight: bool) -> Vec<Load> {
         let p = self.p;
         let shape = p.instances[i].shape;
@@ -438,11 +498,7 @@ impl Search<'_> {
                 fixed.push(Load { used: capacity, capacity });
                 continue;
             }
-            let used = self.used[j]
-                + match shape {
-                    Shape::Shared(c) if mine => c,
-                    _ => 0,
-                };
+            let used = self.load[j] + if mine { shape.load() } else { 0 };
             // With the terms already at the target, a completion that reaches it adds no
             // kept-free node: those stay as they are.
             if tight && !p.kept_free[j].is_empty() && self.occupied[j] == 0 && !mine {
@@ -461,7 +517,7 @@ impl Search<'_> {
             fixed.extend(std::iter::repeat_n(Load { used: 1, capacity: 1 }, owners));
             open.drain(..owners);
         }
-        let water = self.shared_demand[water_from];
+        let water = self.water[water_from];
         open.sort();
         let same_capacity = open.windows(2).all(|w| w[0].capacity == w[1].capacity);
         if water > 0 && !open.is_empty() {
@@ -482,18 +538,38 @@ impl Search<'_> {
         for &j in set {
             if add {
                 self.occupied[j] += 1;
+                if self.occupied[j] == 1 && self.p.nodes[j].placeable {
+                    self.empty -= 1;
+                }
             } else {
                 self.occupied[j] -= 1;
+                if self.occupied[j] == 0 && self.p.nodes[j].placeable {
+                    self.empty += 1;
+                }
             }
             match inst.shape {
-                Shape::Shared(c) => {
+                Shape::Shared(_) | Shape::Sharing { .. } => {
                     let bind = if inst.binds() { inst.memory } else { 0 };
+                    let (c, sharer) = match inst.shape {
+                        Shape::Shared(c) => (c, 0),
+                        _ => (0, 1),
+                    };
+                    let alone = u32::from(inst.shape.alone_first());
+                    let sharing_memory = if sharer > 0 { inst.memory } else { 0 };
                     if add {
                         self.used[j] += c;
+                        self.load[j] += inst.shape.load();
+                        self.sharers[j] += sharer;
+                        self.alone_first[j] += alone;
+                        self.sharing_memory[j] += sharing_memory;
                         self.total_memory[j] += inst.memory;
                         self.bind_memory[j] += bind;
                     } else {
                         self.used[j] -= c;
+                        self.load[j] -= inst.shape.load();
+                        self.sharers[j] -= sharer;
+                        self.alone_first[j] -= alone;
+                        self.sharing_memory[j] -= sharing_memory;
                         self.total_memory[j] -= inst.memory;
                         self.bind_memory[j] -= bind;
                     }
@@ -527,13 +603,19 @@ impl Search<'_> {
             .map(|set| set[0]);
         let mut out = Vec::new();
         match inst.shape {
-            Shape::Shared(c) => {
+            Shape::Shared(_) | Shape::Sharing { .. } => {
+                let (c, sharer) = match inst.shape {
+                    Shape::Shared(c) => (c, 0),
+                    _ => (0, 1),
+                };
                 for &j in &inst.candidates {
                     if floor.is_some_and(|f| j < f) || self.owner[j] {
                         continue;
                     }
                     let capacity = p.nodes[j].cpu_count();
-                    if self.used[j] + c > capacity {
+                    // N different CPUs, within the node's limit (overcommitted or not); a
+                    // sharing instance needs a CPU that no `cpus = N` instance holds.
+                    if c > capacity || self.used[j] + c > p.cpu_limit(j, self.sharers[j] + sharer) {
                         continue;
                     }
                     let memory = p.nodes[j].memory;
@@ -549,13 +631,36 @@ impl Search<'_> {
                     }
                     if !p.kept_free[j].is_empty() {
                         delta[term::KEPT_FREE_USED] = u64::from(self.occupied[j] == 0);
-                        delta[term::KEPT_FREE_CPUS] = u64::from(c);
+                        // A node with sharing instances counts whole: they get all its CPUs.
+                        delta[term::KEPT_FREE_CPUS] = match (self.sharers[j], sharer) {
+                            (0, 1) => u64::from(capacity - self.used[j]),
+                            (0, _) => u64::from(c),
+                            _ => 0,
+                        };
                     }
+                    let alone = u64::from(self.alone_first[j]);
+                    let before = shared_beyond_first(alone, self.occupied[j]);
+                    let after = shared_beyond_first(
+                        alone + u64::from(inst.shape.alone_first()),
+                        self.occupied[j] + 1,
+                    );
+                    delta[term::SHARED_INSTANCES] = after - before;
+                    let load = |cpus: u32, memory: u64| {
+                        let cpus = Load { used: cpus, capacity };
+                        match p.nodes[j].memory {
+                            Some(m) if memory > 0 => cpus.max(memory_load(memory, m)),
+                            _ => cpus,
+                        }
+                    };
+                    let (now, expected) = (self.load[j], self.sharing_memory[j]);
+                    let more = if sharer > 0 { inst.memory } else { 0 };
                     out.push(Choice {
                         set: vec![j],
                         delta,
-                        load_after: Load { used: self.used[j] + c, capacity },
-                        load_before: Load { used: self.used[j], capacity },
+                        load_after: load(now + inst.shape.load(), expected + more),
+                        load_before: load(now, expected),
+                        empty_taken: usize::from(self.occupied[j] == 0),
+                        bound_delta: [0; term::COUNT],
                     });
                 }
             }
@@ -583,17 +688,30 @@ impl Search<'_> {
                     delta[term::KEPT_FREE_CPUS] =
                         kept_free.map(|&j| u64::from(p.nodes[j].cpu_count())).sum();
                     let full = Load { used: 1, capacity: 1 };
-                    out.push(Choice { set, delta, load_after: full, load_before: full });
+                    let empty_taken = set.len();
+                    out.push(Choice {
+                        set,
+                        delta,
+                        load_after: full,
+                        load_before: full,
+                        empty_taken,
+                        bound_delta: [0; term::COUNT],
+                    });
                 }
             }
+        }
+        for choice in &mut out {
+            choice.bound_delta = choice.delta;
+            choice.bound_delta[term::SHARED_INSTANCES] +=
+                self.must_share(depth + 1, choice.empty_taken);
         }
         if matches!(self.goal, Goal::LowestIds { .. }) {
             out.sort_by(|a, b| a.set.cmp(&b.set));
             return out;
         }
         out.sort_by(|a, b| {
-            a.delta
-                .cmp(&b.delta)
+            a.bound_delta
+                .cmp(&b.bound_delta)
                 .then(a.load_after.cmp(&b.load_after))
                 .then(b.load_before.cmp(&a.load_before))
                 .then_with(|| a.set.cmp(&b.set))
@@ -637,7 +755,7 @@ impl Search<'_> {
                     sets
                 }
             }
-            Shape::Shared(_) => Vec::new(),
+            Shape::Shared(_) | Shape::Sharing { .. } => Vec::new(),
         }
     }
 
@@ -724,12 +842,31 @@ impl Search<'_> {
                     list_names(&taken_by),
                 )
             }
+            Shape::Sharing { .. } => {
+                let owned = inst.candidates.iter().filter(|&&j| self.owner[j]).count();
+                let full = candidates - owned;
+                format!(
+                    "needs a node to share: {owned} of its {candidates} node{} owned by whole-node instances{}{}{excluded_note}",
+                    crate::plural(candidates),
+                    list_names(&taken_by),
+                    match (full, inst.binds()) {
+                        (0, _) => String::new(),
+                        (_, false) => format!(
+                            ", the other {full} without a CPU that no `cpus = N` instance holds"
+                        ),
+                        (_, true) => format!(
+                            ", the other {full} without a CPU that no `cpus = N` instance holds or without room for {} under bind",
+                            crate::format_bytes(inst.memory)
+                        ),
+                    }
+                )
+            }
             Shape::Shared(c) => {
                 let most = inst
                     .candidates
                     .iter()
                     .filter(|&&j| !self.owner[j])
-                    .map(|&j| p.nodes[j].cpu_count() - self.used[j])
+                    .map(|&j| p.cpu_limit(j, self.sharers[j]).saturating_sub(self.used[j]))
                     .max()
                     .unwrap_or(0);
                 let owned = inst.candidates.iter().filter(|&&j| self.owner[j]).count();
@@ -744,8 +881,13 @@ impl Search<'_> {
                 } else {
                     format!("; the rest is shared{}", list_names(&sharers))
                 };
+                let overcommit = if p.overcommit == pinctl_config::Overcommit::NONE {
+                    "; `cpu-overcommit` in `[host]` would let `cpus = N` instances share CPUs"
+                } else {
+                    ""
+                };
                 format!(
-                    "needs {c} CPU{} on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}{shared_by}",
+                    "needs {c} CPU{} on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}{shared_by}{overcommit}",
                     crate::plural(c as usize),
                     crate::plural(candidates),
                     list_names(&owners),

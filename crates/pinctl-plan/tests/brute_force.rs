@@ -4,11 +4,15 @@
 //! fails exactly when no assignment is feasible; and every plan's cost, recomputed from its
 //! placements as docs/planning.md defines it, is the cost the planner reports. Some cases are
 //! re-plans: random instances run somewhere today, so the cost of moving is in the comparison.
+//! Services may share nodes (`share-nodes`, with random weights), hosts may allow `cpu-overcommit`
+//! and have last-level caches of one or two cores.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pinctl_config::{Config, HostConfig, Instance, InstanceSize, KeepFree, Limits, Service};
+use pinctl_config::{
+    Config, HostConfig, Instance, InstanceSize, KeepFree, Limits, Overcommit, Service, ShareNodes,
+};
 use pinctl_plan::{Cost, CurrentPlacement, Load, PlanError, PlanInputs, Problem};
 use pinctl_testkit::{GIB, SyntheticTopology};
 use pinctl_topology::{CpuSet, DeviceKind, MemoryPolicy, NodeSet, Topology};
@@ -31,6 +35,8 @@ struct NodeSpec {
 #[derive(Debug, Clone)]
 struct ServiceSpec {
     size: InstanceSize,
+    share: ShareNodes,
+    weight: u32,
     memory_gib: u64,
     policy: MemoryPolicy,
     only_nodes: Option<Vec<bool>>,
@@ -45,9 +51,12 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
 fn service_spec(max_nodes: usize, max_instances: usize) -> impl Strategy<Value = ServiceSpec> {
     (
         prop_oneof![
-            (1u32..=2).prop_map(InstanceSize::Nodes),
-            (1u32..=6).prop_map(InstanceSize::Cpus)
+            (1u32..=2).prop_map(|n| (InstanceSize::Nodes(n), ShareNodes::Never)),
+            (1u32..=6).prop_map(|c| (InstanceSize::Cpus(c), ShareNodes::Never)),
+            prop_oneof![Just(ShareNodes::WhenNeeded), Just(ShareNodes::Always)]
+                .prop_map(|share| (InstanceSize::Nodes(1), share)),
         ],
+        prop_oneof![3 => Just(1u32), 1 => 2u32..=3],
         prop_oneof![Just(0u64), 1u64..=6],
         prop_oneof![
             Just(MemoryPolicy::Bind),
@@ -57,12 +66,8 @@ fn service_spec(max_nodes: usize, max_instances: usize) -> impl Strategy<Value =
         prop::option::weighted(0.2, prop::collection::vec(any::<bool>(), max_nodes)),
         prop::collection::vec(prop::option::weighted(0.5, 0usize..4), 1..=max_instances),
     )
-        .prop_map(|(size, memory_gib, policy, only_nodes, near)| ServiceSpec {
-            size,
-            memory_gib,
-            policy,
-            only_nodes,
-            near,
+        .prop_map(|((size, share), weight, memory_gib, policy, only_nodes, near)| {
+            ServiceSpec { size, share, weight, memory_gib, policy, only_nodes, near }
         })
 }
 
@@ -92,11 +97,36 @@ fn case_sized(
             prop::option::weighted(0.4, (0..max_nodes, prop::option::of(0..max_nodes))),
             max_total,
         ),
+        prop_oneof![3 => Just(None), 1 => Just(Some(150u32)), 1 => Just(Some(200u32))],
+        1u32..=2,
     )
         .prop_map(
-            move |(nodes, distances, devices, services, keep, nic, reserve, cpuset, now)| {
+            move |(
+                nodes,
+                distances,
+                devices,
+                services,
+                keep,
+                nic,
+                reserve,
+                cpuset,
+                now,
+                overcommit,
+                cores_per_cache,
+            )| {
                 let mut case =
                     build_case(nodes, distances, devices, services, keep, nic, reserve, max_total);
+                case.config.host.cpu_overcommit = overcommit.and_then(Overcommit::from_hundredths);
+                // Last-level caches of one or two cores (pairs of CPUs are cores).
+                let t = &mut case.topology;
+                let mut caches: std::collections::BTreeMap<u32, CpuSet> = Default::default();
+                for c in &t.cpus {
+                    caches.entry(c.id / (2 * cores_per_cache)).or_default().insert(c.id);
+                }
+                t.caches = caches
+                    .into_values()
+                    .map(|cpus| pinctl_topology::Cache { level: 3, cpus, size_bytes: None })
+                    .collect();
                 running_today(&mut case, &now);
                 // The process's cpuset: random CPUs (of the first 32) and memory nodes.
                 if let Some((cpus, mems)) = cpuset {
@@ -203,6 +233,8 @@ fn build_case(
             restart_max_delay: pinctl_config::DEFAULT_RESTART_MAX_DELAY,
             start_limit: None,
             enforce: None,
+            share_nodes: spec.share,
+            share_weight: spec.weight,
         });
     }
     let keep_free = match nic {
@@ -350,12 +382,68 @@ proptest! {
     }
 }
 
+/// Whether an instance of `service` shares its node's CPUs (`share-nodes`).
+fn sharing(service: &Service) -> bool {
+    service.size == InstanceSize::Nodes(1) && service.share_nodes.shares()
+}
+
 fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCaseError> {
     let t = &case.topology;
-    let mut given = CpuSet::new();
+    let overcommit = case.config.host.cpu_overcommit.unwrap_or(Overcommit::NONE);
+    // How many instances each CPU is given to: owners and sharing instances apart.
+    let mut owned = CpuSet::new();
+    let mut uses: std::collections::BTreeMap<u32, u32> = Default::default();
+    let placed: Vec<(&pinctl_plan::Placement, &Service)> =
+        plan.placements.iter().zip(case.config.instances().map(|(s, _)| s)).collect();
+    for (p, service) in &placed {
+        let owns = !sharing(service)
+            && (matches!(service.size, InstanceSize::Nodes(_)) || p.nodes.len() > 1);
+        if owns {
+            prop_assert!(p.cpus.is_disjoint(&owned), "{} shares an owned CPU", p.instance);
+            owned = owned.union(&p.cpus);
+        } else if !sharing(service) {
+            for c in p.cpus.iter() {
+                *uses.entry(c).or_default() += 1;
+            }
+        }
+    }
+    let most = overcommit.hundredths().div_ceil(100);
+    for (cpu, n) in &uses {
+        prop_assert!(
+            !owned.contains(*cpu),
+            "CPU {} of an owned node given to a `cpus` instance",
+            cpu
+        );
+        prop_assert!(
+            *n <= most,
+            "CPU {} given to {} instances, cpu-overcommit {}",
+            cpu,
+            n,
+            overcommit
+        );
+    }
+    for (p, service) in &placed {
+        let usable_of = |nodes: &NodeSet| {
+            let mut usable = t.cpus_of(nodes).difference(&case.config.host.reserve_cpus);
+            if let Some(allowed) = &t.host.allowed_cpus {
+                usable = usable.intersection(allowed);
+            }
+            usable
+        };
+        if sharing(service) {
+            // The node's usable CPUs but those of the `cpus = N` instances there, which then
+            // have CPUs of their own.
+            let held: CpuSet = placed
+                .iter()
+                .filter(|(o, s)| o.nodes == p.nodes && !sharing(s))
+                .fold(CpuSet::new(), |a, (o, _)| a.union(&o.cpus));
+            prop_assert!(uses.keys().filter(|c| held.contains(**c)).all(|c| uses[c] == 1));
+            prop_assert!(held.is_disjoint(&owned));
+            prop_assert_eq!(&p.cpus, &usable_of(&p.nodes).difference(&held), "{}", p.instance);
+            prop_assert!(!p.cpus.is_empty());
+        }
+    }
     for (p, (service, _)) in plan.placements.iter().zip(case.config.instances()) {
-        prop_assert!(p.cpus.is_disjoint(&given), "{} shares CPUs", p.instance);
-        given = given.union(&p.cpus);
         prop_assert!(p.cpus.is_subset(&t.cpus_of(&p.nodes)));
         prop_assert!(p.cpus.is_disjoint(&case.config.host.reserve_cpus));
         if let Some(allowed) = &t.host.allowed_cpus {
@@ -366,6 +454,7 @@ fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCas
         }
         match service.size {
             InstanceSize::Cpus(c) => prop_assert_eq!(p.cpus.len(), c as usize),
+            InstanceSize::Nodes(_) if sharing(service) => prop_assert_eq!(p.nodes.len(), 1),
             InstanceSize::Nodes(k) => {
                 prop_assert_eq!(p.nodes.len(), k as usize);
                 let mut usable = t.cpus_of(&p.nodes).difference(&case.config.host.reserve_cpus);
@@ -415,9 +504,15 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
     let mut owned = vec![false; n as usize];
     let mut shared = vec![0u64; n as usize];
     let mut occupied = vec![false; n as usize];
+    let mut occupants = vec![0u64; n as usize];
+    let mut alone_first = vec![0u64; n as usize];
+    let mut weights = vec![0u64; n as usize];
+    let mut sharers = vec![false; n as usize];
+    let mut sharing_memory = vec![0u64; n as usize];
     let package = |j: u32| t.cpus.iter().find(|c| c.node == Some(j))?.package;
     let mut want = Cost {
         memory_overflow: plan.cost.memory_overflow,
+        shared_instances: 0,
         near_misses: 0,
         near_distance: 0,
         kept_free_used: 0,
@@ -459,13 +554,21 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
                 want.node_distance += u64::from(t.distances[a as usize][b as usize]);
             }
         }
-        let owns = matches!(service.size, InstanceSize::Nodes(_)) || ids.len() > 1;
+        let owns =
+            !sharing(service) && (matches!(service.size, InstanceSize::Nodes(_)) || ids.len() > 1);
         for &j in &ids {
-            occupied[j as usize] = true;
+            let j = j as usize;
+            occupied[j] = true;
+            occupants[j] += 1;
             if owns {
-                owned[j as usize] = true;
+                owned[j] = true;
+            } else if sharing(service) {
+                sharers[j] = true;
+                weights[j] += u64::from(service.share_weight);
+                sharing_memory[j] += service.memory.unwrap_or(0);
+                alone_first[j] += u64::from(service.share_nodes == ShareNodes::WhenNeeded);
             } else {
-                shared[j as usize] += p.cpus.len() as u64;
+                shared[j] += p.cpus.len() as u64;
             }
         }
         want.tie_break.push(ids);
@@ -473,12 +576,34 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
     let load = |j: u32| if owned[j as usize] { usable(j) } else { shared[j as usize] };
     let used_kept_free: Vec<u32> = kept_free.iter().filter(|&j| occupied[j as usize]).collect();
     want.kept_free_used = used_kept_free.len() as u64;
-    want.kept_free_cpus = used_kept_free.iter().map(|&j| load(j)).sum();
+    // Sharing instances get every CPU of a node that `cpus` instances leave: it counts whole.
+    let whole = |j: u32| if sharers[j as usize] { usable(j) } else { load(j) };
+    want.kept_free_cpus = used_kept_free.iter().map(|&j| whole(j)).sum();
+    // Instances that wanted a node of their own, beyond the first instance of each node.
+    want.shared_instances =
+        (0..n as usize).map(|j| alone_first[j].min(occupants[j].saturating_sub(1))).sum();
+    let load = |j: u32| load(j) + weights[j as usize];
     let placeable =
         |j: &u32| usable(*j) > 0 && t.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(*j));
+    // A node's load is the larger of its CPU share and the share of its memory (MemTotal less
+    // the 2% reserve, in whole MiB) its sharing instances expect (in MiB rounded up).
+    let memory_share = |j: u32| {
+        let total = t.node(j)?.memory_bytes?;
+        let expected = sharing_memory[j as usize];
+        (expected > 0).then(|| Load {
+            used: expected.div_ceil(1 << 20) as u32,
+            capacity: (((total - total / 50) >> 20) as u32).max(1),
+        })
+    };
     want.spread = (0..n)
         .filter(placeable)
-        .map(|j| Load { used: load(j) as u32, capacity: usable(j) as u32 })
+        .map(|j| {
+            let cpus = Load { used: load(j) as u32, capacity: usable(j) as u32 };
+            match memory_share(j) {
+                Some(memory) if !owned[j as usize] => cpus.max(memory),
+                _ => cpus,
+            }
+        })
         .collect();
     want.spread.sort_by(|a, b| b.cmp(a));
     prop_assert_eq!(&plan.cost, &want);

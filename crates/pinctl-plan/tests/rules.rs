@@ -5,8 +5,7 @@
 mod common;
 
 use common::*;
-use pinctl_plan::{CurrentPlacement, Plan};
-use pinctl_topology::{Node, Topology};
+use pinctl_topology::Node;
 
 #[test]
 fn a_missed_near_names_who_took_the_node_and_warns() {
@@ -92,6 +91,13 @@ command = ["/bin/db"]
     let two = text
         .replace("[service.db]", "[service.db]\ninstances = 2")
         .replace("command = [\"/bin/db\"]", "command = [\"/bin/db\", \"{instance}\"]");
+    // Without a size, the second instance shares node 0 rather than be refused...
+    let shared = plan_text(&t, &two, false).unwrap();
+    for p in &shared.placements {
+        assert_eq!((p.nodes.to_string(), p.cpus.to_string()), ("0".into(), "1-7,65-71".into()));
+    }
+    // ...and where the file demands a node each, it is refused.
+    let two = two.replace("instances = 2", "instances = 2\nshare-nodes = \"never\"");
     let err = plan_text(&t, &two, false).unwrap_err().to_string();
     assert!(
         err.starts_with("db-1 needs 1 whole node: 8 nodes, 1 taken (by db-0), 7 not available"),
@@ -168,7 +174,8 @@ cpus = 10
     assert_eq!(
         err.to_string(),
         "web-4 needs 10 CPUs on one node: the most free on a node it may use is 2; 0 of its 4 \
-         nodes owned by whole-node instances; the rest is shared (by web-0, web-1, web-2, web-3)"
+         nodes owned by whole-node instances; the rest is shared (by web-0, web-1, web-2, web-3); \
+         `cpu-overcommit` in `[host]` would let `cpus = N` instances share CPUs"
     );
 }
 
@@ -190,31 +197,6 @@ fn a_near_device_on_a_node_the_topology_lacks_warns_and_is_refused_under_strict(
     );
     let e = plan_text(&t, text, true).unwrap_err().to_string();
     assert!(e.contains("--strict") && e.contains("node 9"), "{e}");
-}
-
-/// Plans `before`, then `after` with the first plan's placements as where the instances run
-/// today (a reload); returns both re-plans of `after`: sticky, and fresh (no placements).
-fn replan(t: &Topology, before: &str, after: &str) -> (Plan, Plan, Plan) {
-    let old = plan_text(t, before, false).unwrap();
-    let config = config("after.toml", after);
-    let mut sticky = inputs(t, &config, false);
-    sticky.current = old
-        .placements
-        .iter()
-        .map(|p| {
-            (p.instance.clone(), CurrentPlacement { nodes: p.nodes.clone(), cpus: p.cpus.clone() })
-        })
-        .collect();
-    let fresh = pinctl_plan::plan(t, &config, &inputs(t, &config, false)).unwrap();
-    let new = pinctl_plan::plan(t, &config, &sticky).unwrap();
-    assert!(new.optimal);
-    assert_eq!(new, pinctl_plan::plan(t, &config, &sticky).unwrap(), "deterministic");
-    (old, new, fresh)
-}
-
-/// `instance nodes cpus` for every placement, to compare plans.
-fn where_each(plan: &Plan) -> Vec<String> {
-    plan.placements.iter().map(|p| format!("{} {} {}", p.instance, p.nodes, p.cpus)).collect()
 }
 
 const FOUR_WEB: &str = r#"

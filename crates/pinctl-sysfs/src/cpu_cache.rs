@@ -8,24 +8,10 @@ use pinctl_topology::CpuId;
 
 use crate::error::DiscoveryError;
 use crate::fsroot::FsRoot;
-use crate::parse::ParseError;
 
-/// A cache `size` file: `32768K` (the kernel writes KiB with a `K`), or a plain byte count.
-pub fn cache_size(text: &str) -> Result<u64, ParseError> {
-    let t = text.trim();
-    let (digits, scale) = match t.strip_suffix('K') {
-        Some(d) => (d, 1024),
-        None => match t.strip_suffix('M') {
-            Some(d) => (d, 1 << 20),
-            None => (t, 1),
-        },
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|v| v.checked_mul(scale))
-        .ok_or_else(|| ParseError::new(1, t, "a cache size such as `32768K`"))
-}
+/// A cache `size` file: `32768K` (the kernel writes KiB with a `K`), or a plain byte count; the
+/// one parser discovery's last-level caches use too.
+pub use crate::parse::cache_size;
 
 /// The size of CPU `cpu`'s largest data or unified cache (its last-level cache), bytes;
 /// `None` when the tree under `root` has no cache folders for it. Instruction caches are left

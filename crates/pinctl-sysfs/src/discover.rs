@@ -70,6 +70,7 @@ fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryE
     let nodes = read_nodes(fs, &cpus_online)?;
     let cpus = read_cpus(fs, &cpus_online, &nodes)?;
     let host = read_host(fs, &cpus_online, &nodes)?;
+    let caches = crate::caches::read_caches(fs, &cpus_online.online)?;
     let mut topology = Topology {
         schema_version: SchemaVersion,
         nodes: nodes.nodes,
@@ -80,6 +81,7 @@ fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryE
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
         memory_performance: Default::default(),
+        caches,
     };
     topology.devices = read_devices(fs, &topology, scope)?;
     topology.memory_performance.hmat = crate::hmat::read_hmat(fs, &topology.node_ids())?;

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic;
+mod caches;
 pub mod cpu_cache;
 mod devices;
 mod discover;

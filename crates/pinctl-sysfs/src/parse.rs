@@ -70,6 +70,42 @@ pub fn uint(text: &str) -> Result<u32, ParseError> {
     t.parse().map_err(|_| ParseError::new(1, t, "a non-negative decimal integer"))
 }
 
+/// What a CPU cache holds (`cache/indexN/type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheType {
+    Data,
+    Instruction,
+    Unified,
+}
+
+/// A `cache/indexN/type` file: `Data`, `Instruction` or `Unified`.
+pub fn cache_type(text: &str) -> Result<CacheType, ParseError> {
+    match text.trim() {
+        "Data" => Ok(CacheType::Data),
+        "Instruction" => Ok(CacheType::Instruction),
+        "Unified" => Ok(CacheType::Unified),
+        t => Err(ParseError::new(1, t, "`Data`, `Instruction` or `Unified`")),
+    }
+}
+
+/// A `cache/indexN/size` file in bytes: a number with the kernel's `K` suffix (`32768K`),
+/// or `M`/`G` and a plain byte count as some architectures write it.
+pub fn cache_size(text: &str) -> Result<u64, ParseError> {
+    let t = text.trim();
+    let bad = || ParseError::new(1, t, "a cache size such as `32768K`");
+    let (digits, shift) = match t.as_bytes().last() {
+        Some(b'K') => (&t[..t.len() - 1], 10),
+        Some(b'M') => (&t[..t.len() - 1], 20),
+        Some(b'G') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    n.checked_mul(1 << shift).ok_or_else(bad)
+}
+
 /// A `numa_node` file: `Some(node)`, or `None` for the firmware's "unknown" (-1).
 pub fn numa_node(text: &str) -> Result<Option<NodeId>, ParseError> {
     let v = int(text)?;
@@ -715,6 +751,19 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn cache_types_and_sizes() {
+        assert_eq!(cache_type("Unified\n").unwrap(), CacheType::Unified);
+        assert_eq!(cache_type("Instruction").unwrap(), CacheType::Instruction);
+        assert!(cache_type("unified").is_err());
+        assert_eq!(cache_size("32768K\n").unwrap(), 32 << 20);
+        assert_eq!(cache_size("8M").unwrap(), 8 << 20);
+        assert_eq!(cache_size("4096").unwrap(), 4096);
+        for bad in ["", "K", "12KB", "-1K", "1.5M", "99999999999999999999G"] {
+            assert!(cache_size(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn interleave_weights_are_1_to_255() {

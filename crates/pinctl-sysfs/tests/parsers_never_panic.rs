@@ -9,6 +9,8 @@ proptest! {
         let _ = parse::id_list::<pinctl_topology::CpuKind>(&text);
         let _ = parse::id_mask::<pinctl_topology::CpuKind>(&text);
         let _ = parse::numa_node(&text);
+        let _ = parse::cache_type(&text);
+        let _ = parse::cache_size(&text);
         let _ = parse::meminfo(&text);
         let _ = parse::distance_row(&text);
         let _ = parse::numastat(&text);

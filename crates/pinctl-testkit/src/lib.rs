@@ -11,8 +11,8 @@
 #![forbid(unsafe_code)]
 
 use pinctl_topology::{
-    Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, MeasuredPair, Measurement, Node,
-    NodeId, NodeSet, SchemaVersion, Topology,
+    Cache, Cpu, CpuId, CpuSet, Device, DeviceKind, HostFacts, Locality, MeasuredPair, Measurement,
+    Node, NodeId, NodeSet, SchemaVersion, Topology, sort_caches,
 };
 
 /// One GiB, for node memory sizes.
@@ -51,6 +51,15 @@ pub struct SyntheticTopology {
     distances: Distances,
     devices: Vec<(String, DeviceKind, NodeSet)>,
     host: HostFacts,
+    /// Which L3 each CPU shares (CPUs with the same key share one) and its size; none: the
+    /// topology has no cache facts.
+    l3: Option<L3Domains>,
+}
+
+/// The L3 domains of [`SyntheticTopology::l3`].
+struct L3Domains {
+    of: Box<dyn Fn(CpuId) -> u32>,
+    size_bytes: Option<u64>,
 }
 
 impl std::fmt::Debug for SyntheticTopology {
@@ -77,6 +86,7 @@ impl SyntheticTopology {
             distances: Distances::ByPackage { same: 20, other: 20 },
             devices: Vec::new(),
             host: HostFacts::default(),
+            l3: None,
         }
     }
 
@@ -116,6 +126,14 @@ impl SyntheticTopology {
         self
     }
 
+    /// Last-level caches: CPUs for which `l3_of` gives the same key share one L3 of
+    /// `size_bytes` (an EPYC's CCX: `|cpu| cpu % 64 / 8` for eight cores per CCX numbered as
+    /// `cores` numbers them). Without it the topology has no cache facts.
+    pub fn l3(mut self, size_bytes: Option<u64>, l3_of: impl Fn(CpuId) -> u32 + 'static) -> Self {
+        self.l3 = Some(L3Domains { of: Box::new(l3_of), size_bytes });
+        self
+    }
+
     /// Host facts (kernel, sysctls, the allowed cpuset).
     pub fn host(mut self, host: HostFacts) -> Self {
         self.host = host;
@@ -124,7 +142,7 @@ impl SyntheticTopology {
 
     /// The topology, without host warnings (`Topology::refresh_warnings` computes them).
     pub fn build(self) -> Topology {
-        let SyntheticTopology { nodes: specs, core_of, distances, devices, host } = self;
+        let SyntheticTopology { nodes: specs, core_of, distances, devices, host, l3 } = self;
         let nodes = specs
             .iter()
             .enumerate()
@@ -187,6 +205,18 @@ impl SyntheticTopology {
             })
             .collect();
         devices.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut caches: Vec<Cache> = Vec::new();
+        if let Some(l3) = l3 {
+            let mut by_key: std::collections::BTreeMap<u32, CpuSet> = Default::default();
+            for c in &cpus {
+                by_key.entry((l3.of)(c.id)).or_default().insert(c.id);
+            }
+            caches = by_key
+                .into_values()
+                .map(|cpus| Cache { level: 3, cpus, size_bytes: l3.size_bytes })
+                .collect();
+            sort_caches(&mut caches);
+        }
         Topology {
             schema_version: SchemaVersion,
             nodes,
@@ -197,6 +227,7 @@ impl SyntheticTopology {
             warnings: Vec::new(),
             discovery_warnings: Vec::new(),
             memory_performance: Default::default(),
+            caches,
         }
     }
 }
@@ -272,5 +303,20 @@ mod tests {
         assert_eq!(names, ["md0", "nvme0n1"]);
         assert_eq!(t.devices[0].node, None, "two nodes: no single node");
         assert_eq!(t.devices[1].pci.as_deref(), Some("0000:40:00.0"));
+        assert!(t.caches.is_empty(), "no cache facts unless asked for");
+    }
+
+    #[test]
+    fn l3_domains_group_cpus_by_key() {
+        let t = SyntheticTopology::new()
+            .node("0-7,16-23".parse().unwrap(), 0, None)
+            .node("8-15,24-31".parse().unwrap(), 0, None)
+            .cores(|c| c % 16)
+            .l3(Some(32 << 20), |c| c % 16 / 4)
+            .build();
+        let caches: Vec<String> = t.caches.iter().map(|c| c.cpus.to_string()).collect();
+        assert_eq!(caches, ["0-3,16-19", "4-7,20-23", "8-11,24-27", "12-15,28-31"]);
+        assert!(t.caches.iter().all(|c| c.level == 3 && c.size_bytes == Some(32 << 20)));
+        assert_eq!(t.cache_of(21), Some(1));
     }
 }

@@ -7,6 +7,7 @@
 //! `pinctl-plan`. Its serde form is the `pinctl topology --json` contract (docs/topology.md).
 #![forbid(unsafe_code)]
 
+mod cache;
 mod discovery;
 mod idset;
 mod performance;
@@ -14,6 +15,7 @@ mod policy;
 pub mod text;
 mod warnings;
 
+pub use cache::{Cache, last_level_caches, sort_caches};
 pub use discovery::DiscoveryWarning;
 pub use idset::{
     CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
@@ -106,6 +108,11 @@ pub struct Topology {
     /// measurement by `pinctl probe` (docs/probe.md). Absent from the JSON when nothing is.
     #[serde(default, skip_serializing_if = "MemoryPerformance::is_empty")]
     pub memory_performance: MemoryPerformance,
+    /// The last-level caches (L3 on x86 servers) and the CPUs that share each, ascending by
+    /// their lowest CPU; a CPU is in one at most. Absent from the JSON where the source does
+    /// not say (a dump without `cache/` folders, a snapshot of an older pinctl).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caches: Vec<Cache>,
 }
 
 /// One NUMA node.
@@ -372,6 +379,11 @@ impl Topology {
         p.len()
     }
 
+    /// Position in `caches` of the last-level cache `cpu` shares, when known.
+    pub fn cache_of(&self, cpu: CpuId) -> Option<usize> {
+        self.caches.iter().position(|c| c.cpus.contains(cpu))
+    }
+
     /// The device with this name.
     pub fn device(&self, name: &str) -> Option<&Device> {
         self.devices.iter().find(|d| d.name == name)
@@ -448,6 +460,10 @@ mod tests {
             warnings: vec![],
             discovery_warnings: vec![],
             memory_performance: MemoryPerformance::default(),
+            caches: vec![
+                Cache { level: 3, cpus: "0-3".parse().unwrap(), size_bytes: Some(32 << 20) },
+                Cache { level: 3, cpus: "4-7".parse().unwrap(), size_bytes: None },
+            ],
         };
         t.refresh_warnings();
         t
@@ -462,6 +478,7 @@ mod tests {
         assert_eq!(t.cpus_of(&"0,2".parse().unwrap()).to_string(), "0-7");
         assert_eq!(t.package_of_node(2), Some(1));
         assert_eq!(t.package_count(), 2);
+        assert_eq!((t.cache_of(2), t.cache_of(5), t.cache_of(9)), (Some(0), Some(1), None));
     }
 
     #[test]
@@ -507,6 +524,17 @@ mod tests {
         v.as_object_mut().unwrap().remove("schema_version");
         v["devices"][0]["nodes"] = "2".into();
         v["host"].as_object_mut().unwrap().remove("memory_bytes");
+        // Older pinctl wrote no caches: read as unknown, and written without the key.
+        let caches = v.as_object_mut().unwrap().remove("caches").expect("caches are written");
+        let mut without = t.clone();
+        without.caches.clear();
+        assert_eq!(serde_json::from_value::<Topology>(v.clone()).unwrap(), without);
+        assert!(!serde_json::to_string(&without).unwrap().contains("caches"));
+        v["caches"] = caches;
+        assert_eq!(
+            v["caches"][0],
+            serde_json::json!({"level": 3, "cpus": "0-3", "size_bytes": 33554432})
+        );
         assert_eq!(serde_json::from_value::<Topology>(v.clone()).unwrap(), t);
         v["devices"][0]["nodes"] = serde_json::json!([4096]);
         let e = serde_json::from_value::<Topology>(v.clone()).unwrap_err().to_string();

@@ -303,6 +303,30 @@ numa_maps_nodes() {
 # pinctl is missing when the host could not build it: say so in every pinctl check.
 pinctl_present() { [ -x "$PINCTL" ]; }
 
+# wait_reports DIR INSTANCES: waits (30 s at most) until the probe of every instance has
+# written its report, DIR/NAME.out ending in `ready` (a service's `output` under `pinctl run`).
+wait_reports() {
+    _i=0
+    while [ $_i -lt 300 ]; do
+        _all=1
+        for _n in $2; do grep -qx ready "$1/$_n.out" 2>/dev/null || _all=0; done
+        [ $_all = 1 ] && return 0
+        usleep 100000
+        _i=$((_i + 1))
+    done
+    return 1
+}
+
+# PIDs of every running probe started with `--mib`, from /proc (busybox's pgrep matches only
+# process names), ascending on one line.
+probe_mib_pids() {
+    for _d in /proc/[0-9]*; do
+        case $(tr '\0' ' ' <"$_d/cmdline" 2>/dev/null) in
+            "$PROBE --mib"*) echo "${_d#/proc/}" ;;
+        esac
+    done | sort -n | tr '\n' ' '
+}
+
 # ---------------------------------------------------------------- kernel features
 # The suite boots several kernels (tests/vm/run --kernel). Memory-policy features newer than
 # the oldest of them are checked where the kernel has them; where it does not, the check is that

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pinctl_config::Config;
-use pinctl_plan::{Plan, PlanError, PlanInputs};
+use pinctl_plan::{CurrentPlacement, Plan, PlanError, PlanInputs};
 use pinctl_testkit::{GIB, SyntheticTopology};
 use pinctl_topology::{CpuSet, DeviceKind, HostFacts, NodeSet, Topology};
 
@@ -38,20 +38,23 @@ fn list(s: &str) -> CpuSet {
     s.parse().unwrap()
 }
 
-/// A: 2-socket Xeon E5-2682 v4, node0 = 0-15,32-47, node1 = 16-31,48-63, 10/21, 128 GiB.
+/// A: 2-socket Xeon E5-2682 v4, node0 = 0-15,32-47, node1 = 16-31,48-63, 10/21, 128 GiB;
+/// one 40 MiB L3 per socket.
 pub fn xeon() -> Topology {
     seed(
         SyntheticTopology::new()
             .node(list("0-15,32-47"), 0, Some(128 * GIB))
             .node(list("16-31,48-63"), 1, Some(128 * GIB))
             .cores(|c| c % 32)
+            .l3(Some(40 * MIB), |c| c % 32 / 16)
             .distances_by_package(21, 21)
             .device("eth0", DeviceKind::Nic, [0]),
     )
 }
 
 /// B: 2-socket EPYC in NPS4: node n = 8n..8n+7 and 64+8n..64+8n+7, 64 GiB, 10/12/32,
-/// eth0 on node 5, nvme0n1 on node 2, nvme1n1 on node 6.
+/// eth0 on node 5, nvme0n1 on node 2, nvme1n1 on node 6. A 32-core Rome (7502): two CCXs of
+/// four cores per node, each with its own 16 MiB L3 (assumed).
 pub fn epyc() -> Topology {
     let host = (0..8).fold(SyntheticTopology::new(), |t, n| {
         let cpus = list(&format!("{}-{},{}-{}", 8 * n, 8 * n + 7, 64 + 8 * n, 64 + 8 * n + 7));
@@ -59,6 +62,7 @@ pub fn epyc() -> Topology {
     });
     seed(
         host.cores(|c| c % 64)
+            .l3(Some(16 * MIB), |c| c % 64 / 4)
             .distances_by_package(12, 32)
             .device("eth0", DeviceKind::Nic, [5])
             .device("nvme0n1", DeviceKind::Nvme, [2])
@@ -127,6 +131,29 @@ pub fn interleaved() -> Topology {
     seed(host.distances_by_package(20, 20))
 }
 
+/// E: 2-socket 64-core EPYC 9554 (Genoa) in NPS1: one node per socket, each of 8 CCDs of 8
+/// cores with SMT and a 32 MiB L3 per CCD; node 0 = 0-63,128-191, node 1 = 64-127,192-255
+/// (siblings c and c+128), 10/32, 768 GiB per node (assumed), eth0 and nvme0n1 on node 0,
+/// nvme1n1 on node 1 (assumed).
+pub fn genoa() -> Topology {
+    seed(
+        SyntheticTopology::new()
+            .node(list("0-63,128-191"), 0, Some(768 * GIB))
+            .node(list("64-127,192-255"), 1, Some(768 * GIB))
+            .cores(|c| c % 128)
+            .l3(Some(32 * MIB), |c| c % 128 / 8)
+            .distances_by_package(32, 32)
+            .device("eth0", DeviceKind::Nic, [0])
+            .device("nvme0n1", DeviceKind::Nvme, [0])
+            .device("nvme1n1", DeviceKind::Nvme, [1]),
+    )
+}
+
+/// F: a small virtual machine: one node of 2 CPUs (one core each, one L3), 8 GiB.
+pub fn small_vm() -> Topology {
+    seed(SyntheticTopology::new().node(list("0-1"), 0, Some(8 * GIB)).l3(Some(32 * MIB), |_| 0))
+}
+
 /// The seed topologies and the file each is checked in as.
 pub fn seeds() -> Vec<(&'static str, Topology)> {
     vec![
@@ -135,8 +162,13 @@ pub fn seeds() -> Vec<(&'static str, Topology)> {
         ("arm-128core.json", arm()),
         ("interleaved-4node.json", interleaved()),
         ("epyc-nps4-measured.json", epyc_measured_example()),
+        ("epyc-9554-nps1.json", genoa()),
+        ("vm-2cpu.json", small_vm()),
     ]
 }
+
+/// One MiB, for cache sizes.
+pub const MIB: u64 = 1 << 20;
 
 /// A checked-in topology snapshot.
 pub fn topology(file: &str) -> Topology {
@@ -172,4 +204,29 @@ pub fn bundled(file: &str) -> Config {
 pub fn plan_text(topology: &Topology, text: &str, strict: bool) -> Result<Plan, PlanError> {
     let config = config("test.toml", text);
     pinctl_plan::plan(topology, &config, &inputs(topology, &config, strict))
+}
+
+/// Plans `before`, then `after` with the first plan's placements as where the instances run
+/// today (a reload); returns both re-plans of `after`: sticky, and fresh (no placements).
+pub fn replan(t: &Topology, before: &str, after: &str) -> (Plan, Plan, Plan) {
+    let old = plan_text(t, before, false).unwrap();
+    let config = config("after.toml", after);
+    let mut sticky = inputs(t, &config, false);
+    sticky.current = old
+        .placements
+        .iter()
+        .map(|p| {
+            (p.instance.clone(), CurrentPlacement { nodes: p.nodes.clone(), cpus: p.cpus.clone() })
+        })
+        .collect();
+    let fresh = pinctl_plan::plan(t, &config, &inputs(t, &config, false)).unwrap();
+    let new = pinctl_plan::plan(t, &config, &sticky).unwrap();
+    assert!(new.optimal);
+    assert_eq!(new, pinctl_plan::plan(t, &config, &sticky).unwrap(), "deterministic");
+    (old, new, fresh)
+}
+
+/// `instance nodes cpus` for every placement, to compare plans.
+pub fn where_each(plan: &Plan) -> Vec<String> {
+    plan.placements.iter().map(|p| format!("{} {} {}", p.instance, p.nodes, p.cpus)).collect()
 }

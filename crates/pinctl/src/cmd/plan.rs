@@ -189,6 +189,22 @@ fn render(
         })
         .collect();
     writeln!(out, "kept free:  {}", escaped(&none(kept.join(", "))))?;
+    let shared: Vec<&pinctl_plan::NodeUse> =
+        plan.node_use.iter().filter(|u| u.overlaps(&plan.placements)).collect();
+    if !shared.is_empty() {
+        writeln!(out, "shared CPUs:")?;
+        for u in shared {
+            writeln!(
+                out,
+                "  node {}: {} ({} CPUs of instances on {} usable CPUs: {} per CPU)",
+                u.node,
+                escaped(&u.instances.join(", ")),
+                u.cpus_given,
+                u.usable_cpus,
+                u.cpus_per_cpu()
+            )?;
+        }
+    }
     let host = &loaded.topology.warnings;
     if !plan.warnings.is_empty() || !host.is_empty() {
         writeln!(out)?;

@@ -117,6 +117,18 @@ pub(crate) fn render(
         writeln!(out, "node {} cpus: {cpus} ({} CPUs){notes}", n.id, n.cpus.len())?;
         writeln!(out, "node {} size: {}", n.id, mib(n.memory_bytes))?;
         writeln!(out, "node {} free: {}", n.id, mib(n.memory_free_bytes))?;
+        let caches: Vec<String> = t
+            .caches
+            .iter()
+            .filter(|c| !c.cpus.is_disjoint(&n.cpus))
+            .map(|c| match c.size_bytes {
+                Some(size) => format!("L{} {} ({})", c.level, c.cpus, cache_size(size)),
+                None => format!("L{} {}", c.level, c.cpus),
+            })
+            .collect();
+        if !caches.is_empty() {
+            writeln!(out, "node {} last-level caches: {}", n.id, caches.join("; "))?;
+        }
         let devs: Vec<String> =
             t.devices.iter().filter(|d| d.node == Some(n.id)).map(describe).collect();
         if !devs.is_empty() {
@@ -192,6 +204,15 @@ fn policies(support: Option<&PolicySupport>) -> String {
         yes(s.weighted_interleave),
         yes(s.numa_balancing_flag)
     )
+}
+
+/// `32 MiB`, `512 KiB`: cache sizes are whole KiB.
+fn cache_size(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
 }
 
 fn mib(bytes: Option<u64>) -> String {
