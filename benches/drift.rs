@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 
 use pinctl_config::DriftSettings;
 use pinctl_drift::read::{Locator, Reader, Supervised};
-use pinctl_drift::rules::Planned;
 use pinctl_drift::sample::NodeMemory;
 use pinctl_drift::watch::{Target, Watcher, Watermark};
 use pinctl_topology::MemoryPolicy;
+use pinctl_topology::Placement;
 
 const ROUNDS: usize = 15;
 
@@ -188,11 +188,11 @@ fn sleepers_on(
         targets.push(Target {
             instance: format!("i-{i}"),
             service: "i".into(),
-            planned: Planned {
+            planned: Placement {
                 cpus: cpus.clone(),
                 nodes: nodes.clone(),
-                policy: MemoryPolicy::Default,
-                policy_nodes: Default::default(),
+                memory_policy: MemoryPolicy::Default,
+                memory_nodes: Default::default(),
             },
             settings: DriftSettings::default(),
             locator: match supervised {

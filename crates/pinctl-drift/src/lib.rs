@@ -23,8 +23,7 @@ pub mod watch;
 pub mod watch_loop;
 
 pub use rules::{
-    DriftKind, Edge, EpisodeTracker, Finding, InstanceDrift, Planned, Thresholds, Transition,
-    Verdicts,
+    DriftKind, Edge, EpisodeTracker, Finding, InstanceDrift, Thresholds, Transition, Verdicts,
 };
 pub use sample::{
     HostSample, InstanceSample, KernelPolicy, MemorySource, NodeBytes, NodeMemory, NodeSample,

@@ -1253,12 +1253,12 @@ pub(crate) mod tests {
         assert_eq!(s.threads.len(), 2);
         assert_eq!((s.threads[1].tid, s.threads[1].last_cpu), (101, Some(6)));
         assert_eq!(s.threads[1].allowed.to_string(), "0-7");
-        // Planned on 0-7, both threads are confined to the plan: where they ran is not read.
+        // Placement on 0-7, both threads are confined to the plan: where they ran is not read.
         let all: CpuSet = "0-7".parse().unwrap();
         let mut r2 = Reader::new(d.path(), Duration::from_secs(10));
         let s2 = r2.sample("db", &by_pid_file(), Some(&all), Duration::ZERO, &mut budget).unwrap();
         assert!(s2.threads.iter().all(|t| t.last_cpu.is_none()), "{:?}", s2.threads);
-        // Planned on 0-3: the thread allowed 0-7 is asked where it ran.
+        // Placement on 0-3: the thread allowed 0-7 is asked where it ran.
         let half: CpuSet = "0-3".parse().unwrap();
         let s3 = r2.sample("db", &by_pid_file(), Some(&half), Duration::ZERO, &mut budget).unwrap();
         assert_eq!(s3.threads[1].last_cpu, Some(6));

@@ -4,41 +4,10 @@
 
 use std::time::Duration;
 
-use pinctl_plan::Placement;
-use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet};
+use pinctl_topology::{CpuSet, NodeId, NodeSet, Placement};
 use serde::Serialize;
 
 use crate::sample::{HostSample, InstanceSample, NodeMemory, NodeSample};
-
-/// Where the plan put an instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Planned {
-    /// The CPUs its threads may run on.
-    pub cpus: CpuSet,
-    /// The nodes of those CPUs.
-    pub nodes: NodeSet,
-    pub policy: MemoryPolicy,
-    /// The policy's node mask (empty for `default` and `local`).
-    pub policy_nodes: NodeSet,
-}
-
-impl Planned {
-    /// From the planner's placement.
-    pub fn from_placement(p: &Placement) -> Planned {
-        Planned {
-            cpus: p.cpus.clone(),
-            nodes: p.nodes.clone(),
-            policy: p.memory_policy,
-            policy_nodes: p.memory_nodes.clone(),
-        }
-    }
-
-    /// The nodes its memory belongs on: the policy's nodes, or the CPUs' nodes for policies
-    /// without nodes.
-    pub fn memory_nodes(&self) -> &NodeSet {
-        if self.policy_nodes.is_empty() { &self.nodes } else { &self.policy_nodes }
-    }
-}
 
 /// A service's thresholds (its `on-drift` keys).
 #[derive(Debug, Clone, PartialEq)]
@@ -109,8 +78,8 @@ pub fn local_fraction(memory: &NodeMemory, nodes: &NodeSet, min_memory: u64) -> 
 }
 
 /// Memory locality: drift when the fraction on the planned nodes is under `min-locality`.
-pub fn locality_drift(s: &InstanceSample, planned: &Planned, t: &Thresholds) -> Option<Finding> {
-    let nodes = planned.memory_nodes();
+pub fn locality_drift(s: &InstanceSample, planned: &Placement, t: &Thresholds) -> Option<Finding> {
+    let nodes = planned.memory_home();
     let fraction = local_fraction(&s.memory, nodes, t.min_memory)?;
     (fraction < t.min_locality).then(|| {
         let remote: Vec<String> = s
@@ -168,7 +137,7 @@ pub fn threads_out_of_place(s: &InstanceSample, cpus: &CpuSet) -> Vec<ThreadOutO
 }
 
 /// CPU drift: any thread allowed or running outside the planned CPUs.
-pub fn cpu_drift(s: &InstanceSample, planned: &Planned) -> Option<Finding> {
+pub fn cpu_drift(s: &InstanceSample, planned: &Placement) -> Option<Finding> {
     let out = threads_out_of_place(s, &planned.cpus);
     let first = out.first()?;
     let mut what = Vec::new();
@@ -195,21 +164,23 @@ pub fn cpu_drift(s: &InstanceSample, planned: &Planned) -> Option<Finding> {
 /// Policy drift: mappings whose policy is not the planned one (mappings without resident
 /// memory are left out: a policy on an empty range places nothing). Samples without a
 /// numa_maps walk have no policies and never drift.
-pub fn policy_drift(s: &InstanceSample, planned: &Planned) -> Option<Finding> {
+pub fn policy_drift(s: &InstanceSample, planned: &Placement) -> Option<Finding> {
     let wrong: Vec<_> = s
         .policies
         .iter()
         .filter(|p| p.resident_bytes > 0)
         .filter(|p| {
-            !p.parsed.as_ref().is_some_and(|k| k.matches(planned.policy, &planned.policy_nodes))
+            !p.parsed
+                .as_ref()
+                .is_some_and(|k| k.matches(planned.memory_policy, &planned.memory_nodes))
         })
         .collect();
     let first = wrong.first()?;
     let mappings: u64 = wrong.iter().map(|p| p.mappings).sum();
-    let planned_text = if planned.policy.takes_nodes() {
-        format!("{}:{}", planned.policy, planned.policy_nodes)
+    let planned_text = if planned.memory_policy.takes_nodes() {
+        format!("{}:{}", planned.memory_policy, planned.memory_nodes)
     } else {
-        planned.policy.to_string()
+        planned.memory_policy.to_string()
     };
     Some(Finding {
         value: mappings as f64,
@@ -227,11 +198,11 @@ pub fn policy_drift(s: &InstanceSample, planned: &Planned) -> Option<Finding> {
 /// the watermark of a node from its sample. The node with the least free memory is reported.
 pub fn node_pressure(
     host: &HostSample,
-    planned: &Planned,
+    planned: &Placement,
     watermark: impl Fn(NodeId, &NodeSample) -> u64,
 ) -> Option<Finding> {
     planned
-        .memory_nodes()
+        .memory_home()
         .iter()
         .filter_map(|n| host.nodes.get(&n).map(|s| (n, s, watermark(n, s))))
         .filter(|(_, s, w)| s.free_bytes < *w)
@@ -353,7 +324,7 @@ impl Verdicts {
     pub fn of(
         s: &InstanceSample,
         host: &HostSample,
-        planned: &Planned,
+        planned: &Placement,
         t: &Thresholds,
         watermark: impl Fn(NodeId, &NodeSample) -> u64,
     ) -> Verdicts {
@@ -408,6 +379,7 @@ mod tests {
     use super::*;
     use crate::sample::KernelPolicy;
     use crate::sample::{MemorySource, NodeBytes, PolicyUse, ThreadSample};
+    use pinctl_topology::MemoryPolicy;
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
@@ -422,12 +394,12 @@ mod tests {
         }
     }
 
-    fn planned() -> Planned {
-        Planned {
+    fn planned() -> Placement {
+        Placement {
             cpus: "0-3".parse().unwrap(),
             nodes: "0".parse().unwrap(),
-            policy: MemoryPolicy::Bind,
-            policy_nodes: "0".parse().unwrap(),
+            memory_policy: MemoryPolicy::Bind,
+            memory_nodes: "0".parse().unwrap(),
         }
     }
 
@@ -485,8 +457,8 @@ mod tests {
         assert_eq!(locality_drift(&small, &planned(), &t), None);
         // A policy without nodes is judged against the CPUs' nodes.
         let mut p = planned();
-        p.policy = MemoryPolicy::Local;
-        p.policy_nodes = NodeSet::new();
+        p.memory_policy = MemoryPolicy::Local;
+        p.memory_nodes = NodeSet::new();
         assert!(locality_drift(&sample(0, 10, 90), &p, &t).is_some());
     }
 
@@ -634,7 +606,7 @@ mod tests {
             );
         }
         let mut p = planned();
-        p.policy_nodes = "0-1".parse().unwrap();
+        p.memory_nodes = "0-1".parse().unwrap();
         let f = node_pressure(&host, &p, |_, _| 64 << 20).unwrap();
         assert_eq!((f.value, f.threshold), ((10u64 << 20) as f64, (64u64 << 20) as f64));
         assert!(f.detail.starts_with("node 1 has 10.0MiB free"));

@@ -157,16 +157,7 @@ impl KernelPolicy {
             Some((n, f)) => (n, f.split('|').map(str::to_string).collect()),
             None => (head, Vec::new()),
         };
-        let mode = match name {
-            "default" => MemoryPolicy::Default,
-            "prefer" => MemoryPolicy::Preferred,
-            "bind" => MemoryPolicy::Bind,
-            "interleave" => MemoryPolicy::Interleave,
-            "weighted interleave" => MemoryPolicy::WeightedInterleave,
-            "local" => MemoryPolicy::Local,
-            "prefer (many)" => MemoryPolicy::PreferredMany,
-            _ => return Err(bad()),
-        };
+        let mode = MemoryPolicy::from_numa_maps_name(name).ok_or_else(bad)?;
         Ok(KernelPolicy { mode, nodes, flags })
     }
 

@@ -15,9 +15,9 @@ use crate::DriftKind;
 use crate::metrics::Metrics;
 use crate::read::{Locator, Supervised};
 use crate::rebalance::{LinuxControl, SystemClock};
-use crate::rules::Planned;
 use crate::watch::{InstanceReport, Target, Watcher};
 use crate::watch_loop::{Said, Sink, WatchLoop, WatchSettings};
+use pinctl_topology::Placement;
 
 /// One instance as the supervisor knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub struct SupervisedInstance {
     pub pid: Option<u32>,
     /// Its own cgroup v2 path, when it has one.
     pub cgroup: Option<String>,
-    pub planned: Planned,
+    pub planned: Placement,
     /// Automatic restarts so far.
     pub restarts: u32,
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use pinctl_config::{Config, DriftSettings, OnDrift};
 use pinctl_plan::Plan;
-use pinctl_topology::{NodeId, NodeSet};
+use pinctl_topology::{NodeId, NodeSet, Placement};
 use serde::Serialize;
 
 use crate::read::{InstanceUser, Locator, Reader, SampleError};
@@ -16,8 +16,8 @@ use crate::rebalance::{
     self, Clock, MoveLimits, MoveReport, MoveStop, NodeRoom, ProcessControl, RepinReport,
 };
 use crate::rules::{
-    DriftKind, Edge, Finding, InstanceDrift, Planned, Thresholds, Transition, Verdicts,
-    local_fraction, threads_out_of_place,
+    DriftKind, Edge, Finding, InstanceDrift, Thresholds, Transition, Verdicts, local_fraction,
+    threads_out_of_place,
 };
 use crate::sample::{HostSample, InstanceSample, NodeSample};
 
@@ -29,7 +29,7 @@ pub const REPIN_ROUNDS: u32 = 8;
 pub struct Target {
     pub instance: String,
     pub service: String,
-    pub planned: Planned,
+    pub planned: Placement,
     pub settings: DriftSettings,
     pub locator: Locator,
 }
@@ -58,7 +58,7 @@ pub fn targets(config: &Config, plan: &Plan, uid_of: &dyn Fn(&str) -> Option<u32
             Target {
                 instance: p.instance.clone(),
                 service: p.service.clone(),
-                planned: Planned::from_placement(p),
+                planned: p.placement.clone(),
                 settings: config.watch.drift(&p.service),
                 locator: Locator {
                     pid_file: config.watch.pid_files.get(&p.instance).cloned(),
@@ -351,7 +351,7 @@ impl Watcher {
             };
             let fraction = sample
                 .as_ref()
-                .and_then(|s| local_fraction(&s.memory, t.planned.memory_nodes(), th.min_memory));
+                .and_then(|s| local_fraction(&s.memory, t.planned.memory_home(), th.min_memory));
             for (kind, tr) in transitions {
                 let e = event(t, kind, tr, fraction);
                 on_event(t, &e);
@@ -389,8 +389,8 @@ impl Watcher {
                 service: t.service.clone(),
                 action: t.settings.on_drift,
                 planned_cpus: p.cpus.to_string(),
-                planned_nodes: p.memory_nodes().to_string(),
-                planned_policy: p.policy.to_string(),
+                planned_nodes: p.memory_home().to_string(),
+                planned_policy: p.memory_policy.to_string(),
                 local_fraction: fraction,
                 threads_out_of_place: sample
                     .as_ref()
@@ -443,7 +443,7 @@ fn rebalance_instance(
     ctl: &mut dyn ProcessControl,
     clock: &mut dyn Clock,
 ) -> Vec<RebalanceReport> {
-    let nodes: &NodeSet = t.planned.memory_nodes();
+    let nodes: &NodeSet = t.planned.memory_home();
     let rooms: Vec<NodeRoom> = nodes
         .iter()
         .filter_map(|n| {
@@ -559,11 +559,11 @@ pub(crate) mod tests {
         Target {
             instance: "db".into(),
             service: "db".into(),
-            planned: Planned {
+            planned: Placement {
                 cpus: "0-1".parse().unwrap(),
                 nodes: "0".parse().unwrap(),
-                policy: MemoryPolicy::Bind,
-                policy_nodes: "0".parse().unwrap(),
+                memory_policy: MemoryPolicy::Bind,
+                memory_nodes: "0".parse().unwrap(),
             },
             settings: DriftSettings {
                 on_drift: action,

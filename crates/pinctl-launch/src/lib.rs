@@ -23,8 +23,8 @@ pub use apply::{Launch, LaunchSetup, Warning, apply_to_self, exec, explain, setu
 pub use current::{CurrentPlacement, current_placement};
 pub use error::{Dialect, LaunchError};
 pub use planned::{
-    PlannedInstance, ServiceFile, default_route_if_unset, devices_needed, live_topology,
-    load_config, near_nodes, near_nodes_on, planned_instance, read_needed,
+    PlannedPlacement, ServiceFile, default_route_if_unset, devices_needed, live_topology,
+    load_config, near_nodes, near_nodes_on, planned_placement, read_needed,
 };
 pub use policies::probe_memory_policies;
 pub use request::{CpuTarget, Nodes, Request, ResolveError, Resolved, device_nodes};

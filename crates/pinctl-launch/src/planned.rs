@@ -9,8 +9,9 @@ use std::path::Path;
 use pinctl_config::{Config, Diagnostic, KeepFree, Severity};
 use std::collections::BTreeMap;
 
-use pinctl_plan::{CurrentPlacement, Placement, Plan, PlanInputs};
+use pinctl_plan::{Plan, PlanInputs};
 use pinctl_sysfs::{DeviceScope, LoadedTopology, default_route_interfaces};
+use pinctl_topology::Placement;
 use pinctl_topology::{CpuSet, NodeSet};
 
 use crate::error::LaunchError;
@@ -86,10 +87,7 @@ impl ServiceFile {
 
     /// The plan of the file, keeping the instances in `current` where they run when it can
     /// (a supervisor's reload; docs/supervisor.md, "Sticky").
-    pub fn plan_keeping(
-        &self,
-        current: &BTreeMap<String, CurrentPlacement>,
-    ) -> Result<Plan, LaunchError> {
+    pub fn plan_keeping(&self, current: &BTreeMap<String, Placement>) -> Result<Plan, LaunchError> {
         let inputs = PlanInputs { current: current.clone(), ..self.inputs.clone() };
         pinctl_plan::plan(&self.loaded.topology, &self.config, &inputs).map_err(|source| {
             LaunchError::Plan { path: self.config.path.clone(), source: Box::new(source) }
@@ -196,7 +194,7 @@ pub fn load_config(path: &Path) -> Result<Config, LaunchError> {
 /// One instance's planned placement, and the CPUs of the cpuset the plan was computed
 /// against (the topology's allowed CPUs).
 #[derive(Debug, Clone)]
-pub struct PlannedInstance {
+pub struct PlannedPlacement {
     /// Where the plan puts the instance.
     pub placement: Placement,
     /// The cpuset the plan saw.
@@ -305,7 +303,10 @@ fn is_named_device(root: &Path, name: &str) -> bool {
 /// The placement of instance `service` of the file at `config_path` on the live machine.
 /// Only the devices the file's plan depends on are read ([`devices_needed`]): this runs in
 /// every unit's start-up.
-pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInstance, LaunchError> {
+pub fn planned_placement(
+    config_path: &Path,
+    service: &str,
+) -> Result<PlannedPlacement, LaunchError> {
     let config = load_config(config_path)?;
     // The routing table is read once: for the devices to discover and for `keep-free`.
     let route = default_route_if_unset(&config, Path::new("/"));
@@ -315,8 +316,8 @@ pub fn planned_instance(config_path: &Path, service: &str) -> Result<PlannedInst
     let file = ServiceFile::check_knowing_route(config, loaded, false, route.and_then(Result::ok))?;
     let plan = file.plan()?;
     let cpuset = file.loaded.topology.host.allowed_cpus.clone();
-    match plan.placement(service) {
-        Some(p) => Ok(PlannedInstance { placement: p.clone(), cpuset }),
+    match plan.instance(service) {
+        Some(p) => Ok(PlannedPlacement { placement: p.placement.clone(), cpuset }),
         None => {
             let names: Vec<&str> = plan.placements.iter().map(|p| p.instance.as_str()).collect();
             Err(LaunchError::NoInstance {

@@ -2,7 +2,7 @@
 //! host ([`Resolved`]). Shared by `pinctl exec`, the numactl personality and the supervisor.
 
 use pinctl_sysfs::{Allowed, DeviceRef, Host, HostError};
-use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
+use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet, Placement};
 use serde::Serialize;
 
 use crate::spec::{CpuSpec, Device, NodeSpec, SpecError, pci_address};
@@ -56,6 +56,19 @@ pub struct Resolved {
     pub memory_nodes: Option<NodeSet>,
     /// `MPOL_F_NUMA_BALANCING` on a bind policy.
     pub numa_balancing: bool,
+}
+
+impl From<&Placement> for Resolved {
+    /// A planned placement as the launcher applies it: its CPUs, its policy and the policy's
+    /// nodes (no NUMA-balancing flag: the plan never asks for it).
+    fn from(p: &Placement) -> Resolved {
+        Resolved {
+            cpus: (!p.cpus.is_empty()).then(|| p.cpus.clone()),
+            memory_policy: Some(p.memory_policy),
+            memory_nodes: p.memory_policy.takes_nodes().then(|| p.memory_nodes.clone()),
+            numa_balancing: false,
+        }
+    }
 }
 
 /// Why a request could not be resolved.

@@ -31,7 +31,7 @@ pub(crate) fn explain_what_the_measure_changed(
     let ours: Vec<Vec<usize>> = plan
         .placements
         .iter()
-        .map(|p| p.nodes.iter().filter_map(|id| topology.node_index(id)).collect())
+        .map(|p| p.placement.nodes.iter().filter_map(|id| topology.node_index(id)).collect())
         .collect();
     // Interchangeable instances (one service, the same `near` nodes) may trade places between
     // the two plans: within each class, only the node sets one plan uses and the other does

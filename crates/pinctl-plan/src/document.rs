@@ -4,7 +4,7 @@
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet};
 use serde::{Serialize, Serializer};
 
-use crate::{Placement, Plan};
+use crate::{Plan, PlannedInstance};
 
 /// The version of the plan document. docs/planning.md states what a change of it promises: it
 /// goes up when a field is removed, renamed or changes type or meaning; new fields may come
@@ -111,7 +111,7 @@ impl Plan {
     pub fn document(&self, host_warnings: &[String], config_warnings: &[String]) -> PlanDocument {
         PlanDocument {
             schema_version: PlanSchemaVersion,
-            services: self.placements.iter().map(Placement::document).collect(),
+            services: self.placements.iter().map(PlannedInstance::document).collect(),
             free_nodes: ids(&self.free_nodes),
             kept_free_nodes: ids(&self.kept_free_nodes),
             warnings: self.warnings.clone(),
@@ -134,23 +134,24 @@ impl Plan {
     }
 }
 
-impl Placement {
+impl PlannedInstance {
     /// The JSON form of one placement, as in [`PlanDocument::services`].
     pub fn document(&self) -> PlacementDocument {
+        let p = &self.placement;
         PlacementDocument {
             name: self.instance.clone(),
             service: self.service.clone(),
-            nodes: ids(&self.nodes),
-            cpus: self.cpus.clone(),
-            memory_policy: self.memory_policy,
-            memory_nodes: ids(&self.memory_nodes),
+            nodes: ids(&p.nodes),
+            cpus: p.cpus.clone(),
+            memory_policy: p.memory_policy,
+            memory_nodes: ids(&p.memory_nodes),
             reasons: self.reasons.clone(),
             shares_with: self.shares_with.clone(),
         }
     }
 }
 
-impl Serialize for Placement {
+impl Serialize for PlannedInstance {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.document().serialize(s)
     }

@@ -1,23 +1,23 @@
 //! Turns the search's node assignment into placements: CPUs (whole cores first), memory nodes,
 //! a reason for each choice, a warning for each soft rule broken, and `--strict`.
 
-use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
+use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet, Placement};
 
 use crate::cpus::NodeCpus;
 use crate::distance::DistanceMeasure;
 use crate::problem::{InstanceInfo, Problem, Shape};
 use crate::search::Outcome;
-use crate::{Placement, Plan, PlanError, format_bytes, plural};
+use crate::{Plan, PlanError, PlannedInstance, format_bytes, plural};
 
 pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
     let mut b = Builder::new(p, &outcome.assignment);
     // Sharing instances get what the others leave of their node: they come last.
     let sharing = |i: &usize| matches!(p.instances[*i].shape, Shape::Sharing { .. });
     let (last, first): (Vec<usize>, Vec<usize>) = (0..p.instances.len()).partition(sharing);
-    let mut placed: Vec<(usize, Placement)> =
+    let mut placed: Vec<(usize, PlannedInstance)> =
         first.into_iter().chain(last).map(|i| (i, b.placement(i))).collect();
     placed.sort_by_key(|(i, _)| *i);
-    let mut placements: Vec<Placement> = placed.into_iter().map(|(_, pl)| pl).collect();
+    let mut placements: Vec<PlannedInstance> = placed.into_iter().map(|(_, pl)| pl).collect();
     crate::sharing::note_overlaps(&b.occupants, &mut placements);
     b.shared_memory_violations();
     let Builder { mut warnings, violations, .. } = b;
@@ -36,7 +36,8 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
     all_warnings.append(&mut warnings);
 
     let n = p.nodes.len();
-    let used: NodeSet = placements.iter().fold(NodeSet::new(), |acc, pl| acc.union(&pl.nodes));
+    let used: NodeSet =
+        placements.iter().fold(NodeSet::new(), |acc, pl| acc.union(&pl.placement.nodes));
     let all: NodeSet = p.nodes.iter().map(|node| node.id).collect();
     let kept: NodeSet =
         (0..n).filter(|&j| !p.kept_free[j].is_empty()).map(|j| p.nodes[j].id).collect();
@@ -111,7 +112,7 @@ impl<'a> Builder<'a> {
     }
 
     /// The placement of instance `i`, with a reason for each choice.
-    fn placement(&mut self, i: usize) -> Placement {
+    fn placement(&mut self, i: usize) -> PlannedInstance {
         let inst = &self.p.instances[i];
         let set = &self.assignment[i];
         let nodes = self.node_ids(set);
@@ -130,13 +131,10 @@ impl<'a> Builder<'a> {
                 inst.name
             ));
         }
-        Placement {
+        PlannedInstance {
             instance: inst.name.clone(),
             service: inst.service.clone(),
-            nodes,
-            cpus,
-            memory_policy: inst.policy,
-            memory_nodes,
+            placement: Placement { nodes, cpus, memory_policy: inst.policy, memory_nodes },
             reasons,
             shares_with: Vec::new(),
         }

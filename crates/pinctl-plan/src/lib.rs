@@ -19,7 +19,9 @@ mod sharing;
 use std::collections::{BTreeMap, BTreeSet};
 
 use pinctl_config::Config;
-use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet, Topology};
+use pinctl_topology::{NodeId, NodeSet, Topology};
+
+pub use pinctl_topology::Placement;
 
 pub use distance::{DistanceMeasure, DistanceReport};
 pub use document::{
@@ -44,22 +46,14 @@ pub struct PlanInputs {
     /// Where running instances are today, by instance name: a re-plan (the supervisor's
     /// reload) keeps each one there when no rule ranked above moving says otherwise
     /// (docs/planning.md, field `moved`). Empty for a fresh plan.
-    pub current: BTreeMap<String, CurrentPlacement>,
-}
-
-/// Where a running instance is today.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CurrentPlacement {
-    /// The nodes whose CPUs it runs on.
-    pub nodes: NodeSet,
-    pub cpus: CpuSet,
+    pub current: BTreeMap<String, Placement>,
 }
 
 /// Where every instance runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// One per instance, in config order.
-    pub placements: Vec<Placement>,
+    pub placements: Vec<PlannedInstance>,
     /// Nodes no instance uses.
     pub free_nodes: NodeSet,
     /// Kept-free nodes (keep-free entries) that the plan leaves empty.
@@ -101,30 +95,25 @@ impl NodeUse {
     }
 
     /// Whether some CPU of the node is given to more than one instance.
-    pub fn overlaps(&self, placements: &[Placement]) -> bool {
+    pub fn overlaps(&self, placements: &[PlannedInstance]) -> bool {
         placements.iter().any(|p| self.instances.contains(&p.instance) && !p.shares_with.is_empty())
     }
 }
 
 impl Plan {
-    /// The placement of the instance named `instance`.
-    pub fn placement(&self, instance: &str) -> Option<&Placement> {
+    /// The planned instance named `instance`.
+    pub fn instance(&self, instance: &str) -> Option<&PlannedInstance> {
         self.placements.iter().find(|p| p.instance == instance)
     }
 }
 
-/// Where one instance runs.
+/// One instance of the plan: where it runs, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placement {
+pub struct PlannedInstance {
     /// `tikv-0`, or the service name for a single-instance service.
     pub instance: String,
     pub service: String,
-    /// Nodes whose CPUs it runs on.
-    pub nodes: NodeSet,
-    pub cpus: CpuSet,
-    pub memory_policy: MemoryPolicy,
-    /// The policy's node mask; empty for `default` and `local`, which take none.
-    pub memory_nodes: NodeSet,
+    pub placement: Placement,
     /// Why these nodes and CPUs, one sentence each.
     pub reasons: Vec<String>,
     /// Instances whose CPUs overlap this one's (instances sharing a node, or CPUs given more

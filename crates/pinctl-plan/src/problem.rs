@@ -8,10 +8,10 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use pinctl_config::{Config, Instance, InstanceSize, KeepFree, Overcommit, Service, ShareNodes};
-use pinctl_topology::{CpuId, CpuSet, MemoryPolicy, NodeId, NodeSet, Topology};
+use pinctl_topology::{CpuId, CpuSet, MemoryPolicy, NodeId, NodeSet, Placement, Topology};
 
 use crate::distance::{DistanceMeasure, DistanceReport, DistanceTable};
-use crate::{CurrentPlacement, PlanError, PlanInputs, format_bytes, plural};
+use crate::{PlanError, PlanInputs, format_bytes, plural};
 
 /// A node as the planner sees it, by position in `Topology::nodes`.
 #[derive(Debug, Clone)]
@@ -118,7 +118,7 @@ pub(crate) struct InstanceInfo {
 pub(crate) struct Running {
     /// Empty when a node is not in the topology: no option equals it, so the instance moves.
     pub(crate) set: Vec<usize>,
-    pub(crate) at: CurrentPlacement,
+    pub(crate) at: Placement,
 }
 
 impl InstanceInfo {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use pinctl_topology::{CpuSet, NodeId};
 
 use crate::problem::{NodeInfo, Problem, Shape};
-use crate::{NodeUse, Placement, plural};
+use crate::{NodeUse, PlannedInstance, plural};
 
 /// `12 of its 16 usable CPUs taken`, or on an overcommitted node `4 CPUs of instances on its
 /// 2 usable CPUs: 2 per CPU, as cpu-overcommit 2 allows`.
@@ -129,12 +129,12 @@ pub(crate) fn names(list: &[&str]) -> String {
 
 /// Fills each placement's `shares_with`: the instances on one of its nodes whose CPU sets
 /// overlap its own, in config order.
-pub(crate) fn note_overlaps(occupants: &[Vec<usize>], placements: &mut [Placement]) {
+pub(crate) fn note_overlaps(occupants: &[Vec<usize>], placements: &mut [PlannedInstance]) {
     let mut overlaps: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); placements.len()];
     for on_node in occupants {
         for (x, &a) in on_node.iter().enumerate() {
             for &b in &on_node[x + 1..] {
-                if !placements[a].cpus.is_disjoint(&placements[b].cpus) {
+                if !placements[a].placement.cpus.is_disjoint(&placements[b].placement.cpus) {
                     overlaps[a].insert(b);
                     overlaps[b].insert(a);
                 }
@@ -152,7 +152,7 @@ pub(crate) fn note_overlaps(occupants: &[Vec<usize>], placements: &mut [Placemen
 pub(crate) fn node_use(
     p: &Problem,
     assignment: &[Vec<usize>],
-    placements: &[Placement],
+    placements: &[PlannedInstance],
 ) -> Vec<NodeUse> {
     let mut on: Vec<Vec<usize>> = vec![Vec::new(); p.nodes.len()];
     for (i, set) in assignment.iter().enumerate() {
@@ -167,7 +167,7 @@ pub(crate) fn node_use(
         let node = &p.nodes[j];
         let cpus: CpuSet = node.cores.iter().flatten().copied().collect();
         let given: usize =
-            instances.iter().map(|&i| placements[i].cpus.intersection(&cpus).len()).sum();
+            instances.iter().map(|&i| placements[i].placement.cpus.intersection(&cpus).len()).sum();
         let id: NodeId = node.id;
         out.push(NodeUse {
             node: id,

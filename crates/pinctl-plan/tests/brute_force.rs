@@ -13,9 +13,9 @@ use std::time::Duration;
 use pinctl_config::{
     Config, HostConfig, Instance, InstanceSize, KeepFree, Limits, Overcommit, Service, ShareNodes,
 };
-use pinctl_plan::{Cost, CurrentPlacement, Load, PlanError, PlanInputs, Problem};
+use pinctl_plan::{Cost, Load, PlanError, PlanInputs, PlannedInstance, Problem};
 use pinctl_testkit::{GIB, SyntheticTopology};
-use pinctl_topology::{CpuSet, DeviceKind, MemoryPolicy, NodeSet, Topology};
+use pinctl_topology::{CpuSet, DeviceKind, MemoryPolicy, NodeSet, Placement, Topology};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -273,7 +273,10 @@ fn running_today(case: &mut Case, now: &[Option<(usize, Option<usize>)>]) {
             cpus.truncate(*c as usize);
         }
         let cpus = cpus.into_iter().collect();
-        case.inputs.current.insert(name.clone(), CurrentPlacement { nodes, cpus });
+        // Only where it runs counts for the planner: the policy is the service's.
+        let memory_nodes = nodes.clone();
+        let placement = Placement { nodes, cpus, memory_policy: MemoryPolicy::Bind, memory_nodes };
+        case.inputs.current.insert(name.clone(), placement);
     }
 }
 
@@ -371,7 +374,7 @@ proptest! {
             let assignment: Vec<Option<Vec<usize>>> = plan
                 .placements
                 .iter()
-                .map(|p| Some(p.nodes.iter().map(index).collect()))
+                .map(|p| Some(p.placement.nodes.iter().map(index).collect()))
                 .collect();
             prop_assert_eq!(problem.evaluate(&assignment), Some(plan.cost.clone()));
             prop_assert_eq!(
@@ -393,16 +396,20 @@ fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCas
     // How many instances each CPU is given to: owners and sharing instances apart.
     let mut owned = CpuSet::new();
     let mut uses: std::collections::BTreeMap<u32, u32> = Default::default();
-    let placed: Vec<(&pinctl_plan::Placement, &Service)> =
+    let placed: Vec<(&PlannedInstance, &Service)> =
         plan.placements.iter().zip(case.config.instances().map(|(s, _)| s)).collect();
     for (p, service) in &placed {
         let owns = !sharing(service)
-            && (matches!(service.size, InstanceSize::Nodes(_)) || p.nodes.len() > 1);
+            && (matches!(service.size, InstanceSize::Nodes(_)) || p.placement.nodes.len() > 1);
         if owns {
-            prop_assert!(p.cpus.is_disjoint(&owned), "{} shares an owned CPU", p.instance);
-            owned = owned.union(&p.cpus);
+            prop_assert!(
+                p.placement.cpus.is_disjoint(&owned),
+                "{} shares an owned CPU",
+                p.instance
+            );
+            owned = owned.union(&p.placement.cpus);
         } else if !sharing(service) {
-            for c in p.cpus.iter() {
+            for c in p.placement.cpus.iter() {
                 *uses.entry(c).or_default() += 1;
             }
         }
@@ -435,37 +442,45 @@ fn check_invariants(case: &Case, plan: &pinctl_plan::Plan) -> Result<(), TestCas
             // have CPUs of their own.
             let held: CpuSet = placed
                 .iter()
-                .filter(|(o, s)| o.nodes == p.nodes && !sharing(s))
-                .fold(CpuSet::new(), |a, (o, _)| a.union(&o.cpus));
+                .filter(|(o, s)| o.placement.nodes == p.placement.nodes && !sharing(s))
+                .fold(CpuSet::new(), |a, (o, _)| a.union(&o.placement.cpus));
             prop_assert!(uses.keys().filter(|c| held.contains(**c)).all(|c| uses[c] == 1));
             prop_assert!(held.is_disjoint(&owned));
-            prop_assert_eq!(&p.cpus, &usable_of(&p.nodes).difference(&held), "{}", p.instance);
-            prop_assert!(!p.cpus.is_empty());
+            prop_assert_eq!(
+                &p.placement.cpus,
+                &usable_of(&p.placement.nodes).difference(&held),
+                "{}",
+                p.instance
+            );
+            prop_assert!(!p.placement.cpus.is_empty());
         }
     }
     for (p, (service, _)) in plan.placements.iter().zip(case.config.instances()) {
-        prop_assert!(p.cpus.is_subset(&t.cpus_of(&p.nodes)));
-        prop_assert!(p.cpus.is_disjoint(&case.config.host.reserve_cpus));
+        prop_assert!(p.placement.cpus.is_subset(&t.cpus_of(&p.placement.nodes)));
+        prop_assert!(p.placement.cpus.is_disjoint(&case.config.host.reserve_cpus));
         if let Some(allowed) = &t.host.allowed_cpus {
-            prop_assert!(p.cpus.is_subset(allowed));
+            prop_assert!(p.placement.cpus.is_subset(allowed));
         }
         if let Some(allowed) = &t.host.allowed_nodes {
-            prop_assert!(p.nodes.is_subset(allowed));
+            prop_assert!(p.placement.nodes.is_subset(allowed));
         }
         match service.size {
-            InstanceSize::Cpus(c) => prop_assert_eq!(p.cpus.len(), c as usize),
-            InstanceSize::Nodes(_) if sharing(service) => prop_assert_eq!(p.nodes.len(), 1),
+            InstanceSize::Cpus(c) => prop_assert_eq!(p.placement.cpus.len(), c as usize),
+            InstanceSize::Nodes(_) if sharing(service) => {
+                prop_assert_eq!(p.placement.nodes.len(), 1)
+            }
             InstanceSize::Nodes(k) => {
-                prop_assert_eq!(p.nodes.len(), k as usize);
-                let mut usable = t.cpus_of(&p.nodes).difference(&case.config.host.reserve_cpus);
+                prop_assert_eq!(p.placement.nodes.len(), k as usize);
+                let mut usable =
+                    t.cpus_of(&p.placement.nodes).difference(&case.config.host.reserve_cpus);
                 if let Some(allowed) = &t.host.allowed_cpus {
                     usable = usable.intersection(allowed);
                 }
-                prop_assert_eq!(&p.cpus, &usable);
+                prop_assert_eq!(&p.placement.cpus, &usable);
             }
         }
         if let Some(only) = &service.only_nodes {
-            prop_assert!(p.nodes.is_subset(only));
+            prop_assert!(p.placement.nodes.is_subset(only));
         }
     }
     Ok(())
@@ -525,7 +540,7 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
         tie_break: Vec::new(),
     };
     for (p, (service, instance)) in plan.placements.iter().zip(case.config.instances()) {
-        let ids: Vec<u32> = p.nodes.iter().collect();
+        let ids: Vec<u32> = p.placement.nodes.iter().collect();
         for entry in &instance.near {
             let target = case
                 .inputs
@@ -534,7 +549,7 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
                 .into_iter()
                 .flatten()
                 .fold(NodeSet::new(), |a, d| a.union(&device_nodes(d)));
-            if !target.is_empty() && p.nodes.is_disjoint(&target) {
+            if !target.is_empty() && p.placement.nodes.is_disjoint(&target) {
                 want.near_misses += 1;
                 let closest = ids.iter().flat_map(|&a| target.iter().map(move |b| (a, b)));
                 want.near_distance += closest
@@ -544,7 +559,7 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
             }
         }
         let now = case.inputs.current.get(&p.instance);
-        want.moved += u64::from(now.is_some_and(|now| now.nodes != p.nodes));
+        want.moved += u64::from(now.is_some_and(|now| now.nodes != p.placement.nodes));
         want.node_count += ids.len() as u64;
         for (k, &a) in ids.iter().enumerate() {
             for &b in &ids[k + 1..] {
@@ -568,7 +583,7 @@ fn check_cost_as_documented(case: &Case, plan: &pinctl_plan::Plan) -> Result<(),
                 sharing_memory[j] += service.memory.unwrap_or(0);
                 alone_first[j] += u64::from(service.share_nodes == ShareNodes::WhenNeeded);
             } else {
-                shared[j] += p.cpus.len() as u64;
+                shared[j] += p.placement.cpus.len() as u64;
             }
         }
         want.tie_break.push(ids);

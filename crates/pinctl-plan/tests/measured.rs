@@ -47,7 +47,11 @@ near = ["nvme0n1"]
 #[test]
 fn the_fallback_for_a_taken_device_node_is_the_nearest_by_measurement() {
     let slit_plan = plan_text(&epyc(), TWO_TIKV, false).unwrap();
-    assert_eq!(slit_plan.placement("tikv-0").unwrap().nodes.to_string(), "0", "SLIT: 12 to node 2");
+    assert_eq!(
+        slit_plan.instance("tikv-0").unwrap().placement.nodes.to_string(),
+        "0",
+        "SLIT: 12 to node 2"
+    );
     assert_eq!(slit_plan.distances.measure, DistanceMeasure::Slit);
     assert_eq!(slit_plan.distances.note, None);
 
@@ -58,9 +62,9 @@ fn the_fallback_for_a_taken_device_node_is_the_nearest_by_measurement() {
         Some("measured idle latency (`pinctl probe`, pinctl 0.1.0 at 2025-06-01T12:00:00Z)")
     );
     // Lowest ids first: tikv-0 takes the device's node, tikv-1 the nearest other.
-    assert_eq!(plan.placement("tikv-0").unwrap().nodes.to_string(), "2");
-    let moved = plan.placement("tikv-1").unwrap();
-    assert_eq!(moved.nodes.to_string(), "4", "105 ns to node 2, though SLIT says 32");
+    assert_eq!(plan.instance("tikv-0").unwrap().placement.nodes.to_string(), "2");
+    let moved = plan.instance("tikv-1").unwrap();
+    assert_eq!(moved.placement.nodes.to_string(), "4", "105 ns to node 2, though SLIT says 32");
     assert!(
         moved.reasons.contains(
             &"near `nvme0n1`: node 2 went to tikv-0, so the closest node it can have (measured 105.0 ns)".to_string()
@@ -82,7 +86,7 @@ fn the_fallback_for_a_taken_device_node_is_the_nearest_by_measurement() {
         ]
     );
     // Both plans give an instance node 2: that is no change to explain.
-    assert!(!plan.placement("tikv-0").unwrap().reasons.iter().any(|r| r.contains("instead of")));
+    assert!(!plan.instance("tikv-0").unwrap().reasons.iter().any(|r| r.contains("instead of")));
 }
 
 #[test]
@@ -102,10 +106,10 @@ command = ["/bin/db"]
 nodes = 2
 "#;
     let on_slit = plan_text(&epyc(), text, false).unwrap();
-    assert_eq!(on_slit.placement("db").unwrap().nodes.to_string(), "0-1");
+    assert_eq!(on_slit.instance("db").unwrap().placement.nodes.to_string(), "0-1");
     let plan = plan_text(&t, text, false).unwrap();
-    let db = plan.placement("db").unwrap();
-    assert_eq!(db.nodes.to_string(), "0,4");
+    let db = plan.instance("db").unwrap();
+    assert_eq!(db.placement.nodes.to_string(), "0,4");
     assert_eq!(plan.cost.cross_package_pairs, 0, "no package term on a measured plan");
     assert_eq!(
         db.reasons,
@@ -146,7 +150,7 @@ fn a_quick_measurement_is_not_planned_on() {
         plan.distances.note.as_deref(),
         Some("the saved measurement is a --quick one, not for planning")
     );
-    assert_eq!(plan.placement("tikv-0").unwrap().nodes.to_string(), "0");
+    assert_eq!(plan.instance("tikv-0").unwrap().placement.nodes.to_string(), "0");
 }
 
 #[test]
@@ -184,8 +188,8 @@ fn hmat_is_planned_on_when_it_names_every_pair_and_says_why_not_otherwise() {
         .collect();
     let plan = plan_text(&t, TWO_TIKV, false).unwrap();
     assert_eq!(plan.distances.measure, DistanceMeasure::Hmat);
-    let moved = plan.placement("tikv-1").unwrap();
-    assert_eq!(moved.nodes.to_string(), "3");
+    let moved = plan.instance("tikv-1").unwrap();
+    assert_eq!(moved.placement.nodes.to_string(), "3");
     assert!(
         moved.reasons.contains(&"node 3 instead of node 0 (where SLIT alone puts it): HMAT says 100 ns vs 150 ns to near `nvme0n1` (node 2), where SLIT has a tie, 12 vs 12".to_string()),
         "{:#?}",

@@ -20,8 +20,8 @@ near = ["nvme0n1"]
     let plan = plan_text(&topology("epyc-nps4.json"), text, false).unwrap();
     // Both want node 2; the other gets the closest node of the same socket (distance 12), and
     // the lowest ids decide which instance that is.
-    assert_eq!(plan.placement("tikv-0").unwrap().nodes.to_string(), "0");
-    assert_eq!(plan.placement("tikv-1").unwrap().nodes.to_string(), "2");
+    assert_eq!(plan.instance("tikv-0").unwrap().placement.nodes.to_string(), "0");
+    assert_eq!(plan.instance("tikv-1").unwrap().placement.nodes.to_string(), "2");
     assert_eq!(
         plan.warnings,
         [
@@ -47,8 +47,8 @@ command = ["/usr/sbin/nginx"]
 cpus = 4
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
-    assert_eq!(plan.placement("db").unwrap().nodes.to_string(), "1");
-    assert_eq!(plan.placement("web").unwrap().nodes.to_string(), "0");
+    assert_eq!(plan.instance("db").unwrap().placement.nodes.to_string(), "1");
+    assert_eq!(plan.instance("web").unwrap().placement.nodes.to_string(), "0");
     assert_eq!(plan.cost.kept_free_used, 1);
     assert_eq!(plan.cost.kept_free_cpus, 4);
     assert!(plan.optimal);
@@ -65,8 +65,11 @@ instances = 4
 cpus = 4
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
-    let got: Vec<String> =
-        plan.placements.iter().map(|p| format!("{} {}", p.nodes, p.cpus)).collect();
+    let got: Vec<String> = plan
+        .placements
+        .iter()
+        .map(|p| format!("{} {}", p.placement.nodes, p.placement.cpus))
+        .collect();
     assert_eq!(got, ["0 0-1,32-33", "0 2-3,34-35", "1 16-17,48-49", "1 18-19,50-51"]);
     assert!(plan.optimal);
 }
@@ -85,16 +88,19 @@ reserve-cpus = "0,64"
 command = ["/bin/db"]
 "#;
     let plan = plan_text(&t, text, false).unwrap();
-    let db = plan.placement("db").unwrap();
-    assert_eq!(db.nodes.to_string(), "0");
-    assert_eq!(db.cpus.to_string(), "1-7,65-71");
+    let db = plan.instance("db").unwrap();
+    assert_eq!(db.placement.nodes.to_string(), "0");
+    assert_eq!(db.placement.cpus.to_string(), "1-7,65-71");
     let two = text
         .replace("[service.db]", "[service.db]\ninstances = 2")
         .replace("command = [\"/bin/db\"]", "command = [\"/bin/db\", \"{instance}\"]");
     // Without a size, the second instance shares node 0 rather than be refused...
     let shared = plan_text(&t, &two, false).unwrap();
     for p in &shared.placements {
-        assert_eq!((p.nodes.to_string(), p.cpus.to_string()), ("0".into(), "1-7,65-71".into()));
+        assert_eq!(
+            (p.placement.nodes.to_string(), p.placement.cpus.to_string()),
+            ("0".into(), "1-7,65-71".into())
+        );
     }
     // ...and where the file demands a node each, it is refused.
     let two = two.replace("instances = 2", "instances = 2\nshare-nodes = \"never\"");
@@ -131,10 +137,10 @@ memory-policy = "preferred-many"
 command = ["/bin/db"]
 "#;
     let plan = plan_text(&t, text, false).unwrap();
-    let cache = plan.placement("cache").unwrap();
-    assert_eq!(cache.nodes.to_string(), "1");
-    assert_eq!(cache.memory_nodes.to_string(), "1-2");
-    assert_eq!(plan.placement("db").unwrap().nodes.to_string(), "0");
+    let cache = plan.instance("cache").unwrap();
+    assert_eq!(cache.placement.nodes.to_string(), "1");
+    assert_eq!(cache.placement.memory_nodes.to_string(), "1-2");
+    assert_eq!(plan.instance("db").unwrap().placement.nodes.to_string(), "0");
     assert!(!plan.free_nodes.contains(0) && !plan.free_nodes.contains(1));
 }
 
@@ -149,7 +155,7 @@ nodes = 2
 memory-policy = "preferred"
 "#;
     let plan = plan_text(&topology("epyc-nps4.json"), text, false).unwrap();
-    assert_eq!(plan.placement("tikv").unwrap().memory_nodes.to_string(), "0-1");
+    assert_eq!(plan.instance("tikv").unwrap().placement.memory_nodes.to_string(), "0-1");
     assert_eq!(plan.warnings.len(), 1);
     assert!(
         plan.warnings[0].contains("`preferred-many` prefers all of them"),
@@ -234,7 +240,7 @@ fn adding_a_service_that_fits_elsewhere_moves_nobody() {
     assert_eq!(new.cost.moved, 0);
     // Spread alone would gather the web servers on one node and give the other to the
     // database: moving a running instance is worth more than an even load.
-    assert_eq!(new.placement("db").unwrap().nodes.to_string(), "1");
+    assert_eq!(new.instance("db").unwrap().placement.nodes.to_string(), "1");
     assert_ne!(where_each(&fresh)[..3], where_each(&old)[..], "a weak test");
 }
 
@@ -268,13 +274,17 @@ cpus = 4
     assert_eq!(new.cost.moved, 1);
     assert_eq!(where_each(&new)[1..4], where_each(&old)[1..]);
     assert_eq!(where_each(&new)[0], "big 1 22-29,54-61");
-    assert_eq!(new.placement("db").unwrap().nodes.to_string(), "0");
-    let big = &new.placement("big").unwrap().reasons;
+    assert_eq!(new.instance("db").unwrap().placement.nodes.to_string(), "0");
+    let big = &new.instance("big").unwrap().reasons;
     assert!(
         big.contains(&"moves from node 0 (CPUs 0-7,32-39), where it runs now: staying would break a rule ranked above moving".to_string()),
         "{big:?}"
     );
-    assert_eq!(fresh.placement("db").unwrap().nodes.to_string(), "1", "from scratch: 3 move");
+    assert_eq!(
+        fresh.instance("db").unwrap().placement.nodes.to_string(),
+        "1",
+        "from scratch: 3 move"
+    );
 }
 
 #[test]
@@ -294,8 +304,8 @@ near = ["nvme0n1"]
     let after =
         "[host]\nkeep-free = []\n[service.tikv]\ncommand = [\"/bin/tikv\"]\nnear = [\"nvme0n1\"]\n";
     let (old, new, _) = replan(&topology("epyc-nps4.json"), before, after);
-    assert_eq!(old.placement("tikv").unwrap().nodes.to_string(), "0");
-    assert_eq!(new.placement("tikv").unwrap().nodes.to_string(), "2");
+    assert_eq!(old.instance("tikv").unwrap().placement.nodes.to_string(), "0");
+    assert_eq!(new.instance("tikv").unwrap().placement.nodes.to_string(), "2");
     assert_eq!(new.cost.moved, 1);
 }
 

@@ -36,9 +36,9 @@ cpus = 32
 #[test]
 fn a_one_mysql_of_32_cpus_gets_one_node_never_0_31() {
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), MYSQL_32, false).unwrap();
-    let mysql = plan.placement("mysql").unwrap();
-    assert_eq!(mysql.cpus.to_string(), "0-15,32-47");
-    assert_eq!(mysql.nodes.to_string(), "0");
+    let mysql = plan.instance("mysql").unwrap();
+    assert_eq!(mysql.placement.cpus.to_string(), "0-15,32-47");
+    assert_eq!(mysql.placement.nodes.to_string(), "0");
     assert_eq!(plan.free_nodes.to_string(), "1");
     assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
 }
@@ -48,9 +48,10 @@ fn a_two_mysql_get_one_node_each() {
     let config = bundled("mysql-xeon.toml");
     let topology = topology("xeon-e5-2682v4.json");
     let plan = pinctl_plan::plan(&topology, &config, &inputs(&topology, &config, true)).unwrap();
-    let cpus: Vec<String> = plan.placements.iter().map(|p| p.cpus.to_string()).collect();
+    let cpus: Vec<String> = plan.placements.iter().map(|p| p.placement.cpus.to_string()).collect();
     assert_eq!(cpus, ["0-15,32-47", "16-31,48-63"]);
-    let memory: Vec<String> = plan.placements.iter().map(|p| p.memory_nodes.to_string()).collect();
+    let memory: Vec<String> =
+        plan.placements.iter().map(|p| p.placement.memory_nodes.to_string()).collect();
     assert_eq!(memory, ["0", "1"]);
     assert!(plan.free_nodes.is_empty());
 }
@@ -77,10 +78,10 @@ fn b_tikv_near_drives_tidb_elsewhere_node_5_free() {
     let config = bundled("tidb-epyc.toml");
     let topology = topology("epyc-nps4.json");
     let plan = pinctl_plan::plan(&topology, &config, &inputs(&topology, &config, true)).unwrap();
-    assert_eq!(plan.placement("tikv-0").unwrap().nodes.to_string(), "2");
-    assert_eq!(plan.placement("tikv-1").unwrap().nodes.to_string(), "6");
+    assert_eq!(plan.instance("tikv-0").unwrap().placement.nodes.to_string(), "2");
+    assert_eq!(plan.instance("tikv-1").unwrap().placement.nodes.to_string(), "6");
     let tidb: Vec<u32> = (0..4)
-        .map(|i| plan.placement(&format!("tidb-{i}")).unwrap().nodes.first().unwrap())
+        .map(|i| plan.instance(&format!("tidb-{i}")).unwrap().placement.nodes.first().unwrap())
         .collect();
     for node in &tidb {
         assert!([0, 1, 3, 4, 7].contains(node), "{tidb:?}");
@@ -89,7 +90,7 @@ fn b_tikv_near_drives_tidb_elsewhere_node_5_free() {
     assert!(plan.free_nodes.contains(5));
     assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
     assert!(plan.optimal);
-    assert_eq!(plan.placement("tikv-0").unwrap().cpus.to_string(), "16-23,80-87");
+    assert_eq!(plan.instance("tikv-0").unwrap().placement.cpus.to_string(), "16-23,80-87");
 }
 
 const EIGHT_TIKV: &str = r#"
@@ -107,7 +108,7 @@ fn b_eight_tikv_use_the_kept_free_node_with_a_warning() {
     let on_5: Vec<&str> = plan
         .placements
         .iter()
-        .filter(|p| p.nodes.contains(5))
+        .filter(|p| p.placement.nodes.contains(5))
         .map(|p| p.instance.as_str())
         .collect();
     assert_eq!(on_5, ["tikv-5"], "ties go to the lowest node id, so the sixth gets node 5");
@@ -140,13 +141,13 @@ nodes = 2
     let plan = plan_text(&topology("epyc-nps4.json"), text, true).unwrap();
     let mut seen = pinctl_topology::NodeSet::new();
     for p in &plan.placements {
-        assert_eq!(p.nodes.len(), 2);
-        let packages: Vec<u32> = p.nodes.iter().map(|n| n / 4).collect();
-        assert_eq!(packages[0], packages[1], "{} spans sockets: {}", p.instance, p.nodes);
-        assert!(p.nodes.is_disjoint(&seen));
-        seen = seen.union(&p.nodes);
+        assert_eq!(p.placement.nodes.len(), 2);
+        let packages: Vec<u32> = p.placement.nodes.iter().map(|n| n / 4).collect();
+        assert_eq!(packages[0], packages[1], "{} spans sockets: {}", p.instance, p.placement.nodes);
+        assert!(p.placement.nodes.is_disjoint(&seen));
+        seen = seen.union(&p.placement.nodes);
     }
-    let sets: Vec<String> = plan.placements.iter().map(|p| p.nodes.to_string()).collect();
+    let sets: Vec<String> = plan.placements.iter().map(|p| p.placement.nodes.to_string()).collect();
     assert_eq!(sets, ["0-1", "2-3", "4-5", "6-7"]);
 }
 
@@ -179,9 +180,9 @@ fn b_100g_tikv_under_bind_on_one_node_suggests_preferred_or_two_nodes() {
 fn b_100g_tikv_under_preferred_is_placed_with_a_warning() {
     let topology = topology("epyc-nps4.json");
     let plan = plan_text(&topology, &tikv_100g("preferred"), false).unwrap();
-    let tikv = plan.placement("tikv").unwrap();
-    assert_eq!(tikv.nodes.to_string(), "2");
-    assert_eq!(tikv.memory_nodes.to_string(), "2");
+    let tikv = plan.instance("tikv").unwrap();
+    assert_eq!(tikv.placement.nodes.to_string(), "2");
+    assert_eq!(tikv.placement.memory_nodes.to_string(), "2");
     assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
     assert!(
         plan.warnings[0].contains("expects 100GiB but node 2 can hold 62.7GiB"),
@@ -201,14 +202,14 @@ fn c_three_mysql_of_32_cpus_each_get_four_whole_nodes_of_one_socket() {
     let plan = pinctl_plan::plan(&topology, &config, &inputs(&topology, &config, true)).unwrap();
     let mut seen = pinctl_topology::NodeSet::new();
     for p in &plan.placements {
-        assert_eq!(p.nodes.len(), 4, "{}: {}", p.instance, p.nodes);
-        assert_eq!(p.cpus, topology.cpus_of(&p.nodes), "whole nodes");
-        let sockets: Vec<u32> = p.nodes.iter().map(|n| n / 8).collect();
-        assert!(sockets.iter().all(|s| *s == sockets[0]), "{}: {}", p.instance, p.nodes);
-        assert!(p.nodes.is_disjoint(&seen));
-        seen = seen.union(&p.nodes);
+        assert_eq!(p.placement.nodes.len(), 4, "{}: {}", p.instance, p.placement.nodes);
+        assert_eq!(p.placement.cpus, topology.cpus_of(&p.placement.nodes), "whole nodes");
+        let sockets: Vec<u32> = p.placement.nodes.iter().map(|n| n / 8).collect();
+        assert!(sockets.iter().all(|s| *s == sockets[0]), "{}: {}", p.instance, p.placement.nodes);
+        assert!(p.placement.nodes.is_disjoint(&seen));
+        seen = seen.union(&p.placement.nodes);
     }
-    let sets: Vec<String> = plan.placements.iter().map(|p| p.nodes.to_string()).collect();
+    let sets: Vec<String> = plan.placements.iter().map(|p| p.placement.nodes.to_string()).collect();
     assert_eq!(sets, ["0-3", "4-7", "8-11"]);
 }
 
@@ -217,7 +218,7 @@ fn d_four_services_of_12_cpus_each_get_one_nodes_interleaved_cpus() {
     let config = bundled("interleaved.toml");
     let topology = topology("interleaved-4node.json");
     let plan = pinctl_plan::plan(&topology, &config, &inputs(&topology, &config, true)).unwrap();
-    let cpus: Vec<String> = plan.placements.iter().map(|p| p.cpus.to_string()).collect();
+    let cpus: Vec<String> = plan.placements.iter().map(|p| p.placement.cpus.to_string()).collect();
     assert_eq!(
         cpus,
         [

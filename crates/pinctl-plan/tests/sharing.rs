@@ -17,7 +17,7 @@ fn scenario(file: &str, topology_file: &str) -> (Topology, Plan) {
 }
 
 fn reasons<'a>(plan: &'a Plan, instance: &str) -> &'a [String] {
-    &plan.placement(instance).unwrap().reasons
+    &plan.instance(instance).unwrap().reasons
 }
 
 #[test]
@@ -44,7 +44,7 @@ fn eight_instances_without_a_size_on_two_nodes_share_four_to_a_node() {
         "memory bind 24GiB fits node 0 (125.4GiB after the reserve; its 4 instances expect 96GiB \
          together)"
     );
-    assert_eq!(plan.placement("mysql-5").unwrap().shares_with, ["mysql-4", "mysql-6", "mysql-7"]);
+    assert_eq!(plan.instance("mysql-5").unwrap().shares_with, ["mysql-4", "mysql-6", "mysql-7"]);
     let ratios: Vec<(u32, String)> =
         plan.node_use.iter().map(|u| (u.node, u.cpus_per_cpu())).collect();
     assert_eq!(ratios, [(0, "4".to_string()), (1, "4".to_string())]);
@@ -101,8 +101,8 @@ fn four_redis_of_one_cpu_on_two_cpus_only_where_overcommit_is_allowed() {
     let (t, plan) = scenario("redis-overcommit-vm.toml", "vm-2cpu.json");
     // The CPUs given to the fewest instances first: each CPU carries two, alternately.
     assert_eq!(where_each(&plan), ["redis-0 0 0", "redis-1 0 1", "redis-2 0 0", "redis-3 0 1"]);
-    assert_eq!(plan.placement("redis-0").unwrap().shares_with, ["redis-2"]);
-    assert_eq!(plan.placement("redis-1").unwrap().shares_with, ["redis-3"]);
+    assert_eq!(plan.instance("redis-0").unwrap().shares_with, ["redis-2"]);
+    assert_eq!(plan.instance("redis-1").unwrap().shares_with, ["redis-3"]);
     assert_eq!(
         reasons(&plan, "redis-0")[0],
         "cpus = 1: packed in node 0 (4 CPUs of instances on its 2 usable CPUs: 2 per CPU, as \
@@ -152,7 +152,7 @@ fn an_exclusive_tikv_and_sharing_tidb_on_the_epyc() {
     );
     // Nothing lands on the nodes TiKV owns, nor on the NIC's node 5.
     assert_eq!(plan.kept_free_nodes.to_string(), "5");
-    assert!(plan.placement("tikv-0").unwrap().shares_with.is_empty());
+    assert!(plan.instance("tikv-0").unwrap().shares_with.is_empty());
     let shared: Vec<u32> = plan.node_use.iter().map(|u| u.node).collect();
     assert_eq!(shared, [0, 1, 3, 4, 7]);
     assert_eq!(
@@ -180,7 +180,7 @@ only-nodes = [0]
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
     assert_eq!(where_each(&plan), ["agent 0 0-1,32-33", "db-0 0 2-15,34-47", "db-1 0 2-15,34-47"]);
-    assert!(plan.placement("agent").unwrap().shares_with.is_empty(), "its CPUs are its own");
+    assert!(plan.instance("agent").unwrap().shares_with.is_empty(), "its CPUs are its own");
     assert!(
         reasons(&plan, "db-0")[0]
             .ends_with("; all its CPUs but the 4 that `cpus = N` instances hold"),
@@ -204,7 +204,8 @@ fn memory_must_fit_every_sharing_instance_under_bind_and_spreads_them() {
     let t = topology("xeon-e5-2682v4.json");
     // Two 60 GiB instances fit one node's 125.4 GiB.
     let plan = plan_text(&t, &text("60GiB", "bind"), false).unwrap();
-    let nodes: Vec<String> = plan.placements.iter().map(|p| p.nodes.to_string()).collect();
+    let nodes: Vec<String> =
+        plan.placements.iter().map(|p| p.placement.nodes.to_string()).collect();
     assert_eq!(nodes, ["0", "0", "1"]);
     // Two of 70 GiB do not: under bind, three cannot be placed on two nodes.
     let e = plan_text(&t, &text("70GiB", "bind"), false).unwrap_err().to_string();
@@ -240,7 +241,8 @@ share-nodes = "always"
 memory = "4GiB"
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
-    let nodes: Vec<String> = plan.placements.iter().map(|p| p.nodes.to_string()).collect();
+    let nodes: Vec<String> =
+        plan.placements.iter().map(|p| p.placement.nodes.to_string()).collect();
     assert_eq!(nodes, ["0", "1", "0", "1"]);
     // A weight counts an instance as that many CPUs: one of weight 3 balances three of 1.
     let weighted = r#"
@@ -256,7 +258,8 @@ instances = 3
 share-nodes = "always"
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), weighted, false).unwrap();
-    let nodes: Vec<String> = plan.placements.iter().map(|p| p.nodes.to_string()).collect();
+    let nodes: Vec<String> =
+        plan.placements.iter().map(|p| p.placement.nodes.to_string()).collect();
     assert_eq!(nodes, ["0", "1", "1", "1"]);
 }
 
@@ -265,7 +268,7 @@ fn cpus_8_on_the_epyc_stay_inside_one_l3() {
     let (t, plan) = scenario("l3-epyc.toml", "epyc-nps4.json");
     // Whole cores first alone would give the database cores 1-4: two in each CCX.
     assert_eq!(where_each(&plan), ["web 0 0,64", "db 0 4-7,68-71"]);
-    let db = plan.placement("db").unwrap();
+    let db = plan.instance("db").unwrap();
     assert_eq!(t.cache_of(4), t.cache_of(71), "one L3");
     assert!(
         db.reasons[0].contains("whole cores first, inside one L3 of the node's 2 (4-7,68-71)"),
@@ -294,10 +297,10 @@ fn instances_sharing_a_genoa_node_spread_over_its_ccds() {
         c
     };
     for p in &plan.placements[..4] {
-        assert_eq!(caches(&p.cpus).len(), 1, "{}: {}", p.instance, p.cpus);
+        assert_eq!(caches(&p.placement.cpus).len(), 1, "{}: {}", p.instance, p.placement.cpus);
     }
     // 24 CPUs: one whole CCD of 16 and 8 of the next, the fewest CCDs that hold them.
-    assert_eq!(caches(&plan.placements[4].cpus), [4, 5]);
+    assert_eq!(caches(&plan.placements[4].placement.cpus), [4, 5]);
     assert!(
         plan.placements[4].reasons[0].contains("over 2 L3s of the node's 8 (1 of them whole)"),
         "{:?}",
@@ -340,8 +343,13 @@ only-nodes = [1]
         ]
     );
     for p in &plan.placements {
-        let first = t.cache_of(p.cpus.first().unwrap());
-        assert!(p.cpus.iter().all(|c| t.cache_of(c) == first), "{}: {}", p.instance, p.cpus);
+        let first = t.cache_of(p.placement.cpus.first().unwrap());
+        assert!(
+            p.placement.cpus.iter().all(|c| t.cache_of(c) == first),
+            "{}: {}",
+            p.instance,
+            p.placement.cpus
+        );
     }
 }
 

@@ -22,7 +22,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::lifecycle::Pid;
-use crate::spec::PlacementSpec;
+use pinctl_topology::Placement;
 
 /// Where the v2 hierarchy is mounted: alone (unified mode), or beside the v1 controllers
 /// (systemd's hybrid mode, where v2 has no controllers but `cgroup.kill` works).
@@ -191,7 +191,7 @@ impl Subtree {
     pub(crate) fn prepare(
         &self,
         name: &str,
-        enforce: Option<&PlacementSpec>,
+        enforce: Option<&Placement>,
     ) -> Result<fs::File, PrepareError> {
         let dir = self.dir_of(name);
         fs::create_dir_all(&dir)

@@ -3,7 +3,6 @@
 //! exec, reading its placement back from `/proc`, and reading what `/proc` says about a process
 //! for adoption. Kept in one file so the crates below can change shape with one place to follow.
 
-use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
 use std::io;
@@ -21,11 +20,11 @@ use pinctl_sys::{
     CommandPlacement, LinuxKernel, OutputError, Rlimit, SetupError,
 };
 use pinctl_sysfs::Host;
-use pinctl_topology::MemoryPolicy;
+use pinctl_topology::Placement;
 
 use crate::adopt::Observed;
 use crate::lifecycle::{Pid, Policy, Restart, StartLimit};
-use crate::spec::{InstanceSpec, LimitsSpec, PlacementSpec};
+use crate::spec::{InstanceSpec, LimitsSpec};
 
 /// An instance's failures before its program ran, as the lifecycle's `i32` codes.
 const EXIT_CHDIR: i32 = ExitStatus::WorkingDir as i32;
@@ -38,7 +37,7 @@ const EXIT_USER: i32 = ExitStatus::User as i32;
 pub fn specs(config: &Config, plan: &Plan) -> Vec<InstanceSpec> {
     let mut out = Vec::new();
     for (service, instance) in config.instances() {
-        let Some(p) = plan.placement(&instance.name) else { continue };
+        let Some(p) = plan.instance(&instance.name) else { continue };
         out.push(InstanceSpec {
             name: instance.name.clone(),
             service: service.name.clone(),
@@ -54,12 +53,7 @@ pub fn specs(config: &Config, plan: &Plan) -> Vec<InstanceSpec> {
                 core: service.limits.core,
                 stack: service.limits.stack,
             },
-            placement: PlacementSpec {
-                nodes: p.nodes.clone(),
-                cpus: p.cpus.clone(),
-                memory_policy: p.memory_policy,
-                memory_nodes: p.memory_nodes.clone(),
-            },
+            placement: p.placement.clone(),
             output: instance.output.clone(),
             enforce_cgroup: service.enforce == Some(Enforce::Cgroup),
             policy: policy(service),
@@ -360,13 +354,8 @@ fn lookup_group(name: &str) -> Result<Gid, SpawnFailure> {
 /// The child setup `pinctl exec` would apply for this placement, built by the same launcher
 /// code (pinctl-launch): policies the kernel lacks are refused, named, with 242 rather than
 /// run unpinned, and the setup verifies what the kernel applied before exec.
-fn child_setup(p: &PlacementSpec) -> Result<ChildSetup, SpawnFailure> {
-    let resolved = Resolved {
-        cpus: (!p.cpus.is_empty()).then(|| p.cpus.clone()),
-        memory_policy: Some(p.memory_policy),
-        memory_nodes: p.memory_policy.takes_nodes().then(|| p.memory_nodes.clone()),
-        numa_balancing: false,
-    };
+fn child_setup(p: &Placement) -> Result<ChildSetup, SpawnFailure> {
+    let resolved = Resolved::from(p);
     let failed = |e: LaunchError| fail(i32::from(e.exit_status().code()), e.to_string());
     let mut host = Host::live();
     let allowed = host.allowed().map_err(|e| failed(LaunchError::Allowed(e)))?;
@@ -377,24 +366,10 @@ fn child_setup(p: &PlacementSpec) -> Result<ChildSetup, SpawnFailure> {
     Ok(prepared.setup)
 }
 
-/// How the kernel prints a policy in `numa_maps` (`bind:0-1`, `prefer:2`, `local`).
-pub fn numa_maps_policy(p: &PlacementSpec) -> String {
-    let nodes = p.memory_nodes.to_string();
-    match p.memory_policy {
-        MemoryPolicy::Default => "default".into(),
-        MemoryPolicy::Local => "local".into(),
-        MemoryPolicy::Bind => format!("bind:{nodes}"),
-        MemoryPolicy::Preferred => format!("prefer:{nodes}"),
-        MemoryPolicy::PreferredMany => format!("prefer (many):{nodes}"),
-        MemoryPolicy::Interleave => format!("interleave:{nodes}"),
-        MemoryPolicy::WeightedInterleave => format!("weighted interleave:{nodes}"),
-    }
-}
-
 /// Reads the running child's CPUs (`/proc/PID/status`) and memory policy (`numa_maps`) and
 /// compares them with the plan. A process that is already gone cannot be checked (the setup
 /// compared both before exec); `Err` carries the reason and the exit status it stands for.
-pub fn verify(pid: Pid, p: &PlacementSpec) -> Result<(), (String, i32)> {
+pub fn verify(pid: Pid, p: &Placement) -> Result<(), (String, i32)> {
     let root = Path::new("/");
     let id = pinctl_sysfs::Pid::Id(pid as u32);
     if let Ok(allowed) = pinctl_sysfs::read_allowed(root, id) {
@@ -408,7 +383,7 @@ pub fn verify(pid: Pid, p: &PlacementSpec) -> Result<(), (String, i32)> {
         }
     }
     if let Ok(maps) = pinctl_sysfs::read_numa_maps(root, id) {
-        let want = numa_maps_policy(p);
+        let want = p.numa_maps_policy();
         if !maps.is_empty() && !maps.iter().any(|m| m.policy == want) {
             let seen: std::collections::BTreeSet<&str> =
                 maps.iter().map(|m| m.policy.as_str()).collect();
@@ -557,16 +532,6 @@ pub fn own_cgroup() -> Option<String> {
     pinctl_sysfs::parse::cgroup_path(&text, None).map(str::to_string)
 }
 
-/// Plain text of every placement for status lines: nodes, CPUs, policy and its nodes.
-pub fn describe(p: &PlacementSpec) -> BTreeMap<&'static str, String> {
-    BTreeMap::from([
-        ("nodes", p.nodes.to_string()),
-        ("cpus", p.cpus.to_string()),
-        ("memory_policy", p.memory_policy.to_string()),
-        ("memory_nodes", p.memory_nodes.to_string()),
-    ])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -576,21 +541,6 @@ mod tests {
         let text = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
         assert_eq!(parse_stat(text), Some(('S', 1234, 987654)));
         assert_eq!(parse_stat("garbage"), None);
-    }
-
-    #[test]
-    fn policies_as_numa_maps_prints_them() {
-        let mut p = PlacementSpec {
-            nodes: "0".parse().unwrap(),
-            cpus: "0-3".parse().unwrap(),
-            memory_policy: MemoryPolicy::Bind,
-            memory_nodes: "0-1".parse().unwrap(),
-        };
-        assert_eq!(numa_maps_policy(&p), "bind:0-1");
-        p.memory_policy = MemoryPolicy::Preferred;
-        assert_eq!(numa_maps_policy(&p), "prefer:0-1");
-        p.memory_policy = MemoryPolicy::Local;
-        assert_eq!(numa_maps_policy(&p), "local");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! slow (sampling, moving pages) belongs on its own thread.
 
 use crate::protocol::DriftState;
-use crate::spec::PlacementSpec;
+use pinctl_topology::Placement;
 
 /// One instance as the supervisor knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,7 +15,7 @@ pub struct Observed {
     pub pid: Option<u32>,
     /// Its own cgroup v2 path (`/pinctl/db-0`), when it has one.
     pub cgroup: Option<String>,
-    pub placement: PlacementSpec,
+    pub placement: Placement,
     /// Automatic restarts so far.
     pub restarts: u32,
 }

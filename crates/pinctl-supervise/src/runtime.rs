@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid as NixPid;
-use pinctl_plan::CurrentPlacement;
+use pinctl_topology::Placement;
 use rand::{Rng as _, SeedableRng as _};
 use tokio::io::AsyncReadExt as _;
 use tokio::signal::unix::{SignalKind, signal};
@@ -61,8 +61,7 @@ pub struct Options {
 /// (so the plan keeps them there when it can): the new specs with the file, or why the file
 /// cannot be used (rendered diagnostics). Runs on a blocking thread (a large file takes a while
 /// to plan), never on the event loop.
-pub type Planner =
-    Box<dyn FnMut(&BTreeMap<String, CurrentPlacement>) -> Result<Replan, String> + Send>;
+pub type Planner = Box<dyn FnMut(&BTreeMap<String, Placement>) -> Result<Replan, String> + Send>;
 
 /// A reload's plan: the instances of the file as it reads now, and the file itself (whose
 /// other settings, such as the drift watcher's, an observer takes up with the reload).
@@ -1116,12 +1115,12 @@ impl Supervisor {
         }
         // Running (or starting) instances keep their nodes and CPUs where the new plan can
         // keep them; one that is stopped, failed or waiting to restart loses nothing by moving.
-        let running: BTreeMap<String, CurrentPlacement> = self
+        let running: BTreeMap<String, Placement> = self
             .instances
             .iter()
             .filter(|(_, i)| !i.removing)
             .filter(|(_, i)| matches!(i.unit.state, State::Active { .. } | State::Activating))
-            .map(|(name, i)| (name.clone(), i.spec.current_placement()))
+            .map(|(name, i)| (name.clone(), i.spec.placement.clone()))
             .collect();
         let tx = self.tx.clone();
         tokio::task::spawn_blocking(move || {

@@ -6,21 +6,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use pinctl_plan::CurrentPlacement;
-use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
+use pinctl_topology::Placement;
 use serde::{Deserialize, Serialize};
 
 use crate::lifecycle::Policy;
-
-/// Where an instance runs: the plan's answer for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlacementSpec {
-    pub nodes: NodeSet,
-    pub cpus: CpuSet,
-    pub memory_policy: MemoryPolicy,
-    /// Empty for `default` and `local`.
-    pub memory_nodes: NodeSet,
-}
 
 /// Resource limits (soft = hard), `None` = inherited. `u64::MAX` is infinity.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +33,7 @@ pub struct InstanceSpec {
     pub group: Option<String>,
     pub working_dir: Option<PathBuf>,
     pub limits: LimitsSpec,
-    pub placement: PlacementSpec,
+    pub placement: Placement,
     /// A file for the instance's output; `None`: lines on pinctl's stdout, prefixed.
     pub output: Option<PathBuf>,
     /// `enforce = "cgroup"`: the instance's cgroup gets `cpuset.cpus`/`cpuset.mems`.
@@ -86,11 +75,6 @@ impl Field {
 }
 
 impl InstanceSpec {
-    /// Where it runs, as the planner takes it for a sticky re-plan.
-    pub fn current_placement(&self) -> CurrentPlacement {
-        CurrentPlacement { nodes: self.placement.nodes.clone(), cpus: self.placement.cpus.clone() }
-    }
-
     /// The fields that differ between `self` and `new` and need a restart to apply.
     pub fn changed(&self, new: &InstanceSpec) -> Vec<Field> {
         let mut out = Vec::new();
@@ -191,6 +175,7 @@ pub fn diff(old: &[InstanceSpec], new: &[InstanceSpec]) -> Vec<(String, Change)>
 pub(crate) mod tests {
     use super::*;
     use crate::lifecycle::Restart;
+    use pinctl_topology::MemoryPolicy;
 
     pub(crate) fn spec(name: &str) -> InstanceSpec {
         InstanceSpec {
@@ -202,7 +187,7 @@ pub(crate) mod tests {
             group: None,
             working_dir: None,
             limits: LimitsSpec::default(),
-            placement: PlacementSpec {
+            placement: Placement {
                 nodes: "0".parse().unwrap(),
                 cpus: "0-1".parse().unwrap(),
                 memory_policy: MemoryPolicy::Bind,

@@ -6,7 +6,9 @@ use std::fmt;
 #[cfg(test)]
 use pinctl_topology::CpuKind;
 use pinctl_topology::text::shown;
-use pinctl_topology::{CpuSet, IdKind, IdSet, MAX_NODE_ID, NodeId, NodeSet, ParseIdSetError};
+use pinctl_topology::{
+    CpuSet, IdKind, IdSet, MAX_NODE_ID, MemoryPolicy, NodeId, NodeSet, ParseIdSetError,
+};
 
 /// A line of a sysfs/procfs file that does not have the shape the kernel writes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -481,33 +483,25 @@ pub fn numa_maps_line(line: &str) -> Result<NumaMapsEntry, ParseError> {
     Ok(entry)
 }
 
-/// The policy names mm/mempolicy.c's `mpol_to_str` prints, longest first so that `prefer`
-/// does not cut `prefer (many)` short. Two contain a space, so the policy cannot be taken as
-/// the first word.
-const NUMA_MAPS_POLICIES: [&str; 8] = [
-    "weighted interleave",
-    "prefer (many)",
-    "interleave",
-    "default",
-    "unknown",
-    "prefer",
-    "local",
-    "bind",
-];
-
-/// Splits `<policy> <attributes...>` after the address. `mpol_to_str` writes the name, then
-/// `=` and the flags (`static`, `relative`, `balancing`, joined by `|`), then `:` and the node
-/// list, none of which holds a space. A name pinctl does not know (a newer kernel's) is taken
-/// to be the first word.
+/// Splits `<policy> <attributes...>` after the address. `mpol_to_str` writes the name (the
+/// names are pinctl-topology's one table, [`MemoryPolicy::numa_maps_name`], and `unknown`),
+/// then `=` and the flags (`static`, `relative`, `balancing`, joined by `|`), then `:` and the
+/// node list, none of which holds a space. Two names contain a space, so the policy cannot be
+/// taken as the first word; the longest name that fits wins (`prefer (many)`, not `prefer`).
+/// A name pinctl does not know (a newer kernel's) is taken to be the first word.
 fn numa_maps_policy(rest: &str) -> (&str, &str) {
     let rest = rest.trim_start_matches(' ');
-    let name_len = NUMA_MAPS_POLICIES
+    let name_len = MemoryPolicy::ALL
         .iter()
-        .find(|name| {
-            rest.strip_prefix(**name)
+        .map(|p| p.numa_maps_name())
+        .chain(["unknown"])
+        .filter(|name| {
+            rest.strip_prefix(*name)
                 .is_some_and(|after| after.is_empty() || after.starts_with([' ', '=', ':']))
         })
-        .map_or(0, |name| name.len());
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
     let end = rest[name_len..].find(' ').map_or(rest.len(), |i| name_len + i);
     (&rest[..end], &rest[end..])
 }

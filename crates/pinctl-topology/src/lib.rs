@@ -11,6 +11,7 @@ mod cache;
 mod discovery;
 mod idset;
 mod performance;
+mod placement;
 mod policy;
 pub mod text;
 mod warnings;
@@ -24,6 +25,7 @@ pub use idset::{
 pub use performance::{
     AccessClass, HmatAccess, MeasuredPair, Measurement, MemoryPerformance, MemoryTier, NotMeasured,
 };
+pub use placement::Placement;
 pub use policy::{MemoryPolicy, ParseMemoryPolicyError};
 pub use warnings::{MEMORY_AGREEMENT_PERCENT, host_warnings};
 

@@ -49,6 +49,26 @@ impl MemoryPolicy {
         }
     }
 
+    /// The name the kernel prints for it in `/proc/PID/numa_maps` (mm/mempolicy.c's
+    /// `mpol_to_str`): `bind`, `prefer`, `prefer (many)`, `weighted interleave`. The one table
+    /// of those names: [`MemoryPolicy::from_numa_maps_name`] reads it back.
+    pub fn numa_maps_name(self) -> &'static str {
+        match self {
+            MemoryPolicy::Default => "default",
+            MemoryPolicy::Bind => "bind",
+            MemoryPolicy::Preferred => "prefer",
+            MemoryPolicy::PreferredMany => "prefer (many)",
+            MemoryPolicy::Interleave => "interleave",
+            MemoryPolicy::WeightedInterleave => "weighted interleave",
+            MemoryPolicy::Local => "local",
+        }
+    }
+
+    /// The policy whose numa_maps name is `name`.
+    pub fn from_numa_maps_name(name: &str) -> Option<MemoryPolicy> {
+        MemoryPolicy::ALL.into_iter().find(|p| p.numa_maps_name() == name)
+    }
+
     /// Whether the policy takes a node mask (`default` and `local` take none).
     pub fn takes_nodes(self) -> bool {
         !matches!(self, MemoryPolicy::Default | MemoryPolicy::Local)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pinctl_config::Config;
-use pinctl_plan::{CurrentPlacement, Plan, PlanError, PlanInputs};
+use pinctl_plan::{Plan, PlanError, PlanInputs};
 use pinctl_testkit::{GIB, SyntheticTopology};
 use pinctl_topology::{CpuSet, DeviceKind, HostFacts, NodeSet, Topology};
 
@@ -212,13 +212,8 @@ pub fn replan(t: &Topology, before: &str, after: &str) -> (Plan, Plan, Plan) {
     let old = plan_text(t, before, false).unwrap();
     let config = config("after.toml", after);
     let mut sticky = inputs(t, &config, false);
-    sticky.current = old
-        .placements
-        .iter()
-        .map(|p| {
-            (p.instance.clone(), CurrentPlacement { nodes: p.nodes.clone(), cpus: p.cpus.clone() })
-        })
-        .collect();
+    sticky.current =
+        old.placements.iter().map(|p| (p.instance.clone(), p.placement.clone())).collect();
     let fresh = pinctl_plan::plan(t, &config, &inputs(t, &config, false)).unwrap();
     let new = pinctl_plan::plan(t, &config, &sticky).unwrap();
     assert!(new.optimal);
@@ -228,5 +223,8 @@ pub fn replan(t: &Topology, before: &str, after: &str) -> (Plan, Plan, Plan) {
 
 /// `instance nodes cpus` for every placement, to compare plans.
 pub fn where_each(plan: &Plan) -> Vec<String> {
-    plan.placements.iter().map(|p| format!("{} {} {}", p.instance, p.nodes, p.cpus)).collect()
+    plan.placements
+        .iter()
+        .map(|p| format!("{} {} {}", p.instance, p.placement.nodes, p.placement.cpus))
+        .collect()
 }

@@ -60,7 +60,7 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
             let used = plan
                 .placements
                 .iter()
-                .fold(pinctl_topology::NodeSet::new(), |acc, p| acc.union(&p.nodes));
+                .fold(pinctl_topology::NodeSet::new(), |acc, p| acc.union(&p.placement.nodes));
             writeln!(
                 out,
                 "ok: `{}` is valid for {}: {} instance{} on node{} {}{}",

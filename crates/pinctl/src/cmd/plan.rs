@@ -149,7 +149,14 @@ fn render(
     let rows: Vec<[String; 4]> = plan
         .placements
         .iter()
-        .map(|p| [escaped(&p.instance), p.nodes.to_string(), p.cpus.to_string(), memory(p)])
+        .map(|p| {
+            [
+                escaped(&p.instance),
+                p.placement.nodes.to_string(),
+                p.placement.cpus.to_string(),
+                memory(&p.placement),
+            ]
+        })
         .collect();
     let header = ["INSTANCE", "NODES", "CPUS", "MEMORY"];
     let mut width = header.map(str::len);
@@ -267,12 +274,14 @@ fn emit_systemd(
 ) -> Result<(), Error> {
     // Refuse before writing anything: systemd has no NUMAPolicy= for these.
     for p in &plan.placements {
-        if matches!(p.memory_policy, MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave)
-        {
+        if matches!(
+            p.placement.memory_policy,
+            MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave
+        ) {
             return Err(Error::failure(anyhow::anyhow!(
                 "{}: systemd's NUMAPolicy= has no `{}`; use `--emit numactl` or `pinctl exec`",
                 shown(&p.instance),
-                p.memory_policy
+                p.placement.memory_policy
             )));
         }
     }
@@ -295,11 +304,11 @@ fn emit_systemd(
             escaped(&config_path.display().to_string()),
             escaped(&p.instance),
             escaped(&p.service),
-            p.cpus,
-            p.memory_policy
+            p.placement.cpus,
+            p.placement.memory_policy
         );
-        if !p.memory_nodes.is_empty() {
-            let _ = writeln!(text, "NUMAMask={}", p.memory_nodes);
+        if !p.placement.memory_nodes.is_empty() {
+            let _ = writeln!(text, "NUMAMask={}", p.placement.memory_nodes);
         }
         drop_ins.push((dir.join(format!("{unit}.d")).join("50-pinctl.conf"), text));
     }
@@ -322,8 +331,8 @@ fn emit_systemd(
 /// A numactl command line per instance, preceded by a comment naming it.
 fn emit_numactl(out: &mut impl Write, config: &Config, plan: &Plan) -> io::Result<()> {
     for p in &plan.placements {
-        let nodes = p.memory_nodes.to_string();
-        let policy = match p.memory_policy {
+        let nodes = p.placement.memory_nodes.to_string();
+        let policy = match p.placement.memory_policy {
             MemoryPolicy::Default => String::new(),
             MemoryPolicy::Local => " --localalloc".to_string(),
             MemoryPolicy::Bind => format!(" --membind={nodes}"),
@@ -337,7 +346,7 @@ fn emit_numactl(out: &mut impl Write, config: &Config, plan: &Plan) -> io::Resul
             .map(|(_, i)| i.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))
             .unwrap_or_default();
         writeln!(out, "# {}", p.instance)?;
-        writeln!(out, "numactl --physcpubind={}{policy} -- {command}", p.cpus)?;
+        writeln!(out, "numactl --physcpubind={}{policy} -- {command}", p.placement.cpus)?;
     }
     Ok(())
 }

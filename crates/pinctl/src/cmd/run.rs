@@ -7,9 +7,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pinctl_plan::CurrentPlacement;
 use pinctl_supervise::spec::InstanceSpec;
 use pinctl_supervise::{Options, Outcome, Replan};
+use pinctl_topology::Placement;
 
 use crate::error::{CmdResult, Error};
 
@@ -46,7 +46,7 @@ fn plan_specs(
     config_path: &Path,
     topology: Option<&Path>,
     strict: bool,
-    running: &BTreeMap<String, CurrentPlacement>,
+    running: &BTreeMap<String, Placement>,
 ) -> Result<(Vec<InstanceSpec>, pinctl_config::Config, String), String> {
     let report = |e: Error| e.message().map(|m| m + "\n").unwrap_or_default();
     let file = super::plan::service_file(config_path, topology, strict).map_err(report)?;
@@ -88,7 +88,7 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
         Some(super::watch::SupervisedObserver::new(&config).map_err(Error::failure)?)
     };
     let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
-    let planner = Box::new(move |running: &BTreeMap<String, CurrentPlacement>| {
+    let planner = Box::new(move |running: &BTreeMap<String, Placement>| {
         let (specs, config, _) = plan_specs(&path, topology.as_deref(), strict, running)?;
         Ok(Replan { specs, config })
     });

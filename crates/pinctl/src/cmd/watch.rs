@@ -19,7 +19,7 @@ use pinctl_drift::rebalance::{LinuxControl, SystemClock};
 use pinctl_drift::supervised::{SupervisedInstance, SupervisedWatch};
 use pinctl_drift::watch::{CycleReport, RebalanceReport, Watcher, system_uid, targets};
 use pinctl_drift::watch_loop::{Presence, Said, Sink, WatchLoop, WatchSettings};
-use pinctl_drift::{DriftKind, Edge, Planned};
+use pinctl_drift::{DriftKind, Edge};
 use pinctl_supervise::observe::{Observed, Observer};
 use pinctl_supervise::protocol::DriftState;
 
@@ -335,12 +335,7 @@ impl Observer for SupervisedObserver {
                 service: o.service.clone(),
                 pid: o.pid,
                 cgroup: o.cgroup.clone(),
-                planned: Planned {
-                    cpus: o.placement.cpus.clone(),
-                    nodes: o.placement.nodes.clone(),
-                    policy: o.placement.memory_policy,
-                    policy_nodes: o.placement.memory_nodes.clone(),
-                },
+                planned: o.placement.clone(),
                 restarts: o.restarts,
             })
             .collect();
