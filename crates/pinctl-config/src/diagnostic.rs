@@ -399,7 +399,8 @@ impl ConfigError {
         ConfigError { path: path.to_path_buf(), diagnostics, io: None }
     }
 
-    pub(crate) fn io(path: &Path, error: std::io::Error) -> ConfigError {
+    /// The file at `path` could not be read.
+    pub fn io(path: &Path, error: std::io::Error) -> ConfigError {
         let diagnostic = Diagnostic::for_file(
             path,
             Severity::Error,

@@ -30,16 +30,16 @@ pub use values::{is_instance_name, is_service_unit_name};
 pub use watch::{DriftSettings, OnDrift, WatchConfig};
 
 /// Largest service file read: 1 MiB, hundreds of times a real one (pinctl reads only regular
-/// files, so `-c /dev/zero` or a FIFO is an error at once).
+/// files, so `-c /dev/zero` or a FIFO is an error at once). This crate reads no file: the
+/// launcher reads the file within this bound and hands its bytes to [`from_bytes`].
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 
-/// Reads and validates the service file at `path`. An I/O error names the path.
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = pinctl_sysfs::fsroot::read_regular(path, MAX_CONFIG_BYTES)
-        .map_err(|e| ConfigError::io(path, e))?;
-    let text = String::from_utf8(text).map_err(|e| {
-        let offset = e.utf8_error().valid_up_to();
-        let line = e.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
+/// Validates the bytes of the service file at `path` (read by the caller): not UTF-8 is an
+/// error naming the line. `path` is only used in messages.
+pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Config, ConfigError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let offset = e.valid_up_to();
+        let line = bytes[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
         ConfigError::from_diagnostics(
             path,
             vec![Diagnostic::for_file(
@@ -49,7 +49,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             )],
         )
     })?;
-    parse(path, &text)
+    parse(path, text)
 }
 
 /// Validates service-file text; `path` is only used in messages.

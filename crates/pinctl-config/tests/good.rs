@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pinctl_config::{
     Config, DEFAULT_MEMORY_POLICY, InstanceSize, KeepFree, Limits, RestartPolicy, Severity,
-    ShareNodes, load, parse,
+    ShareNodes, parse,
 };
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet};
 
@@ -181,6 +181,14 @@ fn spans_point_at_the_values_later_checks_need() {
     let d = c.diagnostic_at(Some(&tikv.near[0]), Severity::Warning, "`nvme0n1` does not exist");
     let rendered = d.render(false);
     assert!(rendered.contains("every-key.toml:24:9"), "{rendered}");
+}
+
+/// Reads a file as the launcher does (within its bound there) and validates it.
+fn load(path: &Path) -> Result<pinctl_config::Config, pinctl_config::ConfigError> {
+    match std::fs::read(path) {
+        Ok(bytes) => pinctl_config::from_bytes(path, &bytes),
+        Err(e) => Err(pinctl_config::ConfigError::io(path, e)),
+    }
 }
 
 #[test]

@@ -198,7 +198,8 @@ pub fn config(name: &str, text: &str) -> Config {
 /// A bundled config from configs/.
 pub fn bundled(file: &str) -> Config {
     let path = repo().join("configs").join(file);
-    pinctl_config::load(&path).unwrap_or_else(|e| panic!("{}", e.render(false)))
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    pinctl_config::from_bytes(&path, &bytes).unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 pub fn plan_text(topology: &Topology, text: &str, strict: bool) -> Result<Plan, PlanError> {
