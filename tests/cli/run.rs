@@ -736,3 +736,158 @@ drift-hold = "200ms"
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
+
+#[test]
+fn scaling_a_service_keeps_its_running_instance_and_starts_or_stops_only_the_difference() {
+    let v1 = "[host]\nkeep-free = []\n[service.s]\ncommand = [\"sleep\", \"100021\", \"{instance}\"]\n\
+              cpus = 1\noutput = \"/dev/null\"\n";
+    let mut run = Run::new(v1);
+    run.start(&unpinned());
+    let first = run.status()["s"]["pid"].as_i64().unwrap();
+    std::fs::write(run.config(), v1.replace("cpus = 1\n", "cpus = 1\ninstances = 2\n")).unwrap();
+    let out = run.ctl(&["reload"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("s-0: keep (was `s`)") && text.contains("s-1: start"), "{text}");
+    let after = run.settle();
+    assert_eq!(after.keys().map(String::as_str).collect::<Vec<_>>(), ["s-0", "s-1"]);
+    assert_eq!(after["s-0"]["pid"].as_i64(), Some(first), "not restarted, only renamed");
+    assert_eq!(after["s-1"]["state"], "active");
+    // `s-0` still runs in the cgroup it was started in (cgroup v2 renames none): a next
+    // supervisor adopts it from there rather than taking it for a stranger.
+    let out = run.ctl(&["detach"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut old = run.child.take().unwrap();
+    assert!(wait_for("the old supervisor to exit", || old.try_wait().unwrap()).success());
+    run.start(&unpinned());
+    let adopted = run.status();
+    assert_eq!(adopted["s-0"]["pid"].as_i64(), Some(first), "{}", run.stderr());
+    assert_eq!(adopted["s-0"]["adopted"], true);
+    assert_eq!(adopted["s-1"]["pid"], after["s-1"]["pid"]);
+    // And back to one: s-0 is `s` again, s-1 stops.
+    std::fs::write(run.config(), v1).unwrap();
+    let out = run.ctl(&["reload"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("s: keep (was `s-0`)") && text.contains("s-1: stop"), "{text}");
+    let after = run.settle();
+    assert_eq!(after.keys().map(String::as_str).collect::<Vec<_>>(), ["s"]);
+    assert_eq!(after["s"]["pid"].as_i64(), Some(first));
+    // Its exit is still seen under its new name: killed, it is restarted as `s`.
+    let _ = kill(Pid::from_raw(first as i32), Signal::SIGKILL);
+    let again = wait_for("`s` to be restarted", || {
+        let s = run.status();
+        let pid = s["s"]["pid"].as_i64()?;
+        (pid != first && s["s"]["state"] == "active").then_some(pid)
+    });
+    assert_ne!(again, first);
+    assert!(run.terminate().success(), "{}", run.stderr());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
+#[test]
+fn a_reload_starts_nothing_until_what_it_stops_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("old-{}", std::process::id());
+    let seen = dir.path().join("seen");
+    // `old` takes its time to stop (it ignores TERM until KILLed after its stop-timeout);
+    // `new` says, when it starts, whether `old` still runs: on one data directory, that is two
+    // databases at once.
+    let v1 = format!(
+        "[host]\nkeep-free = []\n[service.old]\ncommand = [\"sh\", \"-c\", \"trap '' TERM; \
+         while :; do sleep 1; done\", \"{marker}\"]\nstop-timeout = \"2s\"\noutput = \"/dev/null\"\n\
+         [service.kept]\ncommand = [\"sleep\", \"100022\"]\noutput = \"/dev/null\"\n"
+    );
+    let mut run = Run::new(&v1);
+    run.start(&unpinned());
+    let kept = run.status()["kept"]["pid"].as_i64();
+    let old = run.status()["old"]["pid"].as_i64().unwrap() as i32;
+    // A pattern that finds `old` but not the shell that carries the pattern itself.
+    let pattern = format!("[o]{}", &marker[1..]);
+    let v2 = format!(
+        "[host]\nkeep-free = []\n[service.new]\ncommand = [\"sh\", \"-c\", \"if pgrep -f '{pattern}' \
+         >/dev/null; then echo overlap; else echo alone; fi > {}; exec sleep 100023\"]\n\
+         output = \"/dev/null\"\n[service.kept]\ncommand = [\"sleep\", \"100022\"]\n\
+         output = \"/dev/null\"\n",
+        seen.display()
+    );
+    std::fs::write(run.config(), v2).unwrap();
+    let out = run.ctl(&["reload"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    // The reload answered once `new` had started (after `old` was KILLed).
+    assert!(text.contains("new: start") && text.contains("old: stop"), "{text}");
+    assert!(stat(old).is_none_or(|s| s.0 == 'Z'), "old is gone when the reload answers");
+    let said = wait_for("new to say what it found", || std::fs::read_to_string(&seen).ok());
+    assert_eq!(said.trim(), "alone", "new started while old still ran");
+    let after = run.settle();
+    assert_eq!(after["kept"]["pid"].as_i64(), kept, "kept untouched");
+    assert!(run.terminate().success(), "{}", run.stderr());
+}
+
+#[test]
+fn a_restarted_instance_shows_its_old_placement_until_its_new_process_runs() {
+    // Two CPUs here: the instance moves from CPU 0 to CPUs 0-1, and stops slowly.
+    let v1 = "[host]\nkeep-free = []\n[service.slow]\ncommand = [\"sh\", \"-c\", \
+              \"trap '' TERM; while :; do sleep 1; done\"]\ncpus = 1\nstop-timeout = \"2s\"\n\
+              output = \"/dev/null\"\n";
+    let mut run = Run::new(v1);
+    run.start(&[]);
+    let before = run.status()["slow"].clone();
+    std::fs::write(run.config(), v1.replace("cpus = 1\n", "cpus = 2\n")).unwrap();
+    let mut reload = Command::new(BIN);
+    reload.args(["reload", "--socket"]).arg(run.socket());
+    let mut reload = reload.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let during = wait_for("the old process to be stopping", || {
+        let s = run.status();
+        (s["slow"]["state"] == "deactivating").then(|| s["slow"].clone())
+    });
+    assert_eq!(during["pid"], before["pid"]);
+    assert_eq!(during["cpus"], before["cpus"], "the old process with its own placement");
+    let status = wait_for("the reload to answer", || reload.try_wait().unwrap());
+    assert!(status.success());
+    let after = run.settle();
+    assert_ne!(after["slow"]["pid"], before["pid"]);
+    assert_ne!(after["slow"]["cpus"], before["cpus"], "the new process with the new one");
+    // It ignores TERM: stopped with KILL after its stop-timeout, which pinctl's status says.
+    assert_eq!(run.terminate().code(), Some(1), "{}", run.stderr());
+}
+
+#[test]
+fn starting_a_program_that_dies_at_once_is_a_failed_start() {
+    let config = "[host]\nkeep-free = []\n[service.crash]\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n\
+                  restart = \"never\"\n\
+                  [service.fine]\ncommand = [\"sleep\", \"100024\"]\n";
+    let mut run = Run::new(config);
+    run.start(&unpinned());
+    let out = run.ctl(&["restart", "crash"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("crash: did not start: exit status 3"), "{text}");
+    let out = run.ctl(&["restart", "fine"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(run.terminate().success(), "{}", run.stderr());
+}
+
+#[test]
+fn plan_warnings_are_said_at_start_and_on_reload_and_what_a_reload_cannot_apply_is_told() {
+    // keep-free left to its default: on a machine with one node the plan warns that the
+    // NIC's node is used.
+    let v1 = "[service.w]\ncommand = [\"sleep\", \"100025\"]\ncpus = 1\noutput = \"/dev/null\"\n";
+    let mut run = Run::new(v1);
+    run.start(&[]);
+    let plan = Command::new(BIN).args(["plan", "-c"]).arg(run.config()).output().unwrap();
+    let plan = String::from_utf8_lossy(&plan.stdout).to_string();
+    let warning = plan
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("warning: "))
+        .unwrap_or_else(|| panic!("no warning in the plan:\n{plan}"))
+        .to_string();
+    assert!(run.stderr().contains(&warning), "not said at start: {warning}\n{}", run.stderr());
+    let v2 = format!("[host]\nmetrics-listen = \"127.0.0.1:0\"\n{v1}");
+    std::fs::write(run.config(), v2).unwrap();
+    let out = run.ctl(&["reload"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&warning), "the reload's answer: {text}");
+    assert!(text.contains("not applied: metrics-listen changed from off to 127.0.0.1:0"), "{text}");
+    assert!(run.terminate().success(), "{}", run.stderr());
+}

@@ -179,6 +179,15 @@ impl Subtree {
         format!("{}/{name}", self.path)
     }
 
+    /// The name of the subtree's cgroup at `path` (as `/proc/PID/cgroup` shows it), when it
+    /// is one of this subtree's instance cgroups. An instance renamed by a reload keeps the
+    /// cgroup it was started in until it restarts (cgroup v2 refuses to rename a cgroup), so
+    /// the cgroup's name is not always its instance's.
+    pub(crate) fn name_in<'a>(&self, path: &'a str) -> Option<&'a str> {
+        let name = path.strip_prefix(self.path.as_str())?.strip_prefix('/')?;
+        pinctl_config::is_instance_name(name).then_some(name)
+    }
+
     fn dir_of(&self, name: &str) -> PathBuf {
         debug_assert!(pinctl_config::is_instance_name(name), "{name}");
         self.dir.join(name)

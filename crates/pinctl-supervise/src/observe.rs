@@ -33,7 +33,10 @@ pub trait Observer {
     }
 
     /// A reload re-planned `config` and applied it (not called for `--dry-run` or a file that
-    /// was refused): the observer takes up its settings. Called on the runtime thread: must
-    /// not block.
-    fn reloaded(&mut self, _config: &pinctl_config::Config) {}
+    /// was refused): the observer takes up its settings, and returns the changes it could not
+    /// take up (they are said to whoever asked for the reload). Called on the runtime thread:
+    /// must not block.
+    fn reloaded(&mut self, _config: &pinctl_config::Config) -> Vec<String> {
+        Vec::new()
+    }
 }

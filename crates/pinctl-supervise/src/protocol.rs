@@ -98,6 +98,23 @@ pub struct Response {
     /// A reload's difference, `{"name", "change", "fields"}` each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<serde_json::Value>>,
+    /// What the plan (and the file) warn about, as `pinctl plan` says it; a reload's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Changes a reload could not apply (they need a restart of `pinctl run`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_applied: Vec<String>,
+    /// Instances a `start`, `restart` or reload started that did not survive their start:
+    /// each with why (their last exit, or that they failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_to_start: Vec<StartFailure>,
+}
+
+/// An instance that did not survive its start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartFailure {
+    pub name: String,
+    pub reason: String,
 }
 
 impl Response {

@@ -34,7 +34,7 @@ use crate::launch;
 use crate::lifecycle::{self, Action, Event, Exit, Pid, State, Time, Unit};
 use crate::notify::Notifier;
 use crate::observe::{Observed, Observer};
-use crate::protocol::{InstanceStatus, Request, Response};
+use crate::protocol::{InstanceStatus, Request, Response, StartFailure};
 use crate::relay;
 use crate::socket::{self, SocketError};
 use crate::spec::{Change, InstanceSpec, diff};
@@ -69,6 +69,8 @@ pub type Planner = Box<dyn FnMut(&BTreeMap<String, Placement>) -> Result<Replan,
 pub struct Replan {
     pub specs: Vec<InstanceSpec>,
     pub config: pinctl_config::Config,
+    /// What the plan and the file warn about, in `pinctl plan`'s words.
+    pub warnings: Vec<String>,
 }
 
 /// How the supervisor ended.
@@ -249,9 +251,20 @@ struct Instance {
     removing: bool,
     /// Its own cgroup (v2 path), when it has one.
     cgroup: Option<String>,
+    /// The spec a reload gave it, taken up when it next starts: until then `spec` is what
+    /// runs (so `status` never shows an old process with a new placement).
+    next_spec: Option<InstanceSpec>,
+    /// When the process that exited last had started: a start is said to have failed when a
+    /// process started after it was asked has exited.
+    last_exited_start: Option<Instant>,
 }
 
 impl Instance {
+    /// Whether a process started at or after `asked` has exited.
+    fn failed_since(&self, asked: Instant) -> bool {
+        self.last_exited_start.is_some_and(|s| s >= asked)
+    }
+
     fn new(spec: InstanceSpec) -> Instance {
         let unit = Unit::new(spec.policy.clone());
         Instance {
@@ -264,13 +277,45 @@ impl Instance {
             timer: None,
             removing: false,
             cgroup: None,
+            next_spec: None,
+            last_exited_start: None,
         }
     }
 }
 
+/// How long a started instance must run before a `start` or `restart` reports it started: a
+/// program that dies at once has not started.
+const START_GRACE: Duration = Duration::from_secs(1);
+
+/// A request waiting for its instances to settle.
 struct Waiter {
     names: Vec<String>,
-    reply: oneshot::Sender<Response>,
+    /// For a start or restart: when it was asked. A process started since then must run
+    /// [`START_GRACE`] to count as started; one that exits sooner failed to start.
+    starting: Option<Instant>,
+    then: Then,
+}
+
+/// What a settled waiter does.
+enum Then {
+    /// Answers a client with the instances' status.
+    Answer(oneshot::Sender<Response>),
+    /// Finishes the reload being applied.
+    FinishReload,
+}
+
+/// A reload being applied: everything it stops is gone before anything it starts begins, so
+/// two copies of one thing (one data directory, one port) never run at once.
+struct Applying {
+    /// Instances the reload stops (removed, or restarted with a changed spec), until gone.
+    stopping: std::collections::BTreeSet<String>,
+    /// Instances to start once `stopping` is empty: new ones, and the restarted ones.
+    starting: Vec<String>,
+    /// The answer so far, sent once the starts have settled.
+    response: Response,
+    reply: Option<oneshot::Sender<Response>>,
+    /// Whether the starts were dispatched (a waiter then finishes the reload).
+    started: bool,
 }
 
 struct Supervisor {
@@ -297,6 +342,8 @@ struct Supervisor {
     observed: Vec<Observed>,
     /// The `RLIMIT_NOFILE` pinctl started with, given back to instances.
     nofile: Option<(u64, u64)>,
+    /// A reload being applied.
+    applying: Option<Applying>,
 }
 
 /// A line of pinctl's log, through the relay: never blocks the loop.
@@ -326,6 +373,7 @@ impl Supervisor {
             observer: None,
             observed: Vec::new(),
             nofile: None,
+            applying: None,
         }
     }
 
@@ -441,16 +489,20 @@ impl Supervisor {
             specs.iter().map(|s| (s.name.as_str(), s)).collect();
         for name in cgroups.children() {
             let procs = cgroups.procs(&name);
-            if let Some(entry) = adoptable.get_mut(&name) {
-                if procs.contains(&entry.process.pid) {
-                    // Recorded and found where it belongs (whatever the file said of its
-                    // cgroup: the kernel's word is the one kept).
-                    entry.process.cgroup = Some(cgroups.path_of(&name));
-                    continue;
-                }
+            let path = cgroups.path_of(&name);
+            // The cgroup's instance: the one of its name, or one a reload renamed while it ran
+            // there (its recorded cgroup says so).
+            let claims = |e: &Entry| e.name == name || e.process.cgroup.as_deref() == Some(&path);
+            if let Some(entry) =
+                adoptable.values_mut().find(|e| claims(e) && procs.contains(&e.process.pid))
+            {
+                // Recorded and found where it belongs (whatever the file said of its
+                // cgroup: the kernel's word is the one kept).
+                entry.process.cgroup = Some(path);
+                continue;
             }
             if procs.is_empty() {
-                if !adoptable.contains_key(&name) {
+                if !adoptable.values().any(claims) {
                     cgroups.remove(&name);
                 }
                 continue;
@@ -530,10 +582,13 @@ impl Supervisor {
         unit.restarts = entry.restarts;
         let age = launch::process_age(entry.process.start_time).unwrap_or_default();
         // Its recorded cgroup is used (to kill it whole, to read its memory) only when it is
-        // this supervisor's: `<subtree>/<name>`. An older pinctl's layout, or a cgroup that
-        // moved, leaves it to its process group.
-        let own = self.cgroups.as_ref().map(|c| c.path_of(&entry.name));
-        let cgroup = entry.process.cgroup.clone().filter(|c| Some(c) == own.as_ref());
+        // one of this supervisor's: `<subtree>/<cgroup>` (its own name's, or the one it was
+        // started in under an earlier name). An older pinctl's layout, or a cgroup that moved,
+        // leaves it to its process group.
+        let cgroup =
+            entry.process.cgroup.clone().filter(|c| {
+                self.cgroups.as_ref().is_some_and(|cgroups| cgroups.name_in(c).is_some())
+            });
         if entry.process.cgroup.is_some() && cgroup.is_none() {
             log(
                 &entry.name,
@@ -554,6 +609,8 @@ impl Supervisor {
             timer: None,
             removing,
             cgroup,
+            next_spec: None,
+            last_exited_start: None,
         };
         self.instances.insert(entry.name.clone(), inst);
         match launch::pidfd_open(pid) {
@@ -604,9 +661,22 @@ impl Supervisor {
                 return Outcome::Stopped { clean: !self.unclean };
             }
             let next_timer = self.instances.values().filter_map(|i| i.timer).min();
+            // A start waiting out its grace is answered when the grace is over.
+            let grace = self
+                .waiters
+                .iter()
+                .filter(|w| w.starting.is_some())
+                .flat_map(|w| w.names.iter())
+                .filter_map(|n| self.instances.get(n)?.started.map(|s| s + START_GRACE))
+                .filter(|&at| at > Instant::now())
+                .min();
+            let wake = match (next_timer.map(|at| self.origin + at), grace) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let sleep = async {
-                match next_timer {
-                    Some(at) => tokio::time::sleep_until(self.origin + at).await,
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };
@@ -677,17 +747,31 @@ impl Supervisor {
     }
 
     fn exited(&mut self, name: &str, pid: Pid, exit: Exit) {
-        let Some(inst) = self.instances.get(name) else { return };
+        // An instance renamed by a reload is still known to its exit watcher by its old name:
+        // its PID finds it.
+        let name = match self.instances.get(name) {
+            Some(i) if i.unit.state.pid() == Some(pid) => name.to_string(),
+            _ => self
+                .instances
+                .iter()
+                .find(|(_, i)| i.unit.state.pid() == Some(pid))
+                .map_or_else(|| name.to_string(), |(n, _)| n.clone()),
+        };
+        let name = name.as_str();
+        let Some(inst) = self.instances.get_mut(name) else { return };
         if inst.unit.state.pid() == Some(pid) {
+            inst.last_exited_start = inst.started;
             if !inst.adopted {
                 // Helpers the instance forked die with it (its process group): the group
                 // still holds the PID, so it cannot belong to anyone else yet. (An adopted
                 // process was reaped by init: its PID may be free, so no group kill.)
                 let _ = killpg(NixPid::from_raw(pid), Signal::SIGKILL);
             }
-            if let (Some(cgroups), Some(_)) = (&self.cgroups, &inst.cgroup) {
-                cgroups.kill(name);
-                cgroups.remove(name);
+            if let Some((cgroups, cgroup)) = self.cgroups.as_ref().zip(inst.cgroup.as_deref()) {
+                if let Some(dir) = cgroups.name_in(cgroup) {
+                    cgroups.kill(dir);
+                    cgroups.remove(dir);
+                }
             }
         }
         let jitter = self.rng.random::<f64>();
@@ -742,8 +826,10 @@ impl Supervisor {
             self.unclean = true;
         }
         if signal == lifecycle::SIGKILL {
-            if let (Some(cgroups), Some(_)) = (&self.cgroups, &inst.cgroup) {
-                cgroups.kill(name);
+            if let Some((cgroups, cgroup)) = self.cgroups.as_ref().zip(inst.cgroup.as_deref()) {
+                if let Some(dir) = cgroups.name_in(cgroup) {
+                    cgroups.kill(dir);
+                }
             }
         }
         let Ok(sig) = Signal::try_from(signal) else { return };
@@ -894,6 +980,43 @@ impl Supervisor {
         self.dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
     }
 
+    /// Whether a waiter's instances have settled: none on its way somewhere, and, for a
+    /// start, each either failed (a process started since it was asked exited) or running
+    /// past its grace.
+    fn settled(&self, w: &Waiter) -> bool {
+        w.names.iter().all(|n| {
+            let Some(inst) = self.instances.get(n) else { return true };
+            if inst.unit.state.is_transient() {
+                return false;
+            }
+            let Some(asked) = w.starting else { return true };
+            Instance::failed_since(inst, asked)
+                || !matches!(inst.unit.state, State::Active { .. })
+                || inst.started.is_some_and(|s| s + START_GRACE <= Instant::now())
+        })
+    }
+
+    /// The instances a settled start waiter asked for that did not survive their start.
+    fn start_failures(&self, w: &Waiter) -> Vec<StartFailure> {
+        let Some(asked) = w.starting else { return Vec::new() };
+        w.names
+            .iter()
+            .filter_map(|n| {
+                let inst = self.instances.get(n)?;
+                let running = matches!(inst.unit.state, State::Active { .. });
+                if running && !Instance::failed_since(inst, asked) {
+                    return None;
+                }
+                let reason = match (&inst.unit.state, inst.unit.last_exit) {
+                    (State::Failed { reason }, _) => reason.clone(),
+                    (_, Some(exit)) => format!("{exit} within {START_GRACE:?} of its start"),
+                    (state, None) => format!("it is {}", state.name()),
+                };
+                Some(StartFailure { name: n.clone(), reason })
+            })
+            .collect()
+    }
+
     fn counts(&self) -> (usize, usize) {
         let live = self.instances.values().filter(|i| !i.removing);
         let running = live.clone().filter(|i| matches!(i.unit.state, State::Active { .. })).count();
@@ -931,17 +1054,28 @@ impl Supervisor {
             self.write_state();
             self.recorded = pids;
         }
+        // A reload whose stops are over starts what it starts (a waiter answers it below).
+        self.progress_reload();
         let waiters = std::mem::take(&mut self.waiters);
         for w in waiters {
-            let settled = w
-                .names
-                .iter()
-                .all(|n| self.instances.get(n).is_none_or(|i| !i.unit.state.is_transient()));
-            if settled {
-                let r = self.status(&w.names);
-                let _ = w.reply.send(r);
-            } else {
+            if !self.settled(&w) {
                 self.waiters.push(w);
+                continue;
+            }
+            let failed = self.start_failures(&w);
+            let status = self.status(&w.names);
+            let instances = status.instances.unwrap_or_default();
+            match w.then {
+                Then::Answer(reply) => {
+                    let r = Response {
+                        ok: true,
+                        instances: Some(instances),
+                        failed_to_start: failed,
+                        ..Response::default()
+                    };
+                    let _ = reply.send(r);
+                }
+                Then::FinishReload => self.finish_reload_with(instances, failed),
             }
         }
         let (running, total) = self.counts();
@@ -1054,10 +1188,11 @@ impl Supervisor {
             let _ = reply.send(Response::error("the supervisor is stopping"));
             return;
         }
+        let starting = !matches!(event, Event::Stop);
         for name in &names {
             self.dispatch(name, event.clone());
         }
-        self.waiters.push(Waiter { names, reply });
+        self.wait_for(names, starting, Then::Answer(reply));
     }
 
     fn status(&self, names: &[String]) -> Response {
@@ -1106,6 +1241,10 @@ impl Supervisor {
             }
             return;
         }
+        if self.applying.is_some() {
+            self.reloads.push_back(reload);
+            return;
+        }
         let Some(mut planner) = self.planner.take() else {
             self.reloads.push_back(reload);
             return;
@@ -1129,102 +1268,228 @@ impl Supervisor {
         });
     }
 
-    /// Applies a reload's plan (or only answers with the difference, for a dry run).
+    /// Applies a reload's plan (or only answers with the difference, for a dry run). The
+    /// answer waits until the reload's starts have settled.
     fn finish_reload(&mut self, planned: Result<Replan, String>, reload: PendingReload) {
         let dry_run = reload.dry_run;
-        let response = match planned {
-            Err(report) => Response::error(format!(
-                "the service file was not applied, nothing changed:\n{report}"
-            )),
-            Ok(_) if self.shutting_down => Response::error("the supervisor is stopping"),
-            Ok(Replan { specs, config }) => {
-                let current: Vec<InstanceSpec> = self
-                    .order
-                    .iter()
-                    .filter_map(|n| self.instances.get(n).filter(|i| !i.removing))
-                    .map(|i| i.spec.clone())
-                    .collect();
-                let changes = diff(&current, &specs);
-                if !dry_run {
-                    self.apply(&changes, specs);
-                    if let Some(observer) = self.observer.as_mut() {
-                        observer.reloaded(&config);
+        let Replan { specs, config, warnings } = match planned {
+            Ok(replan) if !self.shutting_down => replan,
+            outcome => {
+                let e = match outcome {
+                    Err(report) => {
+                        format!("the service file was not applied, nothing changed:\n{report}")
                     }
+                    Ok(_) => "the supervisor is stopping".to_string(),
+                };
+                if !dry_run {
+                    self.notifier.send("READY=1");
                 }
-                let changes = changes
-                    .iter()
-                    .map(|(name, change)| {
-                        let mut v = serde_json::to_value(change).unwrap_or_default();
-                        v["name"] = serde_json::Value::String(name.clone());
-                        v
-                    })
-                    .collect();
-                Response { ok: true, changes: Some(changes), ..Response::default() }
+                match reload.reply {
+                    Some(reply) => {
+                        let _ = reply.send(Response::error(e));
+                    }
+                    None => log("reload", &e),
+                }
+                return;
             }
         };
-        if !dry_run {
-            self.notifier.send("READY=1");
-        }
-        match reload.reply {
-            Some(reply) => {
+        let current: Vec<InstanceSpec> = self
+            .order
+            .iter()
+            .filter_map(|n| self.instances.get(n).filter(|i| !i.removing))
+            .map(|i| i.next_spec.clone().unwrap_or_else(|| i.spec.clone()))
+            .collect();
+        let changes = diff(&current, &specs);
+        let lines = changes
+            .iter()
+            .map(|(name, change)| {
+                let mut v = serde_json::to_value(change).unwrap_or_default();
+                v["name"] = serde_json::Value::String(name.clone());
+                v
+            })
+            .collect();
+        let mut response = Response { ok: true, changes: Some(lines), ..Response::default() };
+        if dry_run {
+            response.warnings = warnings;
+            if let Some(reply) = reload.reply {
                 let _ = reply.send(response);
             }
-            None => {
-                if let Some(e) = response.error {
-                    log("reload", &e);
-                }
-            }
+            return;
         }
+        for w in &warnings {
+            log("warning", w);
+        }
+        response.warnings = warnings;
+        if let Some(observer) = self.observer.as_mut() {
+            response.not_applied = observer.reloaded(&config);
+        }
+        for note in &response.not_applied {
+            log("reload", &format!("not applied: {note}"));
+        }
+        self.apply(&changes, specs, response, reload.reply);
+        self.notifier.send("READY=1");
     }
 
-    fn apply(&mut self, changes: &[(String, Change)], specs: Vec<InstanceSpec>) {
+    /// Applies a reload's difference: renames at once; stops of removed instances and of
+    /// those restarted with a changed spec next; and the starts (new instances, the restarted
+    /// ones with their new spec) only once every one of those stops is over.
+    fn apply(
+        &mut self,
+        changes: &[(String, Change)],
+        specs: Vec<InstanceSpec>,
+        response: Response,
+        reply: Option<oneshot::Sender<Response>>,
+    ) {
         let mut by_name: HashMap<String, InstanceSpec> =
             specs.iter().map(|s| (s.name.clone(), s.clone())).collect();
-        let mut order: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-        for name in &self.order {
-            if !by_name.contains_key(name) {
-                order.push(name.clone());
-            }
-        }
-        self.order = order;
+        let mut applying = Applying {
+            stopping: std::collections::BTreeSet::new(),
+            starting: Vec::new(),
+            response,
+            reply,
+            started: false,
+        };
         for (name, change) in changes {
             log(name, &format!("reload: {change}"));
             match change {
+                Change::Rename { from } => {
+                    let spec = by_name.remove(name).expect("new spec");
+                    if !self.rename(from, name, spec.clone()) {
+                        // Nothing runs under the old name (an earlier reload took it):
+                        // the new one simply starts.
+                        self.instances.insert(name.clone(), Instance::new(spec));
+                        applying.starting.push(name.clone());
+                    }
+                }
                 Change::Start => {
                     let spec = by_name.remove(name).expect("new spec");
                     match self.instances.get_mut(name) {
-                        // Still stopping after an earlier reload removed it: keep tracking
-                        // that process, start the new spec once it has exited.
+                        // Still stopping after an earlier reload removed it: its new spec
+                        // starts once that process has exited.
                         Some(inst) => {
                             inst.removing = false;
                             inst.unit.policy = spec.policy.clone();
-                            inst.spec = spec;
-                            self.dispatch(name, Event::Restart);
+                            inst.next_spec = Some(spec);
                         }
                         None => {
                             self.instances.insert(name.clone(), Instance::new(spec));
-                            self.dispatch(name, Event::Start);
                         }
                     }
+                    applying.starting.push(name.clone());
                 }
                 Change::Stop => {
                     if let Some(inst) = self.instances.get_mut(name) {
                         inst.removing = true;
                     }
-                    self.dispatch(name, Event::Stop);
+                    self.stop_for_reload(name, &mut applying);
                 }
-                Change::Keep | Change::Restart { .. } => {
+                Change::Restart { .. } => {
                     let spec = by_name.remove(name).expect("new spec");
                     if let Some(inst) = self.instances.get_mut(name) {
                         inst.unit.policy = spec.policy.clone();
-                        inst.spec = spec;
-                        if matches!(change, Change::Restart { .. }) {
-                            self.dispatch(name, Event::Restart);
+                        inst.next_spec = Some(spec);
+                    }
+                    self.stop_for_reload(name, &mut applying);
+                    applying.starting.push(name.clone());
+                }
+                Change::Keep => {
+                    let spec = by_name.remove(name).expect("new spec");
+                    if let Some(inst) = self.instances.get_mut(name) {
+                        inst.unit.policy = spec.policy.clone();
+                        if inst.next_spec.is_some() {
+                            inst.next_spec = Some(spec);
+                        } else {
+                            inst.spec = spec;
                         }
                     }
                 }
             }
         }
+        let mut order: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        for name in &self.order {
+            if !order.contains(name) && self.instances.contains_key(name) {
+                order.push(name.clone());
+            }
+        }
+        self.order = order;
+        self.applying = Some(applying);
+    }
+
+    /// Stops `name` for the reload being applied (when it runs) and remembers to wait for it.
+    fn stop_for_reload(&mut self, name: &str, applying: &mut Applying) {
+        let Some(inst) = self.instances.get(name) else { return };
+        if inst.unit.state.pid().is_some() || inst.unit.state == State::Activating {
+            applying.stopping.insert(name.to_string());
+        }
+        self.dispatch(name, Event::Stop);
+    }
+
+    /// Gives the instance `from` the name `to`, its process untouched: `false` when there is
+    /// no `from`. Its process stays in the cgroup it was started in (cgroup v2 renames no
+    /// cgroup) until it next starts, in `to`'s.
+    fn rename(&mut self, from: &str, to: &str, spec: InstanceSpec) -> bool {
+        let Some(mut inst) = self.instances.remove(from) else { return false };
+        inst.unit.policy = spec.policy.clone();
+        inst.spec = spec;
+        self.instances.insert(to.to_string(), inst);
+        self.order.iter_mut().filter(|n| *n == from).for_each(|n| *n = to.to_string());
+        // Its exit watchers (a task or a pidfd thread) still know it by its old name: an exit
+        // is matched by PID (see `exited`).
+        true
+    }
+
+    /// Moves a reload being applied on: once what it stops is gone, its starts begin; once
+    /// they have settled (survived their start, or failed), whoever asked is answered.
+    fn progress_reload(&mut self) {
+        let Some(mut applying) = self.applying.take() else { return };
+        if applying.started {
+            self.applying = Some(applying);
+            return;
+        }
+        applying.stopping.retain(|n| {
+            self.instances
+                .get(n)
+                .is_some_and(|i| i.unit.state.pid().is_some() || i.unit.state.is_transient())
+        });
+        if !applying.stopping.is_empty() {
+            self.applying = Some(applying);
+            return;
+        }
+        applying.started = true;
+        let starting = applying.starting.clone();
+        for name in &starting {
+            if let Some(inst) = self.instances.get_mut(name) {
+                if let Some(next) = inst.next_spec.take() {
+                    inst.spec = next;
+                }
+            }
+            self.dispatch(name, Event::Start);
+        }
+        self.applying = Some(applying);
+        self.wait_for(starting, true, Then::FinishReload);
+    }
+
+    /// Answers the reload being applied, its starts settled.
+    fn finish_reload_with(&mut self, instances: Vec<InstanceStatus>, failed: Vec<StartFailure>) {
+        let Some(mut applying) = self.applying.take() else { return };
+        for f in &failed {
+            log(&f.name, &format!("reload: did not start: {}", f.reason));
+        }
+        applying.response.instances = Some(instances);
+        applying.response.failed_to_start = failed;
+        if let Some(reply) = applying.reply.take() {
+            let _ = reply.send(applying.response);
+        }
+        if let Some(next) = self.reloads.pop_front() {
+            self.request_reload(next);
+        }
+    }
+
+    /// Waits for `names` to settle (with `starting`, to survive [`START_GRACE`] after their
+    /// start without an exit), then does `then`.
+    fn wait_for(&mut self, names: Vec<String>, starting: bool, then: Then) {
+        let starting = starting.then(Instant::now);
+        self.waiters.push(Waiter { names, starting, then });
     }
 }
 

@@ -130,6 +130,10 @@ pub enum Change {
     Restart { fields: Vec<Field> },
     /// In both, nothing that needs a restart changed (lifecycle keys may have).
     Keep,
+    /// The same instance under another name: a service going from one instance (`s`) to
+    /// several (`s-0`, `s-1`, ...) or back, whose instance 0 is otherwise unchanged. It keeps
+    /// running, renamed.
+    Rename { from: String },
 }
 
 impl fmt::Display for Change {
@@ -138,6 +142,7 @@ impl fmt::Display for Change {
             Change::Start => f.write_str("start (new)"),
             Change::Stop => f.write_str("stop (removed)"),
             Change::Keep => f.write_str("keep"),
+            Change::Rename { from } => write!(f, "keep (was `{from}`)"),
             Change::Restart { fields } => {
                 let names: Vec<&str> = fields.iter().map(|f| f.name()).collect();
                 write!(f, "restart ({} changed)", names.join(", "))
@@ -147,15 +152,25 @@ impl fmt::Display for Change {
 }
 
 /// The difference between the running specs and the new ones, one entry per instance name:
-/// first every instance of the new file in its order, then the removed ones in theirs.
+/// first every instance of the new file in its order, then the removed ones in theirs. A
+/// service scaled from one instance to several (or back) renames its instance 0 (`s` to
+/// `s-0`, or `s-0` to `s`): when nothing else of it changed that is a [`Change::Rename`], so
+/// scaling leaves the instances that remain untouched.
 pub fn diff(old: &[InstanceSpec], new: &[InstanceSpec]) -> Vec<(String, Change)> {
     let old_by_name: BTreeMap<&str, &InstanceSpec> =
         old.iter().map(|s| (s.name.as_str(), s)).collect();
     let new_names: std::collections::BTreeSet<&str> = new.iter().map(|s| s.name.as_str()).collect();
+    let mut renamed = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for n in new {
         let change = match old_by_name.get(n.name.as_str()) {
-            None => Change::Start,
+            None => match renamed_from(n, &old_by_name, &new_names) {
+                Some(from) => {
+                    renamed.insert(from.clone());
+                    Change::Rename { from }
+                }
+                None => Change::Start,
+            },
             Some(o) => {
                 let fields = o.changed(n);
                 if fields.is_empty() { Change::Keep } else { Change::Restart { fields } }
@@ -164,11 +179,31 @@ pub fn diff(old: &[InstanceSpec], new: &[InstanceSpec]) -> Vec<(String, Change)>
         out.push((n.name.clone(), change));
     }
     for o in old {
-        if !new_names.contains(o.name.as_str()) {
+        if !new_names.contains(o.name.as_str()) && !renamed.contains(&o.name) {
             out.push((o.name.clone(), Change::Stop));
         }
     }
     out
+}
+
+/// The old instance `new` is instance 0 of, renamed by scaling: `s` for `s-0`, `s-0` for `s`,
+/// of the same service, gone from the new file, and the same in every other respect.
+fn renamed_from(
+    new: &InstanceSpec,
+    old: &BTreeMap<&str, &InstanceSpec>,
+    new_names: &std::collections::BTreeSet<&str>,
+) -> Option<String> {
+    let service = new.service.as_str();
+    let first = format!("{service}-0");
+    let other = if new.name == service {
+        first.as_str()
+    } else if new.name == first {
+        service
+    } else {
+        return None;
+    };
+    let o = old.get(other).filter(|o| o.service == new.service && !new_names.contains(other))?;
+    o.changed(new).is_empty().then(|| other.to_string())
 }
 
 #[cfg(test)]
@@ -240,6 +275,35 @@ pub(crate) mod tests {
         policy_only.policy.restart = Restart::Never;
         assert_eq!(base.digest(), policy_only.digest());
         assert_eq!(base.digest().len(), 16);
+    }
+
+    #[test]
+    fn scaling_renames_instance_zero_and_leaves_the_rest() {
+        let mut one = spec("s");
+        one.service = "s".into();
+        let mut zero = one.clone();
+        zero.name = "s-0".into();
+        let mut first = one.clone();
+        first.name = "s-1".into();
+        assert_eq!(
+            diff(&[one.clone()], &[zero.clone(), first.clone()]),
+            vec![
+                ("s-0".into(), Change::Rename { from: "s".into() }),
+                ("s-1".into(), Change::Start),
+            ]
+        );
+        assert_eq!(
+            diff(&[zero.clone(), first.clone()], &[one.clone()]),
+            vec![("s".into(), Change::Rename { from: "s-0".into() }), ("s-1".into(), Change::Stop)]
+        );
+        // Anything else changed with it: the old one stops, the new one starts.
+        let mut changed = zero.clone();
+        changed.command.push("--other".into());
+        assert_eq!(
+            diff(&[one.clone()], &[changed]),
+            vec![("s-0".into(), Change::Start), ("s".into(), Change::Stop)]
+        );
+        assert_eq!(Change::Rename { from: "s".into() }.to_string(), "keep (was `s`)");
     }
 
     #[test]

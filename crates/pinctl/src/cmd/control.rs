@@ -108,13 +108,10 @@ pub(crate) fn names(verb: Verb, args: NamesArgs) -> CmdResult {
         Verb::Restart => Request::Restart { names },
     };
     let response = ask(&args.socket, &request)?;
-    let instances = response.instances.unwrap_or_default();
-    render(&mut io::stdout().lock(), &instances).context("writing to stdout")?;
-    let failed: Vec<&str> = instances
-        .iter()
-        .filter(|i| i.state == "failed" && !matches!(verb, Verb::Stop))
-        .map(|i| i.name.as_str())
-        .collect();
+    let mut out = io::stdout().lock();
+    render(&mut out, response.instances.as_deref().unwrap_or_default())
+        .context("writing to stdout")?;
+    let failed = start_failures(&mut out, &response).context("writing to stdout")?;
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -122,13 +119,20 @@ pub(crate) fn names(verb: Verb, args: NamesArgs) -> CmdResult {
     }
 }
 
+/// Says which instances did not survive their start, and why; their names.
+fn start_failures(out: &mut impl Write, response: &Response) -> io::Result<Vec<String>> {
+    for f in &response.failed_to_start {
+        writeln!(out, "{}: did not start: {}", f.name, f.reason)?;
+    }
+    Ok(response.failed_to_start.iter().map(|f| f.name.clone()).collect())
+}
+
 pub(crate) fn reload(args: ReloadArgs) -> CmdResult {
     let response = ask(&args.socket, &Request::Reload { dry_run: args.dry_run })?;
     let mut out = io::stdout().lock();
-    let changes = response.changes.unwrap_or_default();
-    if args.dry_run {
-        writeln!(out, "a reload would:").context("writing to stdout")?;
-    }
+    let changes = response.changes.clone().unwrap_or_default();
+    writeln!(out, "{}", if args.dry_run { "a reload would:" } else { "reloaded:" })
+        .context("writing to stdout")?;
     for c in &changes {
         let name = c["name"].as_str().unwrap_or("?");
         let change = c["change"].as_str().unwrap_or("?");
@@ -136,14 +140,29 @@ pub(crate) fn reload(args: ReloadArgs) -> CmdResult {
             .as_array()
             .map(|f| f.iter().filter_map(|v| v.as_str()).collect())
             .unwrap_or_default();
-        if fields.is_empty() {
-            writeln!(out, "  {name}: {change}")
-        } else {
-            writeln!(out, "  {name}: {change} ({} changed)", fields.join(", "))
+        match (c["from"].as_str(), fields.is_empty()) {
+            (Some(from), _) => writeln!(out, "  {name}: keep (was `{from}`)"),
+            (None, true) => writeln!(out, "  {name}: {change}"),
+            (None, false) => writeln!(out, "  {name}: {change} ({} changed)", fields.join(", ")),
         }
         .context("writing to stdout")?;
     }
-    Ok(ExitCode::SUCCESS)
+    for w in &response.warnings {
+        writeln!(out, "warning: {w}").context("writing to stdout")?;
+    }
+    for n in &response.not_applied {
+        writeln!(out, "not applied: {n}").context("writing to stdout")?;
+    }
+    // The instances the reload started or restarted, once they settled.
+    if let Some(instances) = response.instances.as_deref().filter(|i| !i.is_empty()) {
+        render(&mut out, instances).context("writing to stdout")?;
+    }
+    let failed = start_failures(&mut out, &response).context("writing to stdout")?;
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(Error::failure(anyhow::anyhow!("failed to start: {}", failed.join(", "))))
+    }
 }
 
 pub(crate) fn detach(args: SocketArg) -> CmdResult {

@@ -239,7 +239,7 @@ fn distances_line(d: &pinctl_plan::DistanceReport) -> Option<String> {
 
 /// A diagnostic of the service file on one line, for `config_warnings`: `FILE:LINE:COLUMN:
 /// message`, or `FILE: message` when it has no place.
-fn one_line(d: &pinctl_config::Diagnostic) -> String {
+pub(crate) fn one_line(d: &pinctl_config::Diagnostic) -> String {
     match (&d.location, &d.path) {
         (Some(l), _) => {
             format!("{}:{}:{}: {}", l.path().display(), l.line(), l.column(), d.message)

@@ -7,7 +7,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pinctl_supervise::spec::InstanceSpec;
 use pinctl_supervise::{Options, Outcome, Replan};
 use pinctl_topology::Placement;
 
@@ -40,37 +39,36 @@ pub(crate) struct RunArgs {
 }
 
 /// Plans the file (keeping the instances in `running` where they are when it can: a reload):
-/// the instance specs, the file, and its warnings rendered; or the rendered report of what is
-/// wrong (the same diagnostics `pinctl plan` prints).
-fn plan_specs(
+/// the instance specs, the file, and what the file and the plan warn about, one line each, in
+/// `pinctl plan`'s words; or the rendered report of what is wrong (the same diagnostics
+/// `pinctl plan` prints).
+fn replan(
     config_path: &Path,
     topology: Option<&Path>,
     strict: bool,
     running: &BTreeMap<String, Placement>,
-) -> Result<(Vec<InstanceSpec>, pinctl_config::Config, String), String> {
+) -> Result<Replan, String> {
     let report = |e: Error| e.message().map(|m| m + "\n").unwrap_or_default();
     let file = super::plan::service_file(config_path, topology, strict).map_err(report)?;
-    let warnings = if file.diagnostics.is_empty() {
-        String::new()
-    } else {
-        pinctl_config::render_all(&file.diagnostics, Some(config_path), false)
-    };
     let plan = file.plan_keeping(running).map_err(|e| report(e.into()))?;
+    let mut warnings: Vec<String> = file.diagnostics.iter().map(super::plan::one_line).collect();
+    warnings.extend(plan.warnings.iter().map(|w| format!("plan: {w}")));
     let specs = pinctl_supervise::launch::specs(&file.config, &plan);
-    Ok((specs, file.config, warnings))
+    Ok(Replan { specs, config: file.config, warnings })
 }
 
 pub(crate) fn run(args: RunArgs) -> CmdResult {
-    let (specs, config, warnings) =
-        match plan_specs(&args.config, args.topology.as_deref(), args.strict, &BTreeMap::new()) {
+    let Replan { specs, config, warnings } =
+        match replan(&args.config, args.topology.as_deref(), args.strict, &BTreeMap::new()) {
             Ok(ok) => ok,
             Err(report) => {
                 let _ = std::io::stderr().lock().write_all(report.as_bytes());
                 return Err(Error::Reported(pinctl_launch::ExitStatus::Failure));
             }
         };
-    if !warnings.is_empty() {
-        let _ = writeln!(std::io::stderr().lock(), "{warnings}");
+    // What `pinctl plan` would warn about, said once at start (a reload says its own).
+    for w in &warnings {
+        pinctl_supervise::relay::log_line(&format!("pinctl: warning: {w}"));
     }
     let supervisor = config.supervisor().map_err(|e| Error::failure(anyhow::anyhow!(e)))?;
     let options = Options {
@@ -89,8 +87,7 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     };
     let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
     let planner = Box::new(move |running: &BTreeMap<String, Placement>| {
-        let (specs, config, _) = plan_specs(&path, topology.as_deref(), strict, running)?;
-        Ok(Replan { specs, config })
+        replan(&path, topology.as_deref(), strict, running)
     });
     let observer = watch.map(|w| Box::new(w) as Box<dyn pinctl_supervise::observe::Observer>);
     match pinctl_supervise::run_observed(options, specs, planner, observer) {

@@ -294,25 +294,20 @@ impl Observer for SupervisedObserver {
         })
     }
 
-    fn reloaded(&mut self, config: &pinctl_config::Config) {
+    fn reloaded(&mut self, config: &pinctl_config::Config) -> Vec<String> {
         let settings = WatchSettings::of(config);
+        let mut not_applied = Vec::new();
         if settings.watch.metrics_listen != self.metrics_listen {
             let to = |a: Option<std::net::SocketAddr>| a.map_or("off".into(), |a| a.to_string());
-            log_to(
-                LogTo::Supervisor,
-                "watch-error",
-                &[(
-                    "message",
-                    format!(
-                        "metrics-listen changed from {} to {}: the metrics socket moves when \
-                         pinctl run is restarted; every other watch key is taken up now",
-                        to(self.metrics_listen),
-                        to(settings.watch.metrics_listen)
-                    ),
-                )],
-            );
+            not_applied.push(format!(
+                "metrics-listen changed from {} to {}: the metrics socket moves when pinctl run \
+                 is restarted; every other watch key is taken up now",
+                to(self.metrics_listen),
+                to(settings.watch.metrics_listen)
+            ));
         }
         self.watch.reloaded(settings);
+        not_applied
     }
 
     fn instances(&mut self, instances: &[Observed]) {
