@@ -87,23 +87,29 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand run" -l unpinned -d 'Testi
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l json -d 'Print the answer as JSON (`instances`, as in docs/supervisor.md)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand start" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand start" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand start" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand start" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand stop" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand stop" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand stop" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand stop" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand restart" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand restart" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand restart" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand restart" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -l dry-run -d 'Print what a reload would change, change nothing'
 complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand reload" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s c -l config -d 'The service file whose planned instances are watched' -r -F

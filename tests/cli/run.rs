@@ -891,3 +891,64 @@ fn plan_warnings_are_said_at_start_and_on_reload_and_what_a_reload_cannot_apply_
     assert!(text.contains("not applied: metrics-listen changed from off to 127.0.0.1:0"), "{text}");
     assert!(run.terminate().success(), "{}", run.stderr());
 }
+
+#[test]
+fn clients_find_their_supervisor_from_its_file_or_the_environment_and_take_services_and_patterns() {
+    let config = "[host]\nkeep-free = []\n[service.web]\ncommand = [\"sleep\", \"100026\", \
+                  \"{instance}\"]\ninstances = 2\ncpus = 1\noutput = \"/dev/null\"\n\
+                  [service.db]\ncommand = [\"sleep\", \"100027\"]\noutput = \"/dev/null\"\n";
+    let mut run = Run::new("");
+    // The socket named in the file, not on the command line: only `-c FILE` leads to it.
+    let with_socket =
+        format!("[host]\nsocket = \"{}\"\n{}", run.socket().display(), &config["[host]\n".len()..]);
+    std::fs::write(run.config(), with_socket).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.arg("run").arg("-c").arg(run.config()).arg("--state-file").arg(run.path("state.json"));
+    cmd.args(unpinned()).stdin(Stdio::null());
+    cmd.stdout(std::fs::File::create(run.path("stdout")).unwrap());
+    cmd.stderr(std::fs::File::create(run.path("stderr")).unwrap());
+    run.child = Some(cmd.spawn().unwrap());
+    let before = run.settle();
+    let client = |args: &[&str], env: Option<&PathBuf>| {
+        let mut c = Command::new(BIN);
+        c.args(args).env_remove("PINCTL_SOCKET");
+        if let Some(socket) = env {
+            c.env("PINCTL_SOCKET", socket);
+        }
+        bounded_output(&mut c)
+    };
+    let config_arg = run.config().display().to_string();
+    let out = client(&["status", "-c", &config_arg], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("web-0") && text.contains("db"), "{text}");
+    let out = client(&["status", "--json", "db"], Some(&run.socket()));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> =
+        json["instances"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["db"]);
+    // A service's name restarts all its instances, and nothing else.
+    let out = client(&["restart", "-c", &config_arg, "web"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let after = run.settle();
+    for name in ["web-0", "web-1"] {
+        assert_ne!(after[name]["pid"], before[name]["pid"], "{name} was restarted");
+    }
+    assert_eq!(after["db"]["pid"], before["db"]["pid"]);
+    // A pattern, as supervisorctl's `web:*`.
+    let out = client(&["stop", "-c", &config_arg, "web-*"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let stopped = run.settle();
+    assert_eq!(stopped["web-0"]["state"], "inactive");
+    assert_eq!(stopped["web-1"]["state"], "inactive");
+    assert_eq!(stopped["db"]["state"], "active");
+    // What matches nothing is named, and nothing is done.
+    let out = client(&["start", "-c", &config_arg, "web-*", "cache*"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no instance `cache*`"), "{err}");
+    assert_eq!(run.settle()["web-0"]["state"], "inactive");
+    assert!(run.terminate().success(), "{}", run.stderr());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}

@@ -347,6 +347,11 @@ struct Supervisor {
 }
 
 /// A line of pinctl's log, through the relay: never blocks the loop.
+/// Whether a name in a request is a shell-style pattern: instance names never hold these.
+fn is_pattern(name: &str) -> bool {
+    name.contains(['*', '?', '['])
+}
+
 fn log(name: &str, message: &str) {
     relay::log_line(&format!("pinctl: {name}: {message}"));
 }
@@ -1147,23 +1152,52 @@ impl Supervisor {
         }
     }
 
-    fn unknown(&self, names: &[String]) -> Option<Response> {
-        let unknown: Vec<&str> =
-            names.iter().filter(|n| !self.instances.contains_key(*n)).map(String::as_str).collect();
-        if unknown.is_empty() {
-            return None;
+    /// The instances `names` address, in the supervisor's order: each an instance's name, a
+    /// service's (all its instances) or a shell-style pattern over instance names (`redis-*`,
+    /// `db-[01]`). `Err`: the answer naming what matched nothing.
+    fn resolve(&self, names: &[String]) -> Result<Vec<String>, Response> {
+        let mut unmatched = Vec::new();
+        let mut wanted = std::collections::BTreeSet::new();
+        for name in names {
+            let before = wanted.len();
+            if self.instances.contains_key(name) {
+                wanted.insert(name.as_str());
+            }
+            for (n, inst) in &self.instances {
+                if inst.spec.service == *name {
+                    wanted.insert(n.as_str());
+                }
+            }
+            if wanted.len() == before && is_pattern(name) {
+                let pattern = glob::Pattern::new(name).map_err(|e| {
+                    Response::error(format!("`{name}` is not a valid pattern: {e}"))
+                })?;
+                wanted.extend(
+                    self.instances.keys().filter(|n| pattern.matches(n)).map(String::as_str),
+                );
+            }
+            if wanted.len() == before && !self.instances.contains_key(name) {
+                unmatched.push(format!("`{name}`"));
+            }
         }
-        Some(Response::error(format!(
-            "no instance {}: the instances are {}",
-            unknown.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
-            self.order.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-        )))
+        if !unmatched.is_empty() {
+            return Err(Response::error(format!(
+                "no instance {}: the instances are {}",
+                unmatched.join(", "),
+                self.order.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Ok(self.order.iter().filter(|n| wanted.contains(n.as_str())).cloned().collect())
     }
 
     fn control(&mut self, request: Request, reply: oneshot::Sender<Response>) {
         let (names, event) = match request {
             Request::Status { names } => {
-                let r = self.unknown(&names).unwrap_or_else(|| self.status(&names));
+                let r = if names.is_empty() {
+                    self.status(&self.order)
+                } else {
+                    self.resolve(&names).map_or_else(|e| e, |names| self.status(&names))
+                };
                 let _ = reply.send(r);
                 return;
             }
@@ -1176,14 +1210,17 @@ impl Supervisor {
             Request::Stop { names } => (names, Event::Stop),
             Request::Restart { names } => (names, Event::Restart),
         };
-        if let Some(r) = self.unknown(&names) {
-            let _ = reply.send(r);
-            return;
-        }
         if names.is_empty() {
             let _ = reply.send(Response::error("name at least one instance"));
             return;
         }
+        let names = match self.resolve(&names) {
+            Ok(names) => names,
+            Err(r) => {
+                let _ = reply.send(r);
+                return;
+            }
+        };
         if self.shutting_down {
             let _ = reply.send(Response::error("the supervisor is stopping"));
             return;
@@ -1199,7 +1236,7 @@ impl Supervisor {
         let instances = self
             .order
             .iter()
-            .filter(|n| names.is_empty() || names.contains(n))
+            .filter(|n| names.contains(n))
             .filter_map(|n| {
                 let inst = self.instances.get(n)?;
                 let p = &inst.spec.placement;

@@ -147,6 +147,53 @@ pub fn connect(path: &Path) -> Result<UnixStream, SocketError> {
     Ok(stream)
 }
 
+/// The most entries of the runtime folder looked at when finding a supervisor.
+const MAX_RUNTIME_ENTRIES: usize = 4096;
+
+/// The control socket a client talks to when it was told none, as `systemctl` finds its
+/// manager: `<dir>/pinctl.sock` (the packaged unit's, for /etc/pinctl/pinctl.toml) when it
+/// exists, else the one socket in `dir` (/run/pinctl). Several and no `pinctl.sock`: an error
+/// listing them, since guessing could stop or restart another file's services.
+pub fn find_supervisor(dir: &Path) -> Result<PathBuf, String> {
+    let default = dir.join("pinctl.sock");
+    if let Ok(true) = trust::check_socket(&default) {
+        return Ok(default);
+    }
+    let how = "name one with `-c FILE` (its service file), `--socket PATH` or PINCTL_SOCKET";
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(format!(
+                "no supervisor is running here (`{}` does not exist): start one with `pinctl \
+                 run -c FILE`, or {how}",
+                dir.display()
+            ));
+        }
+        Err(e) => return Err(format!("cannot look for supervisors in `{}`: {e}", dir.display())),
+    };
+    let mut sockets: Vec<PathBuf> = entries
+        .take(MAX_RUNTIME_ENTRIES)
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+        .filter(|p| matches!(trust::check_socket(p), Ok(true)))
+        .collect();
+    sockets.sort();
+    match &sockets[..] {
+        [one] => Ok(one.clone()),
+        [] => Err(format!(
+            "no supervisor is running here (no control socket in `{}`): start one with \
+             `pinctl run -c FILE`, or {how}",
+            dir.display()
+        )),
+        several => Err(format!(
+            "{} supervisors run here ({}): {how}",
+            several.len(),
+            several.iter().map(|p| format!("`{}`", p.display())).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
 /// Hands a request to the supervisor; `false` once it is gone.
 pub(crate) type Submit = Arc<dyn Fn(Request, oneshot::Sender<Response>) -> bool + Send + Sync>;
 
@@ -261,6 +308,27 @@ async fn connection(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_told_nothing_finds_the_default_or_the_only_supervisor_and_never_guesses() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("pinctl");
+        assert!(find_supervisor(&run).unwrap_err().contains("does not exist"));
+        std::fs::create_dir(&run).unwrap();
+        assert!(find_supervisor(&run).unwrap_err().contains("no control socket"));
+        // Not sockets: a file and a link named like one are not supervisors.
+        std::fs::write(run.join("fake.sock"), "").unwrap();
+        std::os::unix::fs::symlink("/dev/null", run.join("link.sock")).unwrap();
+        let _db = std::os::unix::net::UnixListener::bind(run.join("db.sock")).unwrap();
+        assert_eq!(find_supervisor(&run).unwrap(), run.join("db.sock"));
+        let _cache = std::os::unix::net::UnixListener::bind(run.join("cache.sock")).unwrap();
+        let e = find_supervisor(&run).unwrap_err();
+        assert!(e.starts_with("2 supervisors run here") && e.contains("cache.sock"), "{e}");
+        assert!(e.contains("-c FILE"), "{e}");
+        // The packaged unit's socket wins over the others.
+        let _main = std::os::unix::net::UnixListener::bind(run.join("pinctl.sock")).unwrap();
+        assert_eq!(find_supervisor(&run).unwrap(), run.join("pinctl.sock"));
+    }
 
     #[test]
     fn a_regular_file_at_the_socket_path_is_never_removed() {

@@ -11,12 +11,47 @@ use pinctl_supervise::protocol::{DriftState, InstanceStatus, Request, Response};
 
 use crate::error::{CmdResult, Error};
 
-/// Where the supervisor listens.
+/// Which supervisor to talk to: `--socket`, else the one running `-c FILE`, else
+/// `PINCTL_SOCKET`, else the one found in /run/pinctl (docs/supervisor.md, "Finding the
+/// supervisor").
 #[derive(Debug, clap::Args)]
 pub(crate) struct SocketArg {
     /// The supervisor's control socket.
-    #[arg(long, value_name = "PATH", default_value = pinctl_config::DEFAULT_SOCKET)]
-    socket: PathBuf,
+    #[arg(long, value_name = "PATH", conflicts_with = "config")]
+    socket: Option<PathBuf>,
+    /// The service file whose supervisor to ask (its `[host] socket`, else
+    /// /run/pinctl/NAME.sock as `pinctl run -c FILE` chose).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// The environment variable naming the control socket when no flag does.
+pub(crate) const SOCKET_ENV: &str = "PINCTL_SOCKET";
+
+impl SocketArg {
+    /// The socket this client talks to (see [`SocketArg`]).
+    pub(crate) fn path(&self) -> Result<PathBuf, Error> {
+        if let Some(path) = &self.socket {
+            return Ok(path.clone());
+        }
+        if let Some(file) = &self.config {
+            return supervisor_of(file);
+        }
+        if let Some(path) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
+            return Ok(path.into());
+        }
+        pinctl_supervise::socket::find_supervisor(std::path::Path::new(pinctl_config::RUNTIME_DIR))
+            .map_err(|e| Error::failure(anyhow::anyhow!(e)))
+    }
+}
+
+/// The control socket of the supervisor that runs `file` (`pinctl run -c FILE`).
+pub(crate) fn supervisor_of(file: &std::path::Path) -> Result<PathBuf, Error> {
+    let config = pinctl_launch::load_config(file)?;
+    let paths = config
+        .supervisor()
+        .map_err(|e| Error::failure(anyhow::anyhow!("{}: {e}", file.display())))?;
+    Ok(paths.socket)
 }
 
 /// Arguments of `pinctl status`.
@@ -25,7 +60,7 @@ pub(crate) struct StatusArgs {
     /// Print the answer as JSON (`instances`, as in docs/supervisor.md).
     #[arg(long)]
     json: bool,
-    /// Only these instances.
+    /// Only these instances (names, service names or patterns, as `pinctl restart` takes).
     #[arg(value_name = "NAME")]
     names: Vec<String>,
     #[command(flatten)]
@@ -35,7 +70,8 @@ pub(crate) struct StatusArgs {
 /// Arguments of `pinctl start|stop|restart`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct NamesArgs {
-    /// Instances (`tikv-0`, or the service name of a single-instance service).
+    /// Instances: a name (`tikv-0`), a service's name (all its instances) or a shell-style
+    /// pattern over instance names (`'tikv-*'`, quoted for the shell).
     #[arg(value_name = "NAME", required = true)]
     names: Vec<String>,
     #[command(flatten)]
@@ -64,10 +100,10 @@ pub(crate) enum Verb {
 const MAX_ANSWER_BYTES: u64 = 64 << 20;
 
 fn ask(socket: &SocketArg, request: &Request) -> Result<Response, Error> {
-    let path = &socket.socket;
+    let path = &socket.path()?;
     // The folder must be root's, the path a socket, and whoever serves it root (or us).
     let mut stream = pinctl_supervise::socket::connect(path)
-        .map_err(|e| Error::failure(anyhow::anyhow!("{e} (--socket PATH)")))?;
+        .map_err(|e| Error::failure(anyhow::anyhow!("{e}")))?;
     let mut line = serde_json::to_string(request).context("encoding the request")?;
     line.push('\n');
     stream.write_all(line.as_bytes()).context("writing to the control socket")?;
