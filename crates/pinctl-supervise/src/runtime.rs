@@ -1154,8 +1154,8 @@ impl Supervisor {
 
     /// The instances `names` address, in the supervisor's order: each an instance's name, a
     /// service's (all its instances) or a shell-style pattern over instance names (`redis-*`,
-    /// `db-[01]`). `Err`: the answer naming what matched nothing.
-    fn resolve(&self, names: &[String]) -> Result<Vec<String>, Response> {
+    /// `db-[01]`). `Err`: the error naming what matched nothing.
+    fn resolve(&self, names: &[String]) -> Result<Vec<String>, String> {
         let mut unmatched = Vec::new();
         let mut wanted = std::collections::BTreeSet::new();
         for name in names {
@@ -1169,9 +1169,8 @@ impl Supervisor {
                 }
             }
             if wanted.len() == before && is_pattern(name) {
-                let pattern = glob::Pattern::new(name).map_err(|e| {
-                    Response::error(format!("`{name}` is not a valid pattern: {e}"))
-                })?;
+                let pattern = glob::Pattern::new(name)
+                    .map_err(|e| format!("`{name}` is not a valid pattern: {e}"))?;
                 wanted.extend(
                     self.instances.keys().filter(|n| pattern.matches(n)).map(String::as_str),
                 );
@@ -1181,11 +1180,11 @@ impl Supervisor {
             }
         }
         if !unmatched.is_empty() {
-            return Err(Response::error(format!(
+            return Err(format!(
                 "no instance {}: the instances are {}",
                 unmatched.join(", "),
                 self.order.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-            )));
+            ));
         }
         Ok(self.order.iter().filter(|n| wanted.contains(n.as_str())).cloned().collect())
     }
@@ -1196,7 +1195,7 @@ impl Supervisor {
                 let r = if names.is_empty() {
                     self.status(&self.order)
                 } else {
-                    self.resolve(&names).map_or_else(|e| e, |names| self.status(&names))
+                    self.resolve(&names).map_or_else(Response::error, |names| self.status(&names))
                 };
                 let _ = reply.send(r);
                 return;
@@ -1216,8 +1215,8 @@ impl Supervisor {
         }
         let names = match self.resolve(&names) {
             Ok(names) => names,
-            Err(r) => {
-                let _ = reply.send(r);
+            Err(e) => {
+                let _ = reply.send(Response::error(e));
                 return;
             }
         };
