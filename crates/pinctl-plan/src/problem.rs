@@ -348,6 +348,26 @@ fn kept_free_nodes(
             },
         }
     }
+    // Keeping every node free keeps none: on a one-node host the default route's NIC is on
+    // the only node. Said once, and not a broken rule (`--strict` passes): nothing the plan
+    // could do would keep it.
+    if !kept_free.is_empty() && kept_free.iter().all(|k| !k.is_empty()) {
+        let mut names: Vec<&str> = kept_free.iter().flatten().map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        let (is, every) = match (names.len(), topology.nodes.len()) {
+            (1, 1) => ("is on", "the only node"),
+            (_, 1) => ("are on", "the only node"),
+            (1, _) => ("covers", "every node"),
+            _ => ("cover", "every node"),
+        };
+        warnings.push(format!(
+            "keep-free: {} {is} {every}: no node can be kept free, so none is (set \
+             `keep-free = []` to say so)",
+            names.join(", ")
+        ));
+        kept_free.iter_mut().for_each(Vec::clear);
+    }
     kept_free
 }
 

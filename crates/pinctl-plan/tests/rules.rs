@@ -332,3 +332,35 @@ fn the_largest_file_is_planned_on_a_small_stack() {
         .expect("the planner panicked");
     assert_eq!(planned.unwrap(), pinctl_config::MAX_INSTANCES as usize);
 }
+
+#[test]
+fn keeping_the_only_node_free_is_said_once_and_passes_strict() {
+    // On a one-node host the default route's NIC is on the only node: nothing can be kept
+    // free, and every instance used to carry the same warning, with `--strict` refusing.
+    let text = r#"
+[host]
+keep-free = [0]
+[service.web]
+command = ["/bin/web", "{instance}"]
+instances = 2
+cpus = 1
+"#;
+    let plan = plan_text(&small_vm(), text, true).unwrap();
+    assert_eq!(
+        plan.warnings,
+        [
+            "keep-free: node 0 is on the only node: no node can be kept free, so none is (set `keep-free = []` to say so)"
+        ]
+    );
+    assert!(plan.kept_free_nodes.is_empty());
+    // Where some node can be kept free, using it is still a broken rule.
+    let two = r#"
+[host]
+keep-free = [0]
+[service.db]
+command = ["/bin/db", "{instance}"]
+instances = 2
+nodes = 1
+"#;
+    assert!(plan_text(&xeon(), two, true).is_err(), "strict refuses");
+}
