@@ -39,6 +39,9 @@ note() { echo "  [$SCENARIO] $*"; }
 # never asserted).
 bench() { echo "PINCTL-VM: BENCH $SCENARIO $*"; }
 
+# mounted DIR: something is mounted on DIR (busybox has no `mountpoint`).
+mounted() { awk -v dir="$1" '$2 == dir { found = 1 } END { exit !found }' /proc/mounts; }
+
 # Centiseconds since boot (/proc/uptime): busybox's date has no sub-second format.
 uptime_cs() { cut -d' ' -f1 /proc/uptime | tr -d .; }
 

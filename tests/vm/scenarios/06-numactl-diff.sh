@@ -10,7 +10,7 @@ NIC=$(devices_of_kind nic)
 
 # The `narrow` cgroup: a cpuset of CPUs 2-7 and nodes 1-3.
 mkdir -p /sys/fs/cgroup
-mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mounted /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control
 mkdir -p /sys/fs/cgroup/narrow
 echo 2-7 >/sys/fs/cgroup/narrow/cpuset.cpus

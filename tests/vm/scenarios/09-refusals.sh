@@ -9,7 +9,7 @@
 # inherits (a unit's CPUAffinity=, taskset): under `taskset -c 2` in that cpuset, topology
 # reports the cpuset's CPUs and `exec -c --service` runs the instance on its planned CPUs.
 mkdir -p /sys/fs/cgroup
-mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mounted /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control
 mkdir -p /sys/fs/cgroup/narrow9
 echo 2-7 >/sys/fs/cgroup/narrow9/cpuset.cpus

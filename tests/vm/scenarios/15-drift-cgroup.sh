@@ -10,7 +10,7 @@ D=/tmp/drift15
 mkdir -p "$D"
 [ -w /proc/sys/kernel/numa_balancing ] && echo 0 >/proc/sys/kernel/numa_balancing
 mkdir -p /sys/fs/cgroup
-mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mounted /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 echo +memory >/sys/fs/cgroup/cgroup.subtree_control
 CG=/sys/fs/cgroup/drift15
 mkdir -p "$CG"

@@ -1,4 +1,4 @@
-# layouts: 4node
+# layouts: 4node-run
 # timeout: 300
 # Scenario 17: a real database under `pinctl run`. Two Redis servers from Debian's package (the
 # host's redis-server, staged with its libraries by tests/vm/run) run as one two-instance
@@ -23,7 +23,7 @@ ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 
 # cgroup v2 with the cpuset and memory controllers handed down to pinctl's subtree.
 mkdir -p /sys/fs/cgroup
-mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mounted /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control
 echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
 

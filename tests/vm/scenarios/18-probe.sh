@@ -1,4 +1,4 @@
-# layouts: 4node
+# layouts: 4node-run
 # Scenario 18: what the firmware says beyond SLIT, and what `pinctl probe` measures. The
 # guest has an HMAT (the layout's `hmat` figures): `pinctl topology --json` must report every
 # access class, initiator and figure the kernel publishes under nodeN/access0 and access1, and

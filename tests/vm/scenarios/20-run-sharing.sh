@@ -1,4 +1,4 @@
-# layouts: 4node
+# layouts: 4node-run
 # timeout: 240
 # Scenario 20: more instances than nodes, under `pinctl run`. Eight instances of one service
 # that writes no size (`share-nodes = "when-needed"`) in the 4-node guest: the plan puts two on
