@@ -161,8 +161,8 @@ impl Measurer for LinuxMeasurer {
         self.check_placement(memory, &buffer)?;
         let start = link_random_cycle(buffer.words_mut(), self.seed)
             .ok_or_else(|| ProbeError::Thread { what: "the buffer holds no cache line".into() })?;
-        let huge_page_bytes = pinctl_sysfs::smaps::read_anon_huge_pages(
-            Path::new("/"),
+        let huge_page_bytes = pinctl_sysfs::proc::pid::smaps::read_anon_huge_pages(
+            &mut pinctl_sysfs::FsRoot::new(Path::new("/")),
             pinctl_sysfs::Pid::Current,
             buffer.addr() as u64,
         )

@@ -20,7 +20,9 @@ use pinctl_sys::{
     ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandOutput,
     CommandPlacement, LinuxKernel, OutputError, Rlimit, SetupError,
 };
-use pinctl_sysfs::Host;
+use pinctl_sysfs::proc::pid as process;
+use pinctl_sysfs::proc::uptime;
+use pinctl_sysfs::{FsRoot, Host};
 use pinctl_topology::MemoryPolicy;
 
 use crate::adopt::Observed;
@@ -395,10 +397,10 @@ pub fn numa_maps_policy(p: &PlacementSpec) -> String {
 /// compares them with the plan. A process that is already gone cannot be checked (the setup
 /// compared both before exec); `Err` carries the reason and the exit status it stands for.
 pub fn verify(pid: Pid, p: &PlacementSpec) -> Result<(), (String, i32)> {
-    let root = Path::new("/");
-    let id = pinctl_sysfs::Pid::Id(pid as u32);
-    if let Ok(allowed) = pinctl_sysfs::read_allowed(root, id) {
-        if let Some(cpus) = allowed.cpus {
+    let Ok(id) = u32::try_from(pid) else { return Ok(()) };
+    let mut fs = live();
+    if let Ok(Some(seen)) = process::status::read(&mut fs, id) {
+        if let Some(cpus) = seen.cpus {
             if !p.cpus.is_empty() && cpus != p.cpus {
                 return Err((
                     format!("runs on CPUs {cpus}, the plan says {}", p.cpus),
@@ -407,7 +409,7 @@ pub fn verify(pid: Pid, p: &PlacementSpec) -> Result<(), (String, i32)> {
             }
         }
     }
-    if let Ok(maps) = pinctl_sysfs::read_numa_maps(root, id) {
+    if let Ok(Some(maps)) = process::numa_maps::read(&mut fs, id) {
         let want = numa_maps_policy(p);
         if !maps.is_empty() && !maps.iter().any(|m| m.policy == want) {
             let seen: std::collections::BTreeSet<&str> =
@@ -422,32 +424,19 @@ pub fn verify(pid: Pid, p: &PlacementSpec) -> Result<(), (String, i32)> {
     Ok(())
 }
 
-/// Field 22 of `/proc/PID/stat` (start time in clock ticks after boot), the process group
-/// (field 5) and the state letter, from the text after the command name.
-pub fn parse_stat(text: &str) -> Option<(char, i32, u64)> {
-    let after = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let state = f.first()?.chars().next()?;
-    let pgrp = f.get(2)?.parse().ok()?;
-    let start = f.get(19)?.parse().ok()?;
-    Some((state, pgrp, start))
+/// The live machine's `/proc`, read through pinctl-sysfs's reader of each file.
+fn live() -> FsRoot<'static> {
+    FsRoot::new(Path::new("/"))
 }
 
 /// What `/proc/PID` says about a process now; `None` when there is no such process.
 pub fn observe(pid: Pid) -> Option<Observed> {
-    let dir = PathBuf::from(format!("/proc/{pid}"));
-    let stat = fs::read_to_string(dir.join("stat")).ok()?;
-    let (state, _, start_time) = parse_stat(&stat)?;
-    let cmdline = fs::read(dir.join("cmdline")).unwrap_or_default();
-    let cmdline = cmdline
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let cgroup = fs::read_to_string(dir.join("cgroup"))
-        .ok()
-        .and_then(|t| pinctl_sysfs::parse::cgroup_path(&t, None).map(str::to_string));
-    Some(Observed { start_time, cgroup, cmdline, state })
+    let id = u32::try_from(pid).ok()?;
+    let mut fs = live();
+    let stat = process::stat::read(&mut fs, id).ok()??;
+    let cmdline = process::cmdline::read(&mut fs, id).ok().flatten().unwrap_or_default();
+    let cgroup = process::cgroup::read_v2(&mut fs, id).ok().flatten();
+    Some(Observed { start_time: stat.start_time, cgroup, cmdline, state: stat.state })
 }
 
 /// Whether process `pid`, found in an instance's own cgroup without the state file saying so
@@ -467,24 +456,20 @@ pub fn proves_instance(pid: Pid, spec: &InstanceSpec, pinned: bool) -> Result<()
     if observed.cmdline != spec.command {
         return Err(format!("it runs `{}`", observed.cmdline.join(" ")));
     }
-    let environ =
-        pinctl_sysfs::fsroot::read_regular(Path::new(&format!("/proc/{pid}/environ")), 1 << 20)
-            .map_err(|e| format!("its environment cannot be read: {e}"))?;
-    let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+    let id = pid as u32;
+    let mut fs = live();
+    let environ = process::environ::read(&mut fs, id)
+        .map_err(|e| format!("its environment cannot be read: {e}"))?
+        .ok_or("it is gone")?;
     for (k, v) in &spec.env {
-        let want = format!("{k}={v}");
-        if !vars.contains(&want.as_bytes()) {
+        if !process::environ::has(&environ, k, v) {
             return Err(format!("its environment lacks `{k}` as the file sets it"));
         }
     }
     if let Some(user) = &spec.user {
         let uid = lookup_user(user).map_err(|f| f.reason)?.uid.as_raw();
-        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let real = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|u| u.parse::<u32>().ok());
+        let seen = process::status::read(&mut fs, id).ok().flatten();
+        let real = seen.and_then(|s| s.uids).map(|u| u.real);
         if real != Some(uid) {
             return Err(format!("it does not run as `{user}`"));
         }
@@ -524,16 +509,15 @@ pub fn wait_pidfd(pidfd: &std::os::fd::OwnedFd) -> io::Result<()> {
 
 /// The process group of `pid`, when it is alive.
 pub fn process_group(pid: Pid) -> Option<i32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&stat).map(|(_, pgrp, _)| pgrp)
+    let stat = process::stat::read(&mut live(), u32::try_from(pid).ok()?).ok()??;
+    i32::try_from(stat.pgrp).ok()
 }
 
 /// How long ago a process with this start time (field 22 of `/proc/PID/stat`) started.
 pub fn process_age(start_time: u64) -> Option<std::time::Duration> {
-    let uptime = fs::read_to_string("/proc/uptime").ok()?;
-    let uptime: f64 = uptime.split_whitespace().next()?.parse().ok()?;
-    let started = start_time as f64 / clock_ticks();
-    Some(std::time::Duration::from_secs_f64((uptime - started).max(0.0)))
+    let uptime = uptime::read(&mut live()).ok()??;
+    let started = std::time::Duration::from_secs_f64(start_time as f64 / clock_ticks());
+    Some(uptime.saturating_sub(started))
 }
 
 /// Clock ticks per second, the unit of `/proc/PID/stat`'s times.
@@ -547,14 +531,15 @@ fn clock_ticks() -> f64 {
 /// gone (a status racing its exit shows no figures rather than failing).
 pub fn usage(pid: Pid) -> Option<(f64, Option<u64>)> {
     let id = u32::try_from(pid).ok()?;
-    let u = pinctl_sysfs::read_usage(Path::new("/"), pinctl_sysfs::Pid::Id(id)).ok()?;
-    Some((u.cpu_ticks as f64 / clock_ticks(), u.rss_bytes))
+    let mut fs = live();
+    let stat = process::stat::read(&mut fs, id).ok()??;
+    let seen = process::status::read(&mut fs, id).ok()??;
+    Some((stat.cpu_ticks as f64 / clock_ticks(), seen.rss_bytes))
 }
 
 /// The v2 cgroup of this process (`/system.slice/pinctl.service`).
 pub fn own_cgroup() -> Option<String> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
-    pinctl_sysfs::parse::cgroup_path(&text, None).map(str::to_string)
+    process::cgroup::read_v2(&mut live(), pinctl_sysfs::Pid::Current).ok().flatten()
 }
 
 /// Plain text of every placement for status lines: nodes, CPUs, policy and its nodes.
@@ -572,10 +557,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stat_fields() {
-        let text = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
-        assert_eq!(parse_stat(text), Some(('S', 1234, 987654)));
-        assert_eq!(parse_stat("garbage"), None);
+    fn this_process_as_proc_shows_it() {
+        let me = std::process::id() as Pid;
+        let seen = observe(me).unwrap();
+        assert!("RS".contains(seen.state), "{}", seen.state);
+        assert!(seen.cmdline[0].contains("pinctl_supervise"), "{:?}", seen.cmdline);
+        assert_eq!(seen.cgroup, own_cgroup());
+        let age = process_age(seen.start_time).unwrap();
+        assert!(age < std::time::Duration::from_secs(3600), "{age:?}");
+        let (cpu, rss) = usage(me).unwrap();
+        assert!(cpu >= 0.0 && rss.unwrap() > 0);
+        assert!(process_group(me).is_some());
+        assert_eq!(observe(-1), None);
+        assert_eq!(usage(i32::MAX), None);
     }
 
     #[test]

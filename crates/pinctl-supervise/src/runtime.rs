@@ -776,12 +776,12 @@ impl Supervisor {
                     );
                     let tx = self.tx.clone();
                     let name = name.to_string();
-                    let events = cgroups.events_file(&name);
+                    let folder = cgroups.dir_of(&name);
                     tokio::spawn(async move {
                         let deadline = Instant::now() + EMPTY_TIMEOUT;
                         let mut emptied = false;
                         while Instant::now() < deadline {
-                            if matches!(cgroup::populated_in(&events), Ok(false)) {
+                            if matches!(cgroup::populated_in(&folder), Ok(false)) {
                                 emptied = true;
                                 break;
                             }

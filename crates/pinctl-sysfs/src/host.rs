@@ -17,9 +17,10 @@ use pinctl_topology::{CpuSet, IdKind, IdSet, MAX_NODE_ID, NodeId, NodeSet, NodeW
 use crate::devices::{nodes_of_cpus, walk_up};
 use crate::error::DiscoveryError;
 use crate::fsroot::FsRoot;
-use crate::parse::{self, NodeMeminfo};
+use crate::node::meminfo::{self, NodeMeminfo};
+use crate::parse;
 
-const NODE_DIR: &str = "sys/devices/system/node";
+use crate::node::DIR as NODE_DIR;
 const CPU_DIR: &str = "sys/devices/system/cpu";
 
 /// Why a fact of the host could not be read.
@@ -82,7 +83,7 @@ pub struct Allowed {
 impl Allowed {
     /// Reads both sets from the text of `/proc/PID/status`; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Allowed, HostError> {
-        let sets = parse::status_allowed(text)
+        let sets = crate::proc::pid::status::parse(text)
             .map_err(|source| DiscoveryError::Parse { path: path.to_path_buf(), source })?;
         let missing = |field| HostError::MissingField { path: path.to_path_buf(), field };
         Ok(Allowed {
@@ -175,7 +176,7 @@ impl Host {
 
     /// A node's `meminfo` (total and free bytes).
     pub fn node_meminfo(&mut self, node: NodeId) -> Result<NodeMeminfo, HostError> {
-        self.required(&format!("{NODE_DIR}/node{node}/meminfo"), parse::meminfo)
+        self.required(&crate::node::file(node, "meminfo"), meminfo::parse)
     }
 
     /// A node's `distance` row: one value per online node, in id order.
