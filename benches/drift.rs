@@ -462,8 +462,8 @@ fn cycle_of_64_cgroup() {
 
 /// User and system time of this process so far (`CLOCK_PROCESS_CPUTIME_ID`).
 fn cpu_time() -> Duration {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).unwrap();
-    Duration::from(t)
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn main() {

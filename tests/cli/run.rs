@@ -14,11 +14,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use rustix::process::Signal;
 use serde_json::Value;
 
-use crate::supervisor::{Rng, Run, WAIT, alive, bounded_output, stat, unpinned, wait_for};
+use crate::supervisor::{Rng, Run, WAIT, alive, bounded_output, signal, stat, unpinned, wait_for};
 use crate::support::PINCTL as BIN;
 #[test]
 fn random_sigkills_restart_every_instance_exactly_and_leave_nothing() {
@@ -54,7 +53,7 @@ stop-timeout = "5s"
     for k in 0..kills {
         let name = &names[(rng.next() % names.len() as u64) as usize];
         let before = run.status()[name]["pid"].as_i64().expect("running") as i32;
-        kill(Pid::from_raw(before), Signal::SIGKILL).unwrap();
+        signal(before, Signal::KILL).unwrap();
         *killed.entry(name.clone()).or_default() += 1;
         wait_for("the replacement", || {
             let s = run.status();
@@ -564,9 +563,9 @@ fn sd_notify_ready_status_reloading_watchdog_and_stopping() {
     assert!(messages.iter().any(|m| m.contains("STATUS=1/1 running")), "{messages:?}");
     expect("WATCHDOG=1", &mut messages);
     run.status();
-    kill(Pid::from_raw(run.pid()), Signal::SIGHUP).unwrap();
+    signal(run.pid(), Signal::HUP).unwrap();
     expect("RELOADING=1\nMONOTONIC_USEC=", &mut messages);
-    kill(Pid::from_raw(run.pid()), Signal::SIGTERM).unwrap();
+    signal(run.pid(), Signal::TERM).unwrap();
     expect("STOPPING=1", &mut messages);
     let mut child = run.child.take().unwrap();
     assert!(wait_for("pinctl to exit", || child.try_wait().unwrap()).success());
@@ -627,7 +626,7 @@ output = "/dev/null"
     assert_eq!(stderr.matches("watched through a pidfd").count(), 2, "{stderr}");
     let victim = adopted["adoptee-0"]["pid"].as_i64().unwrap() as i32;
     let restarts = adopted["adoptee-0"]["restarts"].as_u64().unwrap();
-    kill(Pid::from_raw(victim), Signal::SIGKILL).unwrap();
+    signal(victim, Signal::KILL).unwrap();
     // Not our child and not polled: only the pidfd tells the supervisor it is gone.
     let after = wait_for("the killed adopted instance to be replaced", || {
         let s = run.status();

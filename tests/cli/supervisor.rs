@@ -10,8 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use rustix::process::Signal;
 use serde_json::Value;
 
 use crate::support::PINCTL as BIN;
@@ -26,6 +25,12 @@ pub(crate) fn stat(pid: i32) -> Option<(char, i32, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let f: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
     Some((f[0].chars().next()?, f[1].parse().ok()?, f[19].parse().ok()?))
+}
+
+/// Sends `sig` to process `pid`.
+pub(crate) fn signal(pid: i32, sig: Signal) -> std::io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid).ok_or(rustix::io::Errno::SRCH)?;
+    Ok(rustix::process::kill_process(pid, sig)?)
 }
 
 pub(crate) fn alive(pid: i32, start: u64) -> bool {
@@ -198,7 +203,7 @@ impl Run {
     /// SIGTERM to pinctl and its exit status, waited for at most `WAIT`.
     pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();
-        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+        signal(child.id() as i32, Signal::TERM).unwrap();
         wait_for("pinctl run to exit", || child.try_wait().unwrap())
     }
 
@@ -228,7 +233,7 @@ impl Drop for Run {
         }
         for &(pid, start) in &self.seen {
             if alive(pid, start) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = signal(pid, Signal::KILL);
             }
         }
     }

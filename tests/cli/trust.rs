@@ -15,11 +15,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use rustix::process::Signal;
 use serde_json::Value;
 
-use crate::supervisor::{Rng, Run, WAIT, bounded_output, stat, wait_for};
+use crate::supervisor::{Rng, Run, WAIT, bounded_output, signal, stat, wait_for};
 use crate::support::PINCTL as BIN;
 
 const NOBODY: u32 = 65534;
@@ -138,7 +137,7 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
         // The genuine instance goes; a bystander of root's with the same command line takes
         // its place in the forged file.
         let genuine = state["instances"][0]["pid"].as_i64().unwrap() as i32;
-        let _ = kill(Pid::from_raw(genuine), Signal::SIGKILL);
+        let _ = signal(genuine, Signal::KILL);
         wait_for("the genuine instance to go", || {
             stat(genuine).is_none_or(|s| s.0 == 'Z').then_some(())
         });
@@ -164,7 +163,7 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
     );
     let state = detached_state(&mut run);
     let genuine = state["instances"][0]["pid"].as_i64().unwrap() as i32;
-    let _ = kill(Pid::from_raw(genuine), Signal::SIGKILL);
+    let _ = signal(genuine, Signal::KILL);
     std::os::unix::fs::chown(run.dir.path(), Some(NOBODY), None).unwrap();
     let out = bounded_output(&mut run.command(&[]));
     std::os::unix::fs::chown(run.dir.path(), Some(0), None).unwrap();
@@ -356,7 +355,7 @@ fn oversized_requests_and_connection_floods_leave_the_supervisor_working() {
     let flood: Vec<UnixStream> =
         (0..300).filter_map(|_| UnixStream::connect(run.socket()).ok()).collect();
     assert!(flood.len() > 48, "the flood reached past the descriptor limit");
-    let _ = kill(Pid::from_raw(before), Signal::SIGKILL);
+    let _ = signal(before, Signal::KILL);
     let (ticks, started) = (cpu_ticks(run.pid()), Instant::now());
     std::thread::sleep(Duration::from_secs(2));
     let burnt = cpu_ticks(run.pid()) - ticks;
@@ -448,14 +447,14 @@ fn chaos_sigkill_of_pinctl_at_random_points_leaves_no_duplicates_orphans_or_unpi
                 let s = run.settle();
                 let name = names[(rng.next() % 2) as usize];
                 if let Some(pid) = s[name]["pid"].as_i64() {
-                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                    let _ = signal(pid as i32, Signal::KILL);
                 }
             }
             _ => {
                 run.settle();
                 generation += 1;
                 std::fs::write(run.config(), config(generation)).unwrap();
-                let _ = kill(Pid::from_raw(run.pid()), Signal::SIGHUP);
+                let _ = signal(run.pid(), Signal::HUP);
             }
         }
         std::thread::sleep(pause);

@@ -269,10 +269,10 @@ struct Supervisor {
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
-        use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
+        use crate::supervisor::signal;
+        use rustix::process::Signal;
         if let Some(mut child) = self.child.take() {
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            let _ = signal(child.id() as i32, Signal::TERM);
             let deadline = Instant::now() + WAIT;
             while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
@@ -283,7 +283,7 @@ impl Drop for Supervisor {
         for &pid in &self.probes {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             if String::from_utf8_lossy(&cmdline).contains("pinctl-alloc-probe") {
-                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                let _ = signal(pid as i32, Signal::KILL);
             }
         }
     }
@@ -364,11 +364,7 @@ fn pinctl_run_watches_its_instances_repins_a_moved_thread_and_follows_restarts()
     assert_eq!(allowed_cpus(pid), planned, "the supervised instance was not re-pinned");
     wait_for(&rx, &["pinctl: watch: drift", "edge=end", "kind=cpu"], &mut seen);
     // Killed, restarted by the supervisor: the watcher follows the new process.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    crate::supervisor::signal(pid as i32, rustix::process::Signal::KILL).unwrap();
     let again = started_pid(&wait_for(&rx, &["pinctl: probe: started as"], &mut seen));
     sup.probes.push(again);
     assert_ne!(again, pid);
@@ -448,10 +444,10 @@ fn metrics_watch(dir: &Path, nofile: Option<u32>) -> (Guard, std::net::SocketAdd
 /// Every socket is closed and each watcher killed by PID.
 #[test]
 fn a_flood_of_idle_connections_neither_ends_nor_spins_the_metrics_server() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     // The flood's sockets are this test's own: its soft limit goes up to the hard one.
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
-    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    let hard = getrlimit(Resource::Nofile).maximum.unwrap_or(u64::MAX);
+    setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: Some(hard) }).unwrap();
     assert!(hard >= 1200, "this test needs 1200 descriptors; the hard limit is {hard}");
     for (nofile, size, counter) in [
         (1024, 1100, "pinctl_metrics_connections_dropped_total"),
@@ -543,8 +539,8 @@ fn watch_refuses_a_pid_others_could_have_written_or_of_another_user() {
         shared.display()
     );
     assert!(text.contains(&expected_a), "{text}");
-    let nobody = nix::unistd::User::from_name("nobody").unwrap().expect("a `nobody` user");
-    let me = nix::unistd::geteuid();
+    let nobody = pinctl_sys::user_by_name("nobody").unwrap().expect("a `nobody` user");
+    let me = rustix::process::geteuid().as_raw();
     let expected_b = format!(
         "  not sampled: refused: PID `{pid}` of `{}` runs as uid {me} (effective {me}), not as \
          user `nobody` (uid {})",

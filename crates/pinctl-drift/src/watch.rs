@@ -74,7 +74,7 @@ pub fn targets(config: &Config, plan: &Plan, uid_of: &dyn Fn(&str) -> Option<u32
 /// The uid of a user name on this machine (the system's name service: `/etc/passwd`, or
 /// whatever NSS is set up with), `None` when it has none.
 pub fn system_uid(name: &str) -> Option<u32> {
-    nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw())
+    pinctl_sys::user_by_name(name).ok().flatten().map(|u| u.uid)
 }
 
 /// The free memory a planned node must keep: a fixed watermark, or the memory reserve

@@ -4,7 +4,6 @@
 //! for adoption. Kept in one file so the crates below can change shape with one place to follow.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt as _;
@@ -12,18 +11,18 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use nix::unistd::{Gid, Group, Uid, User};
 use pinctl_config::{Config, Enforce, RestartPolicy, Service};
 use pinctl_launch::{ExitStatus, Launch, LaunchError, Resolved};
 use pinctl_plan::Plan;
 use pinctl_sys::{
     ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandOutput,
-    CommandPlacement, LinuxKernel, OutputError, Rlimit, SetupError,
+    CommandPlacement, LinuxKernel, OutputError, Rlimit, SetupError, User,
 };
 use pinctl_sysfs::proc::pid as process;
 use pinctl_sysfs::proc::uptime;
 use pinctl_sysfs::{FsRoot, Host};
 use pinctl_topology::MemoryPolicy;
+use rustix::io::Errno;
 
 use crate::adopt::Observed;
 use crate::lifecycle::{Pid, Policy, Restart, StartLimit};
@@ -87,9 +86,44 @@ fn policy(service: &Service) -> Policy {
     }
 }
 
-/// The number of a signal name as the config stores it (`TERM`, `INT`, ...).
+/// This architecture's number of a signal as the config names it (`TERM`, `INT`, ...: the
+/// names pinctl-config accepts, without `SIG`).
 pub fn signal_number(name: &str) -> i32 {
-    format!("SIG{name}").parse::<nix::sys::signal::Signal>().map_or(15, |s| s as i32)
+    use rustix::process::Signal as S;
+    let signal = match name {
+        "HUP" => S::HUP,
+        "INT" => S::INT,
+        "QUIT" => S::QUIT,
+        "ILL" => S::ILL,
+        "TRAP" => S::TRAP,
+        "ABRT" => S::ABORT,
+        "BUS" => S::BUS,
+        "FPE" => S::FPE,
+        "KILL" => S::KILL,
+        "USR1" => S::USR1,
+        "SEGV" => S::SEGV,
+        "USR2" => S::USR2,
+        "PIPE" => S::PIPE,
+        "ALRM" => S::ALARM,
+        "STKFLT" => S::STKFLT,
+        "CHLD" => S::CHILD,
+        "CONT" => S::CONT,
+        "STOP" => S::STOP,
+        "TSTP" => S::TSTP,
+        "TTIN" => S::TTIN,
+        "TTOU" => S::TTOU,
+        "URG" => S::URG,
+        "XCPU" => S::XCPU,
+        "XFSZ" => S::XFSZ,
+        "VTALRM" => S::VTALARM,
+        "PROF" => S::PROF,
+        "WINCH" => S::WINCH,
+        "IO" => S::IO,
+        "PWR" => S::POWER,
+        "SYS" => S::SYS,
+        _ => S::TERM,
+    };
+    signal.as_raw()
 }
 
 /// Why a spawn failed, with the exit status it stands for.
@@ -155,24 +189,23 @@ pub fn spawn(
     if let Some(name) = &spec.user {
         let user = lookup_user(name)?;
         primary_gid = Some(user.gid);
-        let cname = CString::new(user.name.clone()).map_err(|_| fail(EXIT_USER, name.clone()))?;
-        let groups = nix::unistd::getgrouplist(&cname, user.gid).map_err(|e| {
+        let groups = pinctl_sys::group_list(&user.name, user.gid).map_err(|e| {
             fail(EXIT_USER, format!("cannot list the groups of user `{name}`: {e}"))
         })?;
-        credentials.groups = Some(groups.iter().map(|g| g.as_raw()).collect());
-        credentials.uid = Some(user.uid.as_raw());
+        credentials.groups = Some(groups);
+        credentials.uid = Some(user.uid);
         user_env = vec![
             ("USER", user.name.clone()),
             ("LOGNAME", user.name.clone()),
-            ("HOME", user.dir.display().to_string()),
+            ("HOME", user.home.display().to_string()),
         ];
     }
     if let Some(name) = &spec.group {
         primary_gid = Some(lookup_group(name)?);
     }
-    credentials.gid = primary_gid.map(Gid::as_raw);
+    credentials.gid = primary_gid;
     if credentials.groups.is_none() && primary_gid.is_some() {
-        credentials.groups = primary_gid.map(|g| vec![g.as_raw()]);
+        credentials.groups = primary_gid.map(|g| vec![g]);
     }
 
     let mut cmd = std::process::Command::new(&resolved);
@@ -285,18 +318,17 @@ fn spawn_error(spec: &InstanceSpec, e: &io::Error) -> SpawnFailure {
         };
         return fail(EXIT_STDOUT, format!("cannot open output `{path}` as user `{user}`: {why}"));
     }
-    use nix::errno::Errno;
-    match e.raw_os_error().map(Errno::from_raw) {
-        Some(Errno::ENOENT) => {
+    match Errno::from_io_error(e) {
+        Some(Errno::NOENT) => {
             fail(status(ExitStatus::NotFound), format!("`{program}` not found: {e}"))
         }
-        Some(Errno::EACCES | Errno::ENOEXEC) => {
+        Some(Errno::ACCESS | Errno::NOEXEC) => {
             fail(status(ExitStatus::NotExecutable), format!("`{program}` cannot be executed: {e}"))
         }
         // fork/clone, or the pipes and descriptors a spawn needs, ran out for now: worth
         // another try (a descriptor flood on the control socket must not fail an instance
         // for good).
-        Some(Errno::EAGAIN | Errno::ENOMEM | Errno::EMFILE | Errno::ENFILE) => {
+        Some(Errno::AGAIN | Errno::NOMEM | Errno::MFILE | Errno::NFILE) => {
             fail(1, format!("cannot start `{program}` for now: {e}"))
         }
         _ => fail(
@@ -338,8 +370,8 @@ fn resolve_program(program: &str, path_var: Option<&str>) -> Result<PathBuf, Spa
 
 fn lookup_user(name: &str) -> Result<User, SpawnFailure> {
     let found = match name.parse::<u32>() {
-        Ok(id) => User::from_uid(Uid::from_raw(id)),
-        Err(_) => User::from_name(name),
+        Ok(id) => pinctl_sys::user_by_id(id),
+        Err(_) => pinctl_sys::user_by_name(name),
     };
     match found {
         Ok(Some(u)) => Ok(u),
@@ -348,12 +380,12 @@ fn lookup_user(name: &str) -> Result<User, SpawnFailure> {
     }
 }
 
-fn lookup_group(name: &str) -> Result<Gid, SpawnFailure> {
+fn lookup_group(name: &str) -> Result<u32, SpawnFailure> {
     if let Ok(id) = name.parse::<u32>() {
-        return Ok(Gid::from_raw(id));
+        return Ok(id);
     }
-    match Group::from_name(name) {
-        Ok(Some(g)) => Ok(g.gid),
+    match pinctl_sys::group_by_name(name) {
+        Ok(Some(gid)) => Ok(gid),
         Ok(None) => Err(fail(EXIT_GROUP, format!("unknown group `{name}`"))),
         Err(e) => Err(fail(EXIT_GROUP, format!("cannot look up group `{name}`: {e}"))),
     }
@@ -467,7 +499,7 @@ pub fn proves_instance(pid: Pid, spec: &InstanceSpec, pinned: bool) -> Result<()
         }
     }
     if let Some(user) = &spec.user {
-        let uid = lookup_user(user).map_err(|f| f.reason)?.uid.as_raw();
+        let uid = lookup_user(user).map_err(|f| f.reason)?.uid;
         let seen = process::status::read(&mut fs, id).ok().flatten();
         let real = seen.and_then(|s| s.uids).map(|u| u.real);
         if real != Some(uid) {
@@ -489,8 +521,7 @@ pub fn proves_instance(pid: Pid, spec: &InstanceSpec, pinned: bool) -> Result<()
 /// A pidfd for a process that is not our child (an adopted instance): it becomes readable when
 /// the process exits, so its end is seen without polling `/proc`. `ENOSYS` before Linux 5.3.
 pub fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
-    let pid = rustix::process::Pid::from_raw(pid)
-        .ok_or_else(|| io::Error::from_raw_os_error(nix::errno::Errno::ESRCH as i32))?;
+    let pid = rustix::process::Pid::from_raw(pid).ok_or(Errno::SRCH)?;
     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).map_err(io::Error::from)
 }
 
@@ -522,9 +553,7 @@ pub fn process_age(start_time: u64) -> Option<std::time::Duration> {
 
 /// Clock ticks per second, the unit of `/proc/PID/stat`'s times.
 fn clock_ticks() -> f64 {
-    let ticks =
-        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100);
-    ticks.max(1) as f64
+    rustix::param::clock_ticks_per_second().max(1) as f64
 }
 
 /// CPU seconds and resident bytes of a running process, for `status`; `None` once it is

@@ -2,7 +2,8 @@
 //! `migrate_pages`, `move_pages`, `sched_setaffinity` and `sched_getaffinity`, the bitmaps they
 //! take, memory mapped apart from the allocator for measuring ([`MappedBuffer`]: `mmap`,
 //! `madvise`), and [`ChildSetup`], the placement a launcher applies to itself (or to a child between
-//! `fork` and `exec`) before running a service.
+//! `fork` and `exec`) before running a service; and the name service's users and groups
+//! ([`user_by_name`], [`group_list`]), which only the C library can ask.
 //!
 //! This is the only pinctl crate allowed `unsafe`; every block says why it is sound, and all of
 //! them sit in one private module of thin wrappers. It must not read files, parse user input,
@@ -24,6 +25,7 @@ mod range;
 mod raw;
 mod setup;
 mod spawn;
+mod users;
 
 pub use alloc::prepare_allocator;
 pub use buffer::{HUGE_PAGE_BYTES, MappedBuffer};
@@ -37,8 +39,4 @@ pub use setup::{
     Applied, ChildSetup, SetupError, Stage, default_cpu_mask_bits, default_node_mask_bits,
 };
 pub use spawn::{CommandCgroup, CommandOutput, CommandPlacement, OutputError};
-
-/// The errnos callers interpret, so they need not depend on libc themselves.
-pub mod errno {
-    pub use libc::{EINVAL, ENOSYS, EOPNOTSUPP, EPERM};
-}
+pub use users::{User, group_by_name, group_list, user_by_id, user_by_name};
