@@ -111,8 +111,7 @@ fn setup(extra: &str) -> Setup {
 }
 
 fn allowed_cpus(pid: u32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_string()
+    crate::supervisor::allowed_cpus(pid as i32)
 }
 
 fn taskset(cpus: &str, pid: u32) {
@@ -280,9 +279,9 @@ impl Drop for Supervisor {
             let _ = child.kill();
             let _ = child.wait();
         }
+        let probes = crate::supervisor::processes(|a| a.join(" ").contains("pinctl-alloc-probe"));
         for &pid in &self.probes {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains("pinctl-alloc-probe") {
+            if probes.contains(&(pid as i32)) {
                 let _ = signal(pid as i32, Signal::KILL);
             }
         }
@@ -384,10 +383,7 @@ fn pinctl_run_watches_its_instances_repins_a_moved_thread_and_follows_restarts()
 
 /// CPU time (user + system, in clock ticks) a process has used so far.
 fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
-    // Fields 14 and 15 (utime, stime), counted from the state (field 3).
-    fields[14 - 3].parse::<u64>().unwrap() + fields[15 - 3].parse::<u64>().unwrap()
+    crate::supervisor::stat(pid as i32).unwrap().cpu_ticks
 }
 
 /// `GET /metrics` over a socket that gives up after `wait`; `None` when no whole response came.

@@ -23,6 +23,7 @@ use pinctl_sysfs::proc::uptime;
 use pinctl_sysfs::{FsRoot, Host};
 use pinctl_topology::MemoryPolicy;
 use rustix::io::Errno;
+use rustix::process::Signal as S;
 
 use crate::adopt::Observed;
 use crate::lifecycle::{Pid, Policy, Restart, StartLimit};
@@ -89,7 +90,6 @@ fn policy(service: &Service) -> Policy {
 /// This architecture's number of a signal as the config names it (`TERM`, `INT`, ...: the
 /// names pinctl-config accepts, without `SIG`).
 pub fn signal_number(name: &str) -> i32 {
-    use rustix::process::Signal as S;
     let signal = match name {
         "HUP" => S::HUP,
         "INT" => S::INT,
@@ -105,6 +105,7 @@ pub fn signal_number(name: &str) -> i32 {
         "USR2" => S::USR2,
         "PIPE" => S::PIPE,
         "ALRM" => S::ALARM,
+        "TERM" => S::TERM,
         "STKFLT" => S::STKFLT,
         "CHLD" => S::CHILD,
         "CONT" => S::CONT,
@@ -563,7 +564,7 @@ pub fn usage(pid: Pid) -> Option<(f64, Option<u64>)> {
     let mut fs = live();
     let stat = process::stat::read(&mut fs, id).ok()??;
     let seen = process::status::read(&mut fs, id).ok()??;
-    Some((stat.cpu_ticks as f64 / clock_ticks(), seen.rss_bytes))
+    Some(((stat.cpu_ticks + stat.waited_ticks) as f64 / clock_ticks(), seen.rss_bytes))
 }
 
 /// The v2 cgroup of this process (`/system.slice/pinctl.service`).
@@ -621,6 +622,8 @@ mod tests {
         assert_eq!(signal_number("TERM"), 15);
         assert_eq!(signal_number("INT"), 2);
         assert_eq!(signal_number("KILL"), 9);
+        assert_eq!(signal_number("SYS"), S::SYS.as_raw());
+        assert_eq!(signal_number("PWR"), S::POWER.as_raw());
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! `fork` and `exec`) before running a service; and the name service's users and groups
 //! ([`user_by_name`], [`group_list`]), which only the C library can ask.
 //!
-//! This is the only pinctl crate allowed `unsafe`; every block says why it is sound, and all of
-//! them sit in one private module of thin wrappers. It must not read files, parse user input,
+//! This is the only pinctl crate allowed `unsafe`; every block says why it is sound, and the
+//! system calls sit in one private module of thin wrappers. Above it, rustix is the one
+//! system-call crate (safe calls only) and its `Errno` the one errno type; libc is used here
+//! alone. It must not read files, parse user input,
 //! decide placements or log: it turns masks and typed policies ([`MemoryPolicyRequest`],
 //! [`PolicyMode`], [`PolicyFlags`]) into syscalls and errnos into [`std::io::Error`]s; the
 //! kernel's `MPOL_*` numbers never leave it. Everything above it calls the kernel through the

@@ -308,7 +308,7 @@ impl<'t> FsRoot<'t> {
     /// Reads and parses a file discovery can do without. Degrading, a file that is there but
     /// cannot be used (unreadable, refused, not text, empty where the kernel writes a value,
     /// not parsing) becomes one warning naming it and `assumed`, and [`Fact::Broken`];
-    /// otherwise it is the error [`FsRoot::parsed`] gives.
+    /// otherwise it is the error [`parsed`] gives.
     pub fn fact<T>(
         &mut self,
         rel: &str,
@@ -349,21 +349,6 @@ impl<'t> FsRoot<'t> {
                     Ok(None)
                 }
                 _ => Err(err),
-            },
-        }
-    }
-
-    /// Reads and parses a file; a parse failure names the file.
-    pub fn parsed<T>(
-        &mut self,
-        rel: &str,
-        parse: impl FnOnce(&str) -> Result<T, ParseError>,
-    ) -> Result<Option<T>, DiscoveryError> {
-        match self.read(rel)? {
-            None => Ok(None),
-            Some(text) => match parse(text) {
-                Ok(v) => Ok(Some(v)),
-                Err(source) => Err(DiscoveryError::Parse { path: self.full(rel), source }),
             },
         }
     }

@@ -227,7 +227,7 @@ impl KernelFiles for Held {
     }
 
     fn names(&mut self, rel: &str) -> Result<Option<Vec<String>>, DiscoveryError> {
-        let names = match rel.starts_with("proc/") {
+        let names = match rel == "proc" || rel.starts_with("proc/") {
             true => self.proc_names(rel),
             false => self.sys_names(rel),
         };

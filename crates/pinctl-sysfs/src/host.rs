@@ -16,7 +16,7 @@ use pinctl_topology::{CpuSet, IdKind, IdSet, MAX_NODE_ID, NodeId, NodeSet, NodeW
 
 use crate::devices::{nodes_of_cpus, walk_up};
 use crate::error::DiscoveryError;
-use crate::fsroot::FsRoot;
+use crate::fsroot::{FsRoot, parsed};
 use crate::node::meminfo::{self, NodeMeminfo};
 use crate::parse;
 
@@ -120,7 +120,7 @@ impl Host {
         rel: &str,
         parse: impl FnOnce(&str) -> Result<T, parse::ParseError>,
     ) -> Result<T, HostError> {
-        match self.fs.parsed(rel, parse)? {
+        match parsed(&mut self.fs, rel, parse)? {
             Some(v) => Ok(v),
             None => Err(HostError::Missing { path: self.fs.full(rel) }),
         }
@@ -138,7 +138,7 @@ impl Host {
 
     /// CPUs of a node (`nodeN/cpulist`).
     pub fn node_cpus(&mut self, node: NodeId) -> Result<CpuSet, HostError> {
-        match self.fs.parsed(&format!("{NODE_DIR}/node{node}/cpulist"), parse::id_list)? {
+        match parsed(&mut self.fs, &format!("{NODE_DIR}/node{node}/cpulist"), parse::id_list)? {
             Some(cpus) => Ok(cpus),
             None => Err(HostError::NoSuchNode {
                 node,

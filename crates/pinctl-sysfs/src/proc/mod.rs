@@ -7,3 +7,20 @@
 pub mod pid;
 pub mod uptime;
 pub mod vmstat;
+
+use crate::error::DiscoveryError;
+use crate::fsroot::KernelFiles;
+
+/// The processes under the root of `files` (the numeric folders of `/proc`), ascending.
+pub fn pids(files: &mut dyn KernelFiles) -> Result<Vec<u32>, DiscoveryError> {
+    Ok(pid::task::parse(&files.names("proc")?.unwrap_or_default()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn this_process_is_one_of_the_machines() {
+        let pids = super::pids(&mut crate::FsRoot::new("/".as_ref())).unwrap();
+        assert!(pids.contains(&std::process::id()) && pids.is_sorted(), "{pids:?}");
+    }
+}

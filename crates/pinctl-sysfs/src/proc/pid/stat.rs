@@ -15,10 +15,12 @@ pub struct Stat {
     pub ppid: u32,
     /// Field 5: the process group.
     pub pgrp: u32,
-    /// Fields 14 to 17 (utime, stime, cutime, cstime) in clock ticks: of every thread of the
-    /// process and of the children it has waited for, so a server that forks workers counts
-    /// them once they are reaped.
+    /// Fields 14 and 15 (utime, stime): CPU time of every thread of the process, in clock
+    /// ticks.
     pub cpu_ticks: u64,
+    /// Fields 16 and 17 (cutime, cstime): of the children it has waited for, so that a server
+    /// that forks workers counts them once they are reaped.
+    pub waited_ticks: u64,
     /// Field 22: start time in clock ticks since boot (with the PID, a process's identity).
     pub start_time: u64,
     /// Field 39: the CPU the task last ran on.
@@ -49,17 +51,18 @@ pub fn parse(text: &str) -> Result<Stat, ParseError> {
     let (Some(state), None) = (chars.next(), chars.next()) else {
         return Err(ParseError::new(1, state, "a one-letter task state"));
     };
-    let mut cpu_ticks = 0u64;
-    for n in 14..=17 {
+    // The children's times are signed (a kernel long); a negative one counts as none.
+    let ticks = |n: usize| -> Result<u64, ParseError> {
         let w = field(n, "CPU times in clock ticks (fields 14 to 17)")?;
         let t: i64 = w.parse().map_err(|_| ParseError::new(1, w, "a CPU time in clock ticks"))?;
-        cpu_ticks += t.max(0) as u64;
-    }
+        Ok(t.max(0) as u64)
+    };
     Ok(Stat {
         state,
         ppid: small(4, "a parent pid (field 4)")?,
         pgrp: small(5, "a process group (field 5)")?,
-        cpu_ticks,
+        cpu_ticks: ticks(14)? + ticks(15)?,
+        waited_ticks: ticks(16)? + ticks(17)?,
         start_time: number(22, "a start time in clock ticks (field 22)")?,
         processor: small(39, "the last CPU (field 39)")?,
     })
@@ -99,13 +102,14 @@ pub(crate) mod tests {
             state: 'S',
             ppid: 3558,
             pgrp: 3560,
-            cpu_ticks: 31,
+            cpu_ticks: 10,
+            waited_ticks: 21,
             start_time: 500,
             processor: 5,
         };
         assert_eq!(s, want);
         // A negative child time counts as none.
-        assert_eq!(parse(&line(1, 0, 0, [7, 3, -20, 1])).unwrap().cpu_ticks, 11);
+        assert_eq!(parse(&line(1, 0, 0, [7, 3, -20, 1])).unwrap().waited_ticks, 1);
         assert!(parse("3560 (cat) R 1 2 3\n").is_err());
         assert!(parse("3560 cat R").is_err());
         assert!(parse(&line(1, 0, 0, [7, 3, 20, 1]).replace(" S ", " RR ")).is_err());

@@ -3,7 +3,7 @@
 use crate::error::DiscoveryError;
 use crate::fsroot::KernelFiles;
 
-/// The thread ids among the names of a `task` folder, sorted.
+/// The ids among the names of a `task` folder (or of `/proc`), sorted.
 pub fn parse(names: &[String]) -> Vec<u32> {
     let mut tids: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
     tids.sort_unstable();
