@@ -75,12 +75,12 @@ fn cgroup_numa_stat(pid: u32) -> Option<(PathBuf, &'static str)> {
     let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
         .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
     if v2 {
-        let path = pinctl_sysfs::parse::cgroup_path(&cg, None)?;
+        let path = pinctl_sysfs::proc::pid::cgroup::path(&cg, None)?;
         let file =
             Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')).join("memory.numa_stat");
         return file.exists().then_some((file, "cgroup v2 memory.numa_stat"));
     }
-    let path = pinctl_sysfs::parse::cgroup_path(&cg, Some("memory"))?;
+    let path = pinctl_sysfs::proc::pid::cgroup::path(&cg, Some("memory"))?;
     let file = Path::new("/sys/fs/cgroup/memory")
         .join(path.trim_start_matches('/'))
         .join("memory.numa_stat");
@@ -125,7 +125,7 @@ fn large_instance() {
         if let Some((file, _)) = &cgroup {
             t_cgroup.push(time(|| {
                 let text = std::fs::read_to_string(file).expect("memory.numa_stat");
-                pinctl_sysfs::parse::memory_numa_stat(&text).expect("parses");
+                pinctl_sysfs::cgroup::numa_stat::parse(&text).expect("parses");
             }));
         }
     }
@@ -355,12 +355,12 @@ fn cycle_of_64_cgroup() {
         })
         .collect();
     use pinctl_drift::sample::NodeMemory;
-    use pinctl_sysfs::parse::{memory_numa_stat, memory_numa_stat_of};
+    use pinctl_sysfs::cgroup::numa_stat;
     let parse_all = median_of(2000, || {
-        assert_eq!(memory_numa_stat(&v2_text).unwrap().len(), NUMA_STAT_KEYS.len());
+        assert_eq!(numa_stat::parse(&v2_text).unwrap().len(), NUMA_STAT_KEYS.len());
     });
     let parse_used = median_of(2000, || {
-        assert_eq!(memory_numa_stat_of(&v2_text, NodeMemory::NUMA_STAT_KEYS).unwrap().len(), 3);
+        assert_eq!(numa_stat::parse_of(&v2_text, NodeMemory::NUMA_STAT_KEYS).unwrap().len(), 3);
     });
     println!("a watch cycle over 64 instances (cgroup path, composed on this host):");
     println!(
@@ -404,7 +404,8 @@ fn cycle_of_64_cgroup() {
     ];
     let rels: Vec<String> =
         files.iter().map(|f| f.to_string_lossy().trim_start_matches('/').to_string()).collect();
-    let mut holder = pinctl_drift::held::Held::new();
+    use pinctl_sysfs::KernelFiles as _;
+    let mut holder = pinctl_sysfs::held::Held::new();
     let (mut by_path, mut by_held) = (Vec::new(), Vec::new());
     for _ in 0..500 {
         by_path.push(time(|| {
@@ -414,7 +415,7 @@ fn cycle_of_64_cgroup() {
         }));
         by_held.push(time(|| {
             for r in &rels {
-                assert!(holder.read(r).unwrap().is_some());
+                assert!(holder.text(r).unwrap().is_some());
             }
             holder.end_cycle();
         }));
@@ -424,7 +425,7 @@ fn cycle_of_64_cgroup() {
         .iter()
         .map(|r| {
             median_of(500, || {
-                assert!(holder.read(r).unwrap().is_some());
+                assert!(holder.text(r).unwrap().is_some());
                 holder.end_cycle();
             })
         })
@@ -461,8 +462,8 @@ fn cycle_of_64_cgroup() {
 
 /// User and system time of this process so far (`CLOCK_PROCESS_CPUTIME_ID`).
 fn cpu_time() -> Duration {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).unwrap();
-    Duration::from(t)
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn main() {

@@ -29,12 +29,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use rustix::process::Signal;
 use serde_json::Value;
 
 mod common;
-use common::which;
+use common::{signal, which};
 
 const INSTANCES: usize = 64;
 const ROUNDS: usize = 5;
@@ -249,7 +248,7 @@ impl Supervisor {
 
     /// SIGTERM, and the wait for every instance to be stopped.
     fn stop(mut self) {
-        let _ = kill(Pid::from_raw(self.pid()), Signal::SIGTERM);
+        let _ = signal(self.pid(), Signal::TERM);
         let deadline = Instant::now() + WAIT;
         while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
@@ -267,7 +266,7 @@ impl Drop for Supervisor {
             // Only what is still ours: a PID whose parent is gone and runs our program.
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             if comm == "sleep\n" || comm.starts_with("supervise") {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = signal(pid, Signal::KILL);
             }
         }
     }
@@ -422,7 +421,7 @@ fn restarts(dir: &Path, delays: &[Duration]) {
             let pid = pid.expect("instance running");
             let seen = starts(&file).len();
             let at = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos();
-            kill(Pid::from_raw(pid), Signal::SIGKILL).expect("kill instance");
+            signal(pid, Signal::KILL).expect("kill instance");
             let deadline = Instant::now() + WAIT;
             let (started, _) = loop {
                 if let Some(&s) = starts(&file).get(seen) {

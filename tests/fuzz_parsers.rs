@@ -173,8 +173,8 @@ proptest! {
         )),
     ]) {
         let (_, peak) = peak_of(|| {
-            let _ = pinctl_sysfs::parse::numa_maps(&text);
-            let _ = pinctl_sysfs::parse::status_allowed(&text);
+            let _ = pinctl_sysfs::proc::pid::numa_maps::parse(&text);
+            let _ = pinctl_sysfs::proc::pid::status::parse(&text);
         });
         prop_assert!(peak <= MIB + 64 * text.len(), "{peak} bytes for {} bytes", text.len());
     }

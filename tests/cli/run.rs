@@ -14,12 +14,15 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use rustix::process::Signal;
 use serde_json::Value;
 
-use crate::supervisor::{Rng, Run, WAIT, alive, bounded_output, stat, unpinned, wait_for};
+use crate::supervisor::{
+    Rng, Run, WAIT, alive, allowed_cpus, bounded_output, cgroup_of, proc, processes, running,
+    signal, stat, status, unpinned, wait_for,
+};
 use crate::support::PINCTL as BIN;
+
 #[test]
 fn random_sigkills_restart_every_instance_exactly_and_leave_nothing() {
     let mut run = Run::new(
@@ -54,7 +57,7 @@ stop-timeout = "5s"
     for k in 0..kills {
         let name = &names[(rng.next() % names.len() as u64) as usize];
         let before = run.status()[name]["pid"].as_i64().expect("running") as i32;
-        kill(Pid::from_raw(before), Signal::SIGKILL).unwrap();
+        signal(before, Signal::KILL).unwrap();
         *killed.entry(name.clone()).or_default() += 1;
         wait_for("the replacement", || {
             let s = run.status();
@@ -102,27 +105,18 @@ stop-timeout = "300ms"
     let s = run.status();
     let pid = s["stubborn"]["pid"].as_i64().unwrap() as i32;
     // Pinned for real: the kernel's view of the child is the plan's.
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim();
-    assert_eq!(cpus, s["stubborn"]["cpus"].as_str().unwrap());
+    assert_eq!(allowed_cpus(pid), s["stubborn"]["cpus"].as_str().unwrap());
     // The helper in its process group.
     let helper = wait_for("the helper", || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .find(|&p| {
-                std::fs::read(format!("/proc/{p}/cmdline"))
-                    .is_ok_and(|c| c.starts_with(b"sleep\x00100002"))
-                    && stat(p).is_some_and(|(_, pgrp, _)| pgrp == pid)
-            })
+        let helpers = processes(|a| a.join(" ").starts_with("sleep 100002"));
+        helpers.into_iter().find(|&p| stat(p).is_some_and(|s| s.pgrp == pid as u32))
     });
-    run.seen.insert((helper, stat(helper).unwrap().2));
+    run.seen.insert((helper, stat(helper).unwrap().start_time));
     // Where a cgroup v2 hierarchy is writable the instance has its own cgroup; elsewhere the
     // supervisor said once that it falls back to process groups.
-    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     if run.stderr().contains("one cgroup per instance") {
-        let v2 = cgroup.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
-        assert!(v2.ends_with("/stubborn"), "{cgroup}");
+        let cgroup = cgroup_of(pid).unwrap();
+        assert!(cgroup.ends_with("/stubborn"), "{cgroup}");
     } else {
         assert!(run.stderr().contains("through their process groups"), "{}", run.stderr());
     }
@@ -164,16 +158,8 @@ output = "/dev/null"
         assert_eq!(after[name]["adopted"], true, "{name}");
         assert_eq!(after[name]["state"], "active");
     }
-    let copies = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| c.starts_with(b"sleep\x00100003"))
-        })
-        .filter(|&p| stat(p).is_some_and(|s| s.0 != 'Z'))
-        .count();
-    assert_eq!(copies, 3, "no second copy started");
+    let copies = processes(|a| a.join(" ").starts_with("sleep 100003"));
+    assert_eq!(copies.len(), 3, "no second copy started");
     assert!(run.stderr().contains("adopted running process"), "{}", run.stderr());
     // Adopted instances are stopped like own ones.
     assert!(run.terminate().success(), "{}", run.stderr());
@@ -352,25 +338,10 @@ cpus = 1
     // pages in), its CPU time and RSS stand still and can be compared exactly: the supervisor's
     // answer is taken between two identical readings of /proc.
     let cpu_and_rss = || -> Option<(f64, u64)> {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        if comm != "sleep\n" {
-            return None;
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let fields: Vec<u64> = stat[stat.rfind(')')? + 2..]
-            .split_whitespace()
-            .skip(11)
-            .take(4)
-            .map(|f| f.parse().unwrap())
-            .collect();
+        let comm = pinctl_sysfs::proc::pid::comm::read(&mut proc(), pid as u32).ok()??;
+        let (stat, status) = (stat(pid).filter(|_| comm == "sleep")?, status(pid)?);
         // utime + stime + cutime + cstime, in the kernel's USER_HZ (100 on Linux).
-        let cpu = fields.iter().sum::<u64>() as f64 / 100.0;
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let rss_kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())?;
-        Some((cpu, rss_kib * 1024))
+        Some(((stat.cpu_ticks + stat.waited_ticks) as f64 / 100.0, status.rss_bytes?))
     };
     let (s, (cpu, rss)) = wait_for("busy to run `sleep`, settled", || {
         let before = cpu_and_rss()?;
@@ -476,14 +447,14 @@ fn two_service_files_with_default_paths_get_a_supervisor_each() {
     assert_ne!(pids[0], pids[1], "each file has its own instance");
     for run in [&mut a, &mut b] {
         for pid in &pids {
-            if let Some((_, _, start)) = stat(*pid as i32) {
-                run.seen.insert((*pid as i32, start));
+            if let Some(s) = stat(*pid as i32) {
+                run.seen.insert((*pid as i32, s.start_time));
             }
         }
         assert!(run.terminate().success(), "{}", run.stderr());
     }
     for pid in pids {
-        assert!(stat(pid as i32).is_none_or(|(s, _, _)| s == 'Z'), "{pid} was stopped");
+        assert!(!running(pid as i32), "{pid} was stopped");
     }
     for run in [&a, &b] {
         // The lock file outlives a supervisor by design; a test's own goes with the test.
@@ -564,9 +535,9 @@ fn sd_notify_ready_status_reloading_watchdog_and_stopping() {
     assert!(messages.iter().any(|m| m.contains("STATUS=1/1 running")), "{messages:?}");
     expect("WATCHDOG=1", &mut messages);
     run.status();
-    kill(Pid::from_raw(run.pid()), Signal::SIGHUP).unwrap();
+    signal(run.pid(), Signal::HUP).unwrap();
     expect("RELOADING=1\nMONOTONIC_USEC=", &mut messages);
-    kill(Pid::from_raw(run.pid()), Signal::SIGTERM).unwrap();
+    signal(run.pid(), Signal::TERM).unwrap();
     expect("STOPPING=1", &mut messages);
     let mut child = run.child.take().unwrap();
     assert!(wait_for("pinctl to exit", || child.try_wait().unwrap()).success());
@@ -586,7 +557,7 @@ fn detach_leaves_instances_running_for_the_next_supervisor() {
     assert!(wait_for("the old supervisor to exit", || old.try_wait().unwrap()).success());
     for (name, i) in &before {
         let pid = i["pid"].as_i64().unwrap() as i32;
-        assert!(stat(pid).is_some_and(|s| s.0 != 'Z'), "{name} still runs after detach");
+        assert!(running(pid), "{name} still runs after detach");
     }
     run.start(&unpinned());
     let after = run.status();
@@ -627,7 +598,7 @@ output = "/dev/null"
     assert_eq!(stderr.matches("watched through a pidfd").count(), 2, "{stderr}");
     let victim = adopted["adoptee-0"]["pid"].as_i64().unwrap() as i32;
     let restarts = adopted["adoptee-0"]["restarts"].as_u64().unwrap();
-    kill(Pid::from_raw(victim), Signal::SIGKILL).unwrap();
+    signal(victim, Signal::KILL).unwrap();
     // Not our child and not polled: only the pidfd tells the supervisor it is gone.
     let after = wait_for("the killed adopted instance to be replaced", || {
         let s = run.status();
@@ -703,11 +674,7 @@ drift-hold = "200ms"
     let row = text.lines().find(|l| l.starts_with("db ")).unwrap();
     assert!(row.contains(" cpu "), "{text}");
     // `alert` (the default) never re-pins.
-    let allowed = || {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap();
-        cpus.trim().to_string()
-    };
+    let allowed = || allowed_cpus(pid as i32);
     assert_eq!(allowed(), online.trim());
 
     // A reload re-reads the drift keys: the same service, now `rebalance`, is re-pinned
@@ -773,7 +740,7 @@ fn scaling_a_service_keeps_its_running_instance_and_starts_or_stops_only_the_dif
     assert_eq!(after.keys().map(String::as_str).collect::<Vec<_>>(), ["s"]);
     assert_eq!(after["s"]["pid"].as_i64(), Some(first));
     // Its exit is still seen under its new name: killed, it is restarted as `s`.
-    let _ = kill(Pid::from_raw(first as i32), Signal::SIGKILL);
+    let _ = signal(first as i32, Signal::KILL);
     let again = wait_for("`s` to be restarted", || {
         let s = run.status();
         let pid = s["s"]["pid"].as_i64()?;
@@ -816,7 +783,7 @@ fn a_reload_starts_nothing_until_what_it_stops_is_gone() {
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     // The reload answered once `new` had started (after `old` was KILLed).
     assert!(text.contains("new: start") && text.contains("old: stop"), "{text}");
-    assert!(stat(old).is_none_or(|s| s.0 == 'Z'), "old is gone when the reload answers");
+    assert!(stat(old).is_none_or(|s| s.state == 'Z'), "old is gone when the reload answers");
     let said = wait_for("new to say what it found", || std::fs::read_to_string(&seen).ok());
     assert_eq!(said.trim(), "alone", "new started while old still ran");
     let after = run.settle();

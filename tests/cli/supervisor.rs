@@ -1,17 +1,18 @@
 //! The harness of the tests that run `pinctl run` with real processes (`run`, `trust`): a
 //! supervisor in a temporary folder, its control socket, and every process it was seen running,
 //! killed by the guard's Drop so that a failing test leaves nothing behind. Every wait is
-//! bounded.
+//! bounded. What `/proc` says is read with pinctl-sysfs's readers (tested on strings there).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use pinctl_sysfs::FsRoot;
+use pinctl_sysfs::proc::pid::{self as process, stat::Stat, status::Status};
+use rustix::process::Signal;
 use serde_json::Value;
 
 use crate::support::PINCTL as BIN;
@@ -21,15 +22,53 @@ pub(crate) const EPYC: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/configs/topologies/epyc-nps4.json");
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
-/// Field 22 of /proc/PID/stat and the state letter, or None when the process is gone.
-pub(crate) fn stat(pid: i32) -> Option<(char, i32, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let f: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
-    Some((f[0].chars().next()?, f[1].parse().ok()?, f[19].parse().ok()?))
+/// The live `/proc`.
+pub(crate) fn proc() -> FsRoot<'static> {
+    FsRoot::new(Path::new("/"))
+}
+
+/// `/proc/PID/stat`, or None when the process is gone.
+pub(crate) fn stat(pid: i32) -> Option<Stat> {
+    process::stat::read(&mut proc(), u32::try_from(pid).ok()?).ok().flatten()
+}
+
+/// `/proc/PID/status`, or None when the process is gone.
+pub(crate) fn status(pid: i32) -> Option<Status> {
+    process::status::read(&mut proc(), u32::try_from(pid).ok()?).ok().flatten()
+}
+
+/// The CPUs process `pid` may run on, as the kernel lists them.
+pub(crate) fn allowed_cpus(pid: i32) -> String {
+    status(pid).and_then(|s| s.cpus).map(|c| c.to_string()).unwrap_or_default()
+}
+
+/// `/proc/PID/cgroup`'s v2 path.
+pub(crate) fn cgroup_of(pid: i32) -> Option<String> {
+    process::cgroup::read_v2(&mut proc(), u32::try_from(pid).ok()?).ok().flatten()
+}
+
+/// Whether `pid` runs (is there, and no zombie).
+pub(crate) fn running(pid: i32) -> bool {
+    stat(pid).is_some_and(|s| s.state != 'Z')
+}
+
+/// The running processes whose arguments `is` picks.
+pub(crate) fn processes(is: impl Fn(&[String]) -> bool) -> Vec<i32> {
+    let mut fs = proc();
+    let pids = pinctl_sysfs::proc::pids(&mut fs).unwrap();
+    let args = |fs: &mut FsRoot, p| process::cmdline::read(fs, p).ok().flatten();
+    let picked = pids.into_iter().filter(|&p| args(&mut fs, p).is_some_and(|a| is(&a)));
+    picked.map(|p| p as i32).filter(|&p| running(p)).collect()
+}
+
+/// Sends `sig` to process `pid`.
+pub(crate) fn signal(pid: i32, sig: Signal) -> std::io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid).ok_or(rustix::io::Errno::SRCH)?;
+    Ok(rustix::process::kill_process(pid, sig)?)
 }
 
 pub(crate) fn alive(pid: i32, start: u64) -> bool {
-    stat(pid).is_some_and(|(state, _, s)| s == start && state != 'Z')
+    stat(pid).is_some_and(|s| s.start_time == start && s.state != 'Z')
 }
 
 /// Runs `cmd` to its end, its stdout and stderr captured, for at most `WAIT`: a command that
@@ -164,8 +203,8 @@ impl Run {
         let mut out = BTreeMap::new();
         for i in r["instances"].as_array().unwrap() {
             if let Some(pid) = i["pid"].as_i64() {
-                if let Some((_, _, start)) = stat(pid as i32) {
-                    self.seen.insert((pid as i32, start));
+                if let Some(s) = stat(pid as i32) {
+                    self.seen.insert((pid as i32, s.start_time));
                 }
             }
             out.insert(i["name"].as_str().unwrap().to_string(), i.clone());
@@ -198,21 +237,15 @@ impl Run {
     /// SIGTERM to pinctl and its exit status, waited for at most `WAIT`.
     pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();
-        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+        signal(child.id() as i32, Signal::TERM).unwrap();
         wait_for("pinctl run to exit", || child.try_wait().unwrap())
     }
 
     pub(crate) fn children_of_pinctl(&self) -> Vec<(i32, char)> {
-        let me = self.pid();
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter_map(|pid| {
-                let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                let f: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
-                (f[1].parse::<i32>().ok()? == me).then(|| (pid, f[0].chars().next().unwrap()))
-            })
-            .collect()
+        let me = self.pid() as u32;
+        let pids = pinctl_sysfs::proc::pids(&mut proc()).unwrap();
+        let children = pids.into_iter().filter_map(|p| Some((p as i32, stat(p as i32)?)));
+        children.filter(|(_, s)| s.ppid == me).map(|(p, s)| (p, s.state)).collect()
     }
 
     pub(crate) fn leftovers(&self) -> Vec<i32> {
@@ -228,7 +261,7 @@ impl Drop for Run {
         }
         for &(pid, start) in &self.seen {
             if alive(pid, start) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = signal(pid, Signal::KILL);
             }
         }
     }

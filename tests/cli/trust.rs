@@ -15,11 +15,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use rustix::process::Signal;
 use serde_json::Value;
 
-use crate::supervisor::{Rng, Run, WAIT, bounded_output, stat, wait_for};
+use crate::supervisor::{
+    Rng, Run, WAIT, allowed_cpus, bounded_output, cgroup_of, processes, running, signal, stat,
+    wait_for,
+};
 use crate::support::PINCTL as BIN;
 
 const NOBODY: u32 = 65534;
@@ -58,26 +60,14 @@ fn status_kb(pid: i32, key: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// User plus system CPU time of `pid` so far, in clock ticks (fields 14 and 15 of `stat`).
+/// User plus system CPU time of `pid` so far, in clock ticks.
 fn cpu_ticks(pid: i32) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let Some(after) = text.rfind(')').map(|i| &text[i + 1..]) else { return 0 };
-    let f: Vec<&str> = after.split_whitespace().collect();
-    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+    stat(pid).map_or(0, |s| s.cpu_ticks)
 }
 
-/// Every live process whose command line holds `marker`.
+/// Every live process whose command line holds the argument `marker`.
 fn processes_with(marker: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == marker.as_bytes()))
-        })
-        .filter(|&p| stat(p).is_some_and(|s| s.0 != 'Z'))
-        .collect()
+    processes(|args| args.iter().any(|a| a == marker))
 }
 
 /// The state file a detached supervisor of `run` left, as JSON.
@@ -88,12 +78,6 @@ fn detached_state(run: &mut Run) -> Value {
     let mut child = run.child.take().unwrap();
     wait_for("the detached supervisor to exit", || child.try_wait().unwrap());
     serde_json::from_str(&std::fs::read_to_string(run.path("state.json")).unwrap()).unwrap()
-}
-
-/// `/proc/PID/cgroup`'s v2 path.
-fn cgroup_of(pid: i32) -> String {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    text.lines().find_map(|l| l.strip_prefix("0::")).unwrap().to_string()
 }
 
 /// Writes a forged state file at the path from the genuine state.
@@ -138,15 +122,13 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
         // The genuine instance goes; a bystander of root's with the same command line takes
         // its place in the forged file.
         let genuine = state["instances"][0]["pid"].as_i64().unwrap() as i32;
-        let _ = kill(Pid::from_raw(genuine), Signal::SIGKILL);
-        wait_for("the genuine instance to go", || {
-            stat(genuine).is_none_or(|s| s.0 == 'Z').then_some(())
-        });
+        let _ = signal(genuine, Signal::KILL);
+        wait_for("the genuine instance to go", || (!running(genuine)).then_some(()));
         let mut victim = Bystander::start(&["sleep", "100100"]);
-        let (_, _, start) = stat(victim.pid()).unwrap();
+        let start = stat(victim.pid()).unwrap().start_time;
         state["instances"][0]["pid"] = victim.pid().into();
         state["instances"][0]["start_time"] = start.into();
-        state["instances"][0]["cgroup"] = cgroup_of(victim.pid()).into();
+        state["instances"][0]["cgroup"] = cgroup_of(victim.pid()).unwrap().into();
         forge(&run.path("state.json"), &state);
         run.start(&[]);
         let pid = run.status()["victim"]["pid"].as_i64().unwrap() as i32;
@@ -164,7 +146,7 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
     );
     let state = detached_state(&mut run);
     let genuine = state["instances"][0]["pid"].as_i64().unwrap() as i32;
-    let _ = kill(Pid::from_raw(genuine), Signal::SIGKILL);
+    let _ = signal(genuine, Signal::KILL);
     std::os::unix::fs::chown(run.dir.path(), Some(NOBODY), None).unwrap();
     let out = bounded_output(&mut run.command(&[]));
     std::os::unix::fs::chown(run.dir.path(), Some(0), None).unwrap();
@@ -205,7 +187,7 @@ fn an_instance_its_supervisor_died_before_recording_is_adopted_from_its_cgroup()
     run.start(&[]);
     let second = run.status()["db"]["pid"].as_i64().unwrap() as i32;
     assert_ne!(second, first);
-    assert!(stat(first).is_none_or(|s| s.0 == 'Z'), "the unproven process was killed");
+    assert!(!running(first), "the unproven process was killed");
     assert!(run.stderr().contains(&format!("killing processes {first}")), "{}", run.stderr());
     assert!(run.terminate().success());
     assert!(processes_with("100102").is_empty());
@@ -356,7 +338,7 @@ fn oversized_requests_and_connection_floods_leave_the_supervisor_working() {
     let flood: Vec<UnixStream> =
         (0..300).filter_map(|_| UnixStream::connect(run.socket()).ok()).collect();
     assert!(flood.len() > 48, "the flood reached past the descriptor limit");
-    let _ = kill(Pid::from_raw(before), Signal::SIGKILL);
+    let _ = signal(before, Signal::KILL);
     let (ticks, started) = (cpu_ticks(run.pid()), Instant::now());
     std::thread::sleep(Duration::from_secs(2));
     let burnt = cpu_ticks(run.pid()) - ticks;
@@ -448,14 +430,14 @@ fn chaos_sigkill_of_pinctl_at_random_points_leaves_no_duplicates_orphans_or_unpi
                 let s = run.settle();
                 let name = names[(rng.next() % 2) as usize];
                 if let Some(pid) = s[name]["pid"].as_i64() {
-                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                    let _ = signal(pid as i32, Signal::KILL);
                 }
             }
             _ => {
                 run.settle();
                 generation += 1;
                 std::fs::write(run.config(), config(generation)).unwrap();
-                let _ = kill(Pid::from_raw(run.pid()), Signal::SIGHUP);
+                let _ = signal(run.pid(), Signal::HUP);
             }
         }
         std::thread::sleep(pause);
@@ -477,24 +459,17 @@ fn chaos_sigkill_of_pinctl_at_random_points_leaves_no_duplicates_orphans_or_unpi
             // command line until it execs, and is not a copy of the instance.
             let running: Vec<i32> = processes_with(&marker(name))
                 .into_iter()
-                .filter(|&p| stat(p).is_some_and(|(_, pgrp, _)| pgrp == p))
+                .filter(|&p| stat(p).is_some_and(|s| s.pgrp == p as u32))
                 .collect();
             let pid = s[name]["pid"].as_i64().map(|p| p as i32);
             found.duplicates += running.len().saturating_sub(1);
             found.orphans += running.iter().filter(|&&p| Some(p) != pid).count();
             if let Some(pid) = pid {
-                let text =
-                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-                let cpus = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                    .map(str::trim)
-                    .unwrap_or("");
-                if cpus != s[name]["cpus"].as_str().unwrap_or("?") {
+                if allowed_cpus(pid) != s[name]["cpus"].as_str().unwrap_or("?") {
                     found.unpinned += 1;
                 }
-                if let Some((_, _, start)) = stat(pid) {
-                    run.seen.insert((pid, start));
+                if let Some(st) = stat(pid) {
+                    run.seen.insert((pid, st.start_time));
                 }
             }
         }

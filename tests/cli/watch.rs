@@ -111,8 +111,7 @@ fn setup(extra: &str) -> Setup {
 }
 
 fn allowed_cpus(pid: u32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_string()
+    crate::supervisor::allowed_cpus(pid as i32)
 }
 
 fn taskset(cpus: &str, pid: u32) {
@@ -269,10 +268,10 @@ struct Supervisor {
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
-        use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
+        use crate::supervisor::signal;
+        use rustix::process::Signal;
         if let Some(mut child) = self.child.take() {
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            let _ = signal(child.id() as i32, Signal::TERM);
             let deadline = Instant::now() + WAIT;
             while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
@@ -280,10 +279,10 @@ impl Drop for Supervisor {
             let _ = child.kill();
             let _ = child.wait();
         }
+        let probes = crate::supervisor::processes(|a| a.join(" ").contains("pinctl-alloc-probe"));
         for &pid in &self.probes {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains("pinctl-alloc-probe") {
-                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            if probes.contains(&(pid as i32)) {
+                let _ = signal(pid as i32, Signal::KILL);
             }
         }
     }
@@ -364,11 +363,7 @@ fn pinctl_run_watches_its_instances_repins_a_moved_thread_and_follows_restarts()
     assert_eq!(allowed_cpus(pid), planned, "the supervised instance was not re-pinned");
     wait_for(&rx, &["pinctl: watch: drift", "edge=end", "kind=cpu"], &mut seen);
     // Killed, restarted by the supervisor: the watcher follows the new process.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    crate::supervisor::signal(pid as i32, rustix::process::Signal::KILL).unwrap();
     let again = started_pid(&wait_for(&rx, &["pinctl: probe: started as"], &mut seen));
     sup.probes.push(again);
     assert_ne!(again, pid);
@@ -388,10 +383,7 @@ fn pinctl_run_watches_its_instances_repins_a_moved_thread_and_follows_restarts()
 
 /// CPU time (user + system, in clock ticks) a process has used so far.
 fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
-    // Fields 14 and 15 (utime, stime), counted from the state (field 3).
-    fields[14 - 3].parse::<u64>().unwrap() + fields[15 - 3].parse::<u64>().unwrap()
+    crate::supervisor::stat(pid as i32).unwrap().cpu_ticks
 }
 
 /// `GET /metrics` over a socket that gives up after `wait`; `None` when no whole response came.
@@ -448,10 +440,10 @@ fn metrics_watch(dir: &Path, nofile: Option<u32>) -> (Guard, std::net::SocketAdd
 /// Every socket is closed and each watcher killed by PID.
 #[test]
 fn a_flood_of_idle_connections_neither_ends_nor_spins_the_metrics_server() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     // The flood's sockets are this test's own: its soft limit goes up to the hard one.
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
-    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    let hard = getrlimit(Resource::Nofile).maximum.unwrap_or(u64::MAX);
+    setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: Some(hard) }).unwrap();
     assert!(hard >= 1200, "this test needs 1200 descriptors; the hard limit is {hard}");
     for (nofile, size, counter) in [
         (1024, 1100, "pinctl_metrics_connections_dropped_total"),
@@ -543,8 +535,8 @@ fn watch_refuses_a_pid_others_could_have_written_or_of_another_user() {
         shared.display()
     );
     assert!(text.contains(&expected_a), "{text}");
-    let nobody = nix::unistd::User::from_name("nobody").unwrap().expect("a `nobody` user");
-    let me = nix::unistd::geteuid();
+    let nobody = pinctl_sys::user_by_name("nobody").unwrap().expect("a `nobody` user");
+    let me = rustix::process::geteuid().as_raw();
     let expected_b = format!(
         "  not sampled: refused: PID `{pid}` of `{}` runs as uid {me} (effective {me}), not as \
          user `nobody` (uid {})",

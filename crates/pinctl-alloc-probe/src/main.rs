@@ -34,9 +34,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use pinctl_alloc_probe::{NodePages, mapping_containing, parse_maps, status_field};
+use pinctl_alloc_probe::NodePages;
 use pinctl_sys::{Kernel, LinuxKernel, Mask, MemoryPolicyRequest, UnknownMode};
-use pinctl_sysfs::parse::numa_maps as parse_numa_maps;
+use pinctl_sysfs::proc::pid::numa_maps::parse as parse_numa_maps;
+use pinctl_sysfs::proc::pid::{maps, status};
 use pinctl_topology::{MemoryPolicy, NodeSet};
 
 /// Writing one byte per 4 KiB touches every page whatever the kernel's base page size is on
@@ -137,7 +138,8 @@ fn run(opts: &Options) -> anyhow::Result<()> {
     let touched: usize =
         std::hint::black_box(&*range).iter().step_by(TOUCH_STRIDE).map(|&b| b as usize).sum();
 
-    let status = read("/proc/self/status")?;
+    let status =
+        status::parse(&read("/proc/self/status")?).context("reading `/proc/self/status`")?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "pid={}", std::process::id())?;
     writeln!(out, "mib={}", opts.mib)?;
@@ -146,8 +148,8 @@ fn run(opts: &Options) -> anyhow::Result<()> {
     if bytes > 0 {
         writeln!(out, "get_mempolicy_addr={}", read_policy(Some(start))?)?;
         let addr = start as u64;
-        let maps = parse_maps(&read("/proc/self/maps")?).context("reading `/proc/self/maps`")?;
-        let area = mapping_containing(&maps, addr)
+        let maps = maps::parse(&read("/proc/self/maps")?).context("reading `/proc/self/maps`")?;
+        let area = maps::containing(&maps, addr)
             .with_context(|| format!("no mapping in `/proc/self/maps` contains {addr:#x}"))?;
         let numa_maps_text = read("/proc/self/numa_maps")?;
         let numa_maps =
@@ -174,13 +176,11 @@ fn run(opts: &Options) -> anyhow::Result<()> {
         let policy = numa_maps.first().map(|e| e.policy.as_str()).unwrap_or("unknown");
         writeln!(out, "policy={policy}")?;
     }
-    for (key, field) in
-        [("cpus_allowed_list", "Cpus_allowed_list"), ("mems_allowed_list", "Mems_allowed_list")]
-    {
-        let value = status_field(&status, field)
-            .with_context(|| format!("`/proc/self/status` has no `{field}`"))?;
-        writeln!(out, "{key}={value}")?;
-    }
+    let no = |field: &str| format!("`/proc/self/status` has no `{field}`");
+    let cpus = status.cpus.with_context(|| no("Cpus_allowed_list"))?;
+    let nodes = status.nodes.with_context(|| no("Mems_allowed_list"))?;
+    writeln!(out, "cpus_allowed_list={cpus}")?;
+    writeln!(out, "mems_allowed_list={nodes}")?;
     writeln!(out, "ready")?;
     out.flush()?;
     drop(out);

@@ -297,7 +297,7 @@ fn snapshots_round_trip_exactly() {
 fn g12_numa_maps_sample() {
     let p = fixture_dir("G12-numa_maps-crate-sample").join("raw/numa_maps");
     let text = std::fs::read_to_string(p).unwrap();
-    let maps = pinctl_sysfs::parse::numa_maps(&text).unwrap();
+    let maps = pinctl_sysfs::proc::pid::numa_maps::parse(&text).unwrap();
     assert_eq!(maps.len(), 23);
     assert!(maps.iter().all(|m| m.policy == "default"));
     assert!(maps.iter().all(|m| m.pages.iter().all(|&(n, _)| n == 0)));

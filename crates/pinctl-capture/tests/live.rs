@@ -23,7 +23,7 @@ fn live_nodes_and_cpus_are_the_kernels() {
     }
     assert_eq!(t.distances.len(), t.nodes.len());
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let allowed = pinctl_sysfs::parse::status_allowed(&status).unwrap();
+    let allowed = pinctl_sysfs::proc::pid::status::parse(&status).unwrap();
     assert_eq!(t.host.allowed_cpus, allowed.cpus);
     assert_eq!(t.host.allowed_nodes, allowed.nodes);
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();

@@ -201,11 +201,10 @@ mod tests {
     /// Whether `pid` is gone: no such process, or a zombie (killed, waiting for whoever
     /// reaps orphans).
     fn gone(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => true,
-            Ok(stat) => {
-                stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-            }
+        let mut fs = pinctl_sysfs::FsRoot::new(std::path::Path::new("/"));
+        match pinctl_sysfs::proc::pid::stat::read(&mut fs, pid as u32) {
+            Ok(Some(stat)) => stat.state == 'Z',
+            _ => true,
         }
     }
 

@@ -7,12 +7,12 @@
 //! batches with a bounded stall under a rate limit).
 //!
 //! Used by `pinctl watch` and the supervisor. It must not change an instance whose action is
-//! `ignore` or `alert`, call the kernel except through [`rebalance::ProcessControl`], read files except
-//! under the root it is given, or print: it returns events and reports for its caller to show.
+//! `ignore` or `alert`, call the kernel except through [`rebalance::ProcessControl`], read a
+//! kernel file except through pinctl-sysfs's reader of it (under the root it is given), or
+//! print: it returns events and reports for its caller to show.
 #![forbid(unsafe_code)]
 
 pub mod alert;
-pub mod held;
 pub mod metrics;
 pub mod read;
 pub mod rebalance;

@@ -459,10 +459,18 @@ impl Drop for Slot {
 /// process or the host is short of something, and the next try waits. Neither gives the
 /// listener up.
 fn connections_fault(e: &std::io::Error) -> bool {
-    use libc::{EAGAIN, ECONNABORTED, ECONNRESET, EINTR, EPERM, EPROTO, ETIMEDOUT};
+    use rustix::io::Errno;
     matches!(
-        e.raw_os_error(),
-        Some(EPERM | EINTR | EAGAIN | EPROTO | ECONNABORTED | ECONNRESET | ETIMEDOUT)
+        Errno::from_io_error(e),
+        Some(
+            Errno::PERM
+                | Errno::INTR
+                | Errno::AGAIN
+                | Errno::PROTO
+                | Errno::CONNABORTED
+                | Errno::CONNRESET
+                | Errno::TIMEDOUT
+        )
     )
 }
 

@@ -1,7 +1,9 @@
 //! Reading live instances and the host under a root (`/`, or a fake tree in tests): which
 //! processes an instance is, their threads, their memory per node (from the instance's own
 //! cgroup v2 `memory.numa_stat` when it has one, otherwise `/proc/PID/numa_maps` under a time
-//! budget), and the nodes' free memory and counters.
+//! budget), and the nodes' free memory and counters. Every file is read through pinctl-sysfs's
+//! reader of that file; on the live machine the files read every cycle go through
+//! [`Held`] descriptors.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -9,20 +11,19 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
-use pinctl_sysfs::parse::{self, NumaMapsEntry};
+use pinctl_sysfs::held::Held;
+use pinctl_sysfs::proc::pid::numa_maps::{self, NumaMapsEntry};
+use pinctl_sysfs::proc::pid::{self, Pid, stat, status, task};
 use pinctl_sysfs::trust::{self, CheckedReadError, Untrusted};
-use pinctl_sysfs::{DiscoveryError, FsRoot};
-use pinctl_topology::{CpuSet, NodeId};
+use pinctl_sysfs::{DiscoveryError, FsRoot, KernelFiles, cgroup, node, proc};
+use pinctl_topology::CpuSet;
+use rustix::io::Errno;
 use serde::Serialize;
 
-use crate::held::Held;
 use crate::sample::{
     HostSample, InstanceSample, MemorySource, NodeMemory, NodeSample, PolicyUse, ThreadSample,
     policies_of,
 };
-
-const NODE_DIR: &str = "sys/devices/system/node";
-const CGROUP_ROOT: &str = "sys/fs/cgroup";
 
 /// Largest PID file read: a PID and a newline, with room for what some daemons add.
 pub const MAX_PID_FILE_BYTES: usize = 4096;
@@ -82,6 +83,11 @@ pub struct Supervised {
     pub cgroup: Option<String>,
 }
 
+/// The cgroup folder (relative to the root) of a systemd unit of the system manager.
+fn unit_folder(unit: &str) -> String {
+    format!("{}/system.slice/{unit}", cgroup::MOUNTS[0])
+}
+
 /// Why an instance could not be sampled.
 #[derive(Debug, thiserror::Error)]
 pub enum SampleError {
@@ -112,9 +118,9 @@ impl SampleError {
     /// A process file error: vanished on ENOENT/ESRCH, permission on EACCES/EPERM.
     fn of(pid: u32, e: DiscoveryError, capability: &'static str) -> SampleError {
         if let DiscoveryError::Io { path, source } = &e {
-            match source.raw_os_error() {
-                Some(3) => return SampleError::Vanished { pid },
-                Some(1 | 13) => {
+            match Errno::from_io_error(source) {
+                Some(Errno::SRCH) => return SampleError::Vanished { pid },
+                Some(Errno::PERM | Errno::ACCESS) => {
                     return SampleError::Permission { path: path.clone(), capability };
                 }
                 _ => {}
@@ -319,53 +325,19 @@ impl Reader {
         self.cycle += 1;
     }
 
-    /// The text of a kernel file read every cycle (through a held descriptor on the live
-    /// machine), `None` when it does not exist.
-    fn kernel_text(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
+    /// Where the files read every cycle are read: through held descriptors on the live
+    /// machine, under the root otherwise.
+    fn kernel(&mut self) -> &mut dyn KernelFiles {
         match &mut self.held {
-            Some(h) => h
-                .read(rel)
-                .map_err(|source| DiscoveryError::Io { path: Path::new("/").join(rel), source }),
-            None => self.fs.read(rel),
+            Some(h) => h,
+            None => &mut self.fs,
         }
-    }
-
-    /// [`Reader::kernel_text`], parsed.
-    fn kernel_parsed<T>(
-        &mut self,
-        rel: &str,
-        parse: impl FnOnce(&str) -> Result<T, parse::ParseError>,
-    ) -> Result<Option<T>, DiscoveryError> {
-        let parsed = match self.kernel_text(rel)? {
-            None => return Ok(None),
-            Some(text) => parse(text),
-        };
-        parsed.map(Some).map_err(|source| DiscoveryError::Parse { path: self.fs.full(rel), source })
-    }
-
-    /// The thread ids of a process (sorted), `None` when it is not running.
-    fn thread_ids(&mut self, pid: u32) -> Result<Option<Vec<u32>>, DiscoveryError> {
-        if let Some(h) = &mut self.held {
-            return h.threads(pid).map_err(|source| DiscoveryError::Io {
-                path: PathBuf::from(format!("/proc/{pid}/task")),
-                source,
-            });
-        }
-        let names = self.fs.list(&format!("proc/{pid}/task"))?;
-        Ok(names.map(|names| {
-            let mut tids: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
-            tids.sort_unstable();
-            tids
-        }))
     }
 
     /// Whether a process is running (on the live machine, its thread list is taken now and
     /// sampled from in the same cycle).
     fn alive(&mut self, pid: u32) -> bool {
-        if self.held.is_some() {
-            return matches!(self.thread_ids(pid), Ok(Some(_)));
-        }
-        self.fs.is_dir(&format!("proc/{pid}"))
+        task::exists(self.kernel(), pid)
     }
 
     /// A thread's allowed CPUs from the kernel: `None` when the thread is gone, `Err` for
@@ -374,7 +346,7 @@ impl Reader {
         let mut mask = Mask::with_bits(bits);
         match LinuxKernel.get_affinity_of(tid, &mut mask) {
             Ok(()) => Ok(Some(mask.to_set())),
-            Err(e) if e.raw_os_error() == Some(3) => Ok(None),
+            Err(e) if Errno::from_io_error(&e) == Some(Errno::SRCH) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -425,11 +397,8 @@ impl Reader {
             return Ok((vec![pid], Vec::new()));
         }
         let Some(unit) = &locator.unit else { return Err(SampleError::NoLocator) };
-        let rel = format!("{CGROUP_ROOT}/system.slice/{unit}/cgroup.procs");
-        let listed: Vec<u32> = match self.kernel_text(&rel)? {
-            Some(text) => text.lines().filter_map(|l| l.trim().parse().ok()).collect(),
-            None => Vec::new(),
-        };
+        let folder = unit_folder(unit);
+        let listed = cgroup::procs::read(self.kernel(), &folder)?.unwrap_or_default();
         if listed.is_empty() {
             return Err(SampleError::NotRunning(format!("unit `{unit}` has no processes")));
         }
@@ -472,11 +441,7 @@ impl Reader {
             return Err("no `unit` gives a cgroup to check the process against".into());
         };
         let cgroup = cgroup.trim_end_matches('/').to_string();
-        let found = self
-            .kernel_text(&format!("proc/{pid}/cgroup"))
-            .ok()
-            .flatten()
-            .and_then(|text| parse::cgroup_path(text, None).map(str::to_string));
+        let found = pid::cgroup::read_v2(self.kernel(), pid).ok().flatten();
         match found {
             Some(path) if path == cgroup || path.starts_with(&format!("{cgroup}/")) => Ok(()),
             Some(path) => {
@@ -498,11 +463,15 @@ impl Reader {
                 user.name
             ));
         };
-        match self.fs.parsed(&format!("proc/{pid}/status"), parse::status_uids) {
-            Ok(Some(ids)) if ids.real == uid && ids.effective == uid => Ok(()),
-            Ok(Some(ids)) => Err(format!(
+        match status::read(&mut self.fs, pid).map(|s| s.map(|s| s.uids)) {
+            Ok(Some(Some(ids))) if ids.real == uid && ids.effective == uid => Ok(()),
+            Ok(Some(Some(ids))) => Err(format!(
                 "runs as uid {} (effective {}), not as user `{}` (uid {uid})",
                 ids.real, ids.effective, user.name
+            )),
+            Ok(Some(None)) => Err(format!(
+                "cannot be checked against user `{}`: its status has no `Uid:` line",
+                user.name
             )),
             Ok(None) => Err("exited before its user could be checked".into()),
             Err(e) => Err(format!("cannot be checked against user `{}`: {e}", user.name)),
@@ -570,17 +539,17 @@ impl Reader {
             return Err(SampleError::NotRunning(format!("PID `{main}` is not running")));
         }
         let mut pids = vec![main];
-        let Some(dir) = sup.cgroup.as_ref().and_then(|c| self.cgroup_dir(c)) else {
+        let Some(dir) = sup.cgroup.as_deref().and_then(cgroup::folder) else {
             return Ok((pids, None));
         };
         let v2 = self.has_cgroup_v2();
         // The processes it forked share its cgroup; the main one stays first. The cgroup is
         // the instance's own, whatever it has forked, while the main process is in it.
-        let Ok(Some(text)) = self.kernel_text(&format!("{dir}/cgroup.procs")) else {
+        let Ok(Some(procs)) = cgroup::procs::read(self.kernel(), &dir) else {
             return Ok((pids, None));
         };
         let mut listed = false;
-        for pid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
+        for pid in procs {
             if pid == main {
                 listed = true;
             } else {
@@ -607,26 +576,18 @@ impl Reader {
         Ok(Located { pids, cgroup, refused })
     }
 
-    /// The folder (relative to the root) of a cgroup v2 path such as `/pinctl/db-0`.
-    fn cgroup_dir(&self, path: &str) -> Option<String> {
-        let path = path.trim_matches('/');
-        (!path.is_empty()).then(|| format!("{CGROUP_ROOT}/{path}"))
-    }
-
     /// Whether `/sys/fs/cgroup` is cgroup v2 with the memory controller (said once when not).
     pub fn has_cgroup_v2(&mut self) -> bool {
         if let Some(v) = self.cgroup_v2 {
             return v;
         }
-        let v = matches!(
-            self.fs.read(&format!("{CGROUP_ROOT}/cgroup.controllers")),
-            Ok(Some(text)) if text.split_whitespace().any(|c| c == "memory")
-        );
+        let mount = cgroup::MOUNTS[0];
+        let v = matches!(cgroup::controllers::read_has(&mut self.fs, mount, "memory"), Ok(true));
         if !v {
             self.notices.once(format!(
                 "`{}` is not a cgroup v2 hierarchy with the memory controller: memory is sampled \
                  from /proc/PID/numa_maps (a page-table walk, at most once per interval)",
-                self.fs.full(CGROUP_ROOT).display()
+                self.fs.full(mount).display()
             ));
         }
         self.cgroup_v2 = Some(v);
@@ -641,7 +602,7 @@ impl Reader {
             return None;
         }
         if let Some(unit) = &locator.unit {
-            return Some(format!("{CGROUP_ROOT}/system.slice/{unit}"));
+            return Some(unit_folder(unit));
         }
         // A supervisor's cgroup of the instance is its own, whatever it has forked: trusted
         // while the main process is in it.
@@ -654,20 +615,9 @@ impl Reader {
         let known = self.cgroup_of.get(&main).map(|(dir, _)| dir.clone());
         let dir = match known {
             Some(dir) => dir,
-            None => {
-                let text = self.kernel_text(&format!("proc/{main}/cgroup")).ok()??;
-                let path = parse::cgroup_path(text, None)?.trim_matches('/').to_string();
-                if path.is_empty() {
-                    return None;
-                }
-                format!("{CGROUP_ROOT}/{path}")
-            }
+            None => cgroup::folder(&pid::cgroup::read_v2(self.kernel(), main).ok()??)?,
         };
-        let procs: Option<Vec<u32>> = self
-            .kernel_text(&format!("{dir}/cgroup.procs"))
-            .ok()
-            .flatten()
-            .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect());
+        let procs = cgroup::procs::read(self.kernel(), &dir).ok().flatten();
         let Some(procs) = procs.filter(|p| p.contains(&main)) else {
             // Moved, or its cgroup is gone: ask /proc again (once).
             return match self.cgroup_of.remove(&main) {
@@ -684,10 +634,7 @@ impl Reader {
 
     fn descends_from(&mut self, mut pid: u32, ancestor: u32) -> bool {
         for _ in 0..64 {
-            let Ok(Some(stat)) = self.fs.parsed(&format!("proc/{pid}/stat"), parse::proc_stat)
-            else {
-                return false;
-            };
+            let Ok(Some(stat)) = stat::read(&mut self.fs, pid) else { return false };
             if stat.ppid == ancestor {
                 return true;
             }
@@ -701,36 +648,19 @@ impl Reader {
 
     /// Memory per node from a cgroup's `memory.numa_stat` and `hugetlb.*.numa_stat`.
     pub fn cgroup_memory(&mut self, dir: &str) -> Result<NodeMemory, SampleError> {
-        let rel = format!("{dir}/memory.numa_stat");
-        let memory = self
-            .kernel_parsed(&rel, |t| parse::memory_numa_stat_of(t, NodeMemory::NUMA_STAT_KEYS))?
-            .ok_or_else(|| DiscoveryError::Io {
-                path: self.fs.full(&rel),
-                source: io::Error::from(io::ErrorKind::NotFound),
-            })?;
-        let names = match &mut self.held {
-            Some(h) => h
-                .folder(dir)
-                .map_err(|source| DiscoveryError::Io { path: self.fs.full(dir), source })?,
-            None => self.fs.list(dir)?,
-        };
-        let mut hugetlb = Vec::new();
-        for name in names.unwrap_or_default() {
-            if name.starts_with("hugetlb.") && name.ends_with(".numa_stat") {
-                let rel = format!("{dir}/{name}");
-                let total = |t: &str| parse::memory_numa_stat_of(t, NodeMemory::HUGETLB_KEYS);
-                if let Some(lines) = self.kernel_parsed(&rel, total)? {
-                    hugetlb.extend(lines);
-                }
-            }
-        }
+        let numa_stat = cgroup::numa_stat::read(self.kernel(), dir, NodeMemory::NUMA_STAT_KEYS)?;
+        let memory = numa_stat.ok_or_else(|| DiscoveryError::Io {
+            path: self.fs.full(&format!("{dir}/memory.numa_stat")),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        })?;
+        let hugetlb =
+            cgroup::numa_stat::read_hugetlb(self.kernel(), dir, NodeMemory::HUGETLB_KEYS)?;
         Ok(NodeMemory::from_numa_stat(&memory, &hugetlb))
     }
 
     /// `/proc/PID/numa_maps`.
     pub fn numa_maps(&mut self, pid: u32) -> Result<Vec<NumaMapsEntry>, SampleError> {
-        let rel = format!("proc/{pid}/numa_maps");
-        match self.fs.parsed(&rel, parse::numa_maps) {
+        match numa_maps::read(&mut self.fs, pid) {
             Ok(Some(maps)) => Ok(maps),
             Ok(None) => Err(SampleError::Vanished { pid }),
             Err(e) => {
@@ -747,9 +677,8 @@ impl Reader {
         pid: u32,
         planned: Option<&CpuSet>,
     ) -> Result<Vec<ThreadSample>, SampleError> {
-        let dir = format!("proc/{pid}/task");
-        let Some(tids) =
-            self.thread_ids(pid).map_err(|e| SampleError::of(pid, e, "read access to /proc"))?
+        let Some(tids) = task::read(self.kernel(), pid)
+            .map_err(|e| SampleError::of(pid, e, "read access to /proc"))?
         else {
             return Err(SampleError::Vanished { pid });
         };
@@ -762,10 +691,9 @@ impl Reader {
             let status = match from_kernel {
                 Some(Some(cpus)) => Ok(Some(Some(cpus))),
                 Some(None) => Ok(None),
-                None => self
-                    .fs
-                    .parsed(&format!("{dir}/{tid}/status"), parse::status_allowed)
-                    .map(|s| s.map(|s| s.cpus)),
+                None => {
+                    status::read(&mut self.fs, Pid::Thread { pid, tid }).map(|s| s.map(|s| s.cpus))
+                }
             };
             // The thread's `stat` (last CPU, state) matters only when it may run outside the
             // plan: `do_task_stat` is the largest part of a thread's sample.
@@ -774,10 +702,9 @@ impl Reader {
             };
             let stat = match &status {
                 Ok(Some(allowed)) if confined(allowed) => Ok(Some(None)),
-                Ok(Some(_)) => self
-                    .fs
-                    .parsed(&format!("{dir}/{tid}/stat"), parse::proc_stat)
-                    .map(|s| s.map(Some)),
+                Ok(Some(_)) => {
+                    stat::read(&mut self.fs, Pid::Thread { pid, tid }).map(|s| s.map(Some))
+                }
                 _ => Ok(None),
             };
             match (stat, status) {
@@ -817,7 +744,7 @@ impl Reader {
         // one that took its PID since (a PID is reused; PID and start time are not).
         let mut start_times = BTreeMap::new();
         for &pid in &pids {
-            match self.fs.parsed(&format!("proc/{pid}/stat"), parse::proc_stat) {
+            match stat::read(&mut self.fs, pid) {
                 Ok(Some(stat)) => {
                     start_times.insert(pid, stat.start_time);
                 }
@@ -932,17 +859,9 @@ impl Reader {
     /// automatic NUMA balancing.
     pub fn host(&mut self) -> Result<HostSample, DiscoveryError> {
         let mut out = HostSample::default();
-        let nodes: Vec<NodeId> = self
-            .fs
-            .list(NODE_DIR)?
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|n| n.strip_prefix("node")?.parse().ok())
-            .collect();
-        for n in nodes {
-            let mem = self.kernel_parsed(&format!("{NODE_DIR}/node{n}/meminfo"), parse::meminfo)?;
-            let stat =
-                self.kernel_parsed(&format!("{NODE_DIR}/node{n}/numastat"), parse::numastat)?;
+        for n in node::ids(&mut self.fs)? {
+            let mem = node::meminfo::read(self.kernel(), n)?;
+            let stat = node::numastat::read(self.kernel(), n)?;
             let mem = mem.unwrap_or_default();
             let stat = stat.unwrap_or_default();
             out.nodes.insert(
@@ -955,13 +874,8 @@ impl Reader {
                 },
             );
         }
-        let migrated = self.kernel_parsed("proc/vmstat", |t| {
-            Ok(parse::counters(t)?
-                .into_iter()
-                .find(|(k, _)| *k == "numa_pages_migrated")
-                .map(|c| c.1))
-        })?;
-        out.numa_pages_migrated = migrated.flatten().unwrap_or(0);
+        let migrated = proc::vmstat::read_counter(self.kernel(), "numa_pages_migrated")?;
+        out.numa_pages_migrated = migrated.unwrap_or(0);
         Ok(out)
     }
 }

@@ -9,67 +9,54 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use pinctl_sys::{Kernel, LinuxKernel, Mask, PageStatus};
-use pinctl_sysfs::parse::{MapsEntry, NumaMapsEntry};
+use pinctl_sysfs::proc::pid::maps::{self, MapsEntry};
+use pinctl_sysfs::proc::pid::numa_maps::{self, NumaMapsEntry};
+use pinctl_sysfs::proc::pid::task;
+use pinctl_sysfs::{DiscoveryError, FsRoot, thp};
 use pinctl_topology::{CpuSet, NodeId, NodeSet};
+use rustix::io::Errno;
 use serde::Serialize;
 
-const ESRCH: i32 = 3;
-const EPERM: i32 = 1;
-const EACCES: i32 = 13;
-const ENOENT: i32 = 2;
-const EFAULT: i32 = 14;
-const EBUSY: i32 = 16;
-/// A page's status when the kernel stopped before it (see [`PageStatus::Unanswered`]).
-const UNANSWERED: i32 = i32::MIN;
-
-/// What a rebalance asks of the kernel about another process.
+/// What a rebalance asks of the kernel about another process: pinctl-sys's calls, typed as it
+/// types them, and the thread list.
 pub trait ProcessControl {
-    /// The thread ids of a process, as `/proc/PID/task` lists them now.
-    fn threads(&mut self, pid: u32) -> io::Result<Vec<u32>>;
+    /// The thread ids of a process, as `/proc/PID/task` lists them now; `None` once it has
+    /// exited.
+    fn threads(&mut self, pid: u32) -> io::Result<Option<Vec<u32>>>;
     /// `sched_setaffinity(tid, cpus)`.
     fn set_thread_affinity(&mut self, tid: u32, cpus: &CpuSet) -> io::Result<()>;
-    /// `move_pages(pid, pages, NULL, status)`: where each page is (a node, or a negative
-    /// errno such as `-ENOENT` for a page not present).
-    fn page_nodes(&mut self, pid: u32, pages: &[usize], status: &mut [i32]) -> io::Result<()>;
-    /// `move_pages(pid, pages, [node; n], status, MPOL_MF_MOVE)`: each page's node afterwards
-    /// (or a negative errno) lands in `status`.
+    /// `move_pages(pid, pages, NULL, status)`: where each page is.
+    fn page_nodes(&mut self, pid: u32, pages: &[usize]) -> io::Result<Vec<PageStatus>>;
+    /// `move_pages(pid, pages, [node; n], status, MPOL_MF_MOVE)`: where each page is
+    /// afterwards.
     fn move_pages(
         &mut self,
         pid: u32,
         pages: &[usize],
         node: NodeId,
-        status: &mut [i32],
-    ) -> io::Result<()>;
+    ) -> io::Result<Vec<PageStatus>>;
 }
 
-/// The running kernel, through pinctl-sys's safe wrappers; threads are listed under `root`.
-#[derive(Debug, Clone)]
+/// The running kernel, through pinctl-sys's safe wrappers; threads are listed under a root.
+#[derive(Debug)]
 pub struct LinuxControl {
-    pub root: PathBuf,
+    fs: FsRoot<'static>,
 }
 
 impl LinuxControl {
     /// The live machine.
     pub fn live() -> LinuxControl {
-        LinuxControl { root: PathBuf::from("/") }
+        LinuxControl { fs: FsRoot::new(Path::new("/")) }
     }
 }
 
 impl ProcessControl for LinuxControl {
-    fn threads(&mut self, pid: u32) -> io::Result<Vec<u32>> {
-        let dir = self.root.join(format!("proc/{pid}/task"));
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(dir)? {
-            if let Some(tid) = e?.file_name().to_str().and_then(|n| n.parse().ok()) {
-                out.push(tid);
-            }
-        }
-        out.sort_unstable();
-        Ok(out)
+    fn threads(&mut self, pid: u32) -> io::Result<Option<Vec<u32>>> {
+        task::read(&mut self.fs, pid).map_err(io_error)
     }
 
     fn set_thread_affinity(&mut self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
@@ -78,10 +65,8 @@ impl ProcessControl for LinuxControl {
         kernel.set_affinity_of(tid, &mask)
     }
 
-    fn page_nodes(&mut self, pid: u32, pages: &[usize], status: &mut [i32]) -> io::Result<()> {
-        let found = LinuxKernel.move_pages(pid, pages, None)?;
-        fill_status(&found, status);
-        Ok(())
+    fn page_nodes(&mut self, pid: u32, pages: &[usize]) -> io::Result<Vec<PageStatus>> {
+        LinuxKernel.move_pages(pid, pages, None)
     }
 
     fn move_pages(
@@ -89,24 +74,16 @@ impl ProcessControl for LinuxControl {
         pid: u32,
         pages: &[usize],
         node: NodeId,
-        status: &mut [i32],
-    ) -> io::Result<()> {
-        let nodes = vec![node; pages.len()];
-        let moved = LinuxKernel.move_pages(pid, pages, Some(&nodes))?;
-        fill_status(&moved, status);
-        Ok(())
+    ) -> io::Result<Vec<PageStatus>> {
+        LinuxKernel.move_pages(pid, pages, Some(&vec![node; pages.len()]))
     }
 }
 
-/// Writes pinctl-sys's page answers in `move_pages`' status form: the node, or a negative
-/// errno (what the batch logic reads).
-fn fill_status(pages: &[PageStatus], status: &mut [i32]) {
-    for (slot, page) in status.iter_mut().zip(pages) {
-        *slot = match *page {
-            PageStatus::Node(n) => i32::try_from(n).unwrap_or(i32::MAX),
-            PageStatus::Errno(e) => -e,
-            PageStatus::Unanswered => UNANSWERED,
-        };
+/// A failed read as the I/O error it wraps (a file that does not parse: invalid data).
+fn io_error(e: DiscoveryError) -> io::Error {
+    match e {
+        DiscoveryError::Io { source, .. } => source,
+        e => io::Error::new(io::ErrorKind::InvalidData, e),
     }
 }
 
@@ -170,11 +147,16 @@ pub enum RebalanceError {
 }
 
 fn call_error(pid: u32, what: &'static str, e: io::Error) -> RebalanceError {
-    match e.raw_os_error() {
-        Some(ESRCH) => RebalanceError::Vanished { pid },
-        Some(EPERM | EACCES) => RebalanceError::Permission { pid, what },
+    match Errno::from_io_error(&e) {
+        Some(Errno::SRCH) => RebalanceError::Vanished { pid },
+        Some(Errno::PERM | Errno::ACCESS) => RebalanceError::Permission { pid, what },
         _ => RebalanceError::Call { pid, what, source: e },
     }
+}
+
+/// Whether a call failed because the process is gone.
+fn vanished(e: &io::Error) -> bool {
+    Errno::from_io_error(e) == Some(Errno::SRCH)
 }
 
 /// Sets every thread of `pid` to `cpus`, listing the threads again after each round until a
@@ -190,10 +172,10 @@ pub fn repin_threads(
     let mut report = RepinReport::default();
     while report.rounds < max_rounds {
         report.rounds += 1;
-        let tids = ctl.threads(pid).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => RebalanceError::Vanished { pid },
-            _ => call_error(pid, "list the threads", e),
-        })?;
+        let tids = ctl
+            .threads(pid)
+            .map_err(|e| call_error(pid, "list the threads", e))?
+            .ok_or(RebalanceError::Vanished { pid })?;
         let new: Vec<u32> = tids.into_iter().filter(|t| !done.contains(t)).collect();
         if new.is_empty() {
             report.complete = true;
@@ -203,7 +185,7 @@ pub fn repin_threads(
             done.insert(tid);
             match ctl.set_thread_affinity(tid, cpus) {
                 Ok(()) => report.repinned += 1,
-                Err(e) if e.raw_os_error() == Some(ESRCH) => report.vanished += 1,
+                Err(e) if vanished(&e) => report.vanished += 1,
                 Err(e) => return Err(call_error(pid, "set the CPU affinity of the threads", e)),
             }
         }
@@ -578,7 +560,7 @@ pub fn move_memory(
                     let pages = base_pages(at, upto.min(range.end), range.page_size);
                     asks.next += (pages.len() as u64).max(1) * range.page_size;
                     let status = find_pages(ctl, clock, &mut report, pid, &pages)?;
-                    let off = |k: usize| status[k] >= 0 && !targets.contains(status[k] as NodeId);
+                    let off = |k: usize| status[k].node().is_some_and(|n| !targets.contains(n));
                     let per_block = range.pages_per_block();
                     let mut k = 0;
                     while k < pages.len() {
@@ -642,19 +624,17 @@ pub fn move_memory(
                 clock.sleep(wait);
             }
             let addrs: Vec<usize> = chunk.iter().map(|a| a.address()).collect();
-            // A page without an answer is not read as moved to node 0.
-            let mut st = vec![UNANSWERED; addrs.len()];
             let t0 = clock.now();
-            let res = ctl.move_pages(pid, &addrs, rooms[i].node, &mut st);
+            let res = ctl.move_pages(pid, &addrs, rooms[i].node);
             let took = clock.now().saturating_sub(t0);
-            match res {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(ESRCH) => {
+            let st = match res {
+                Ok(st) => st,
+                Err(e) if vanished(&e) => {
                     report.stop = MoveStop::Vanished;
                     break 'ranges;
                 }
                 Err(e) => return Err(call_error(pid, "move the pages", e)),
-            }
+            };
             report.batches += 1;
             report.worst_stall = report.worst_stall.max(took);
             let outcome = settle(ctl, clock, &mut report, pid, &chunk, &st, range, rooms[i].node)?;
@@ -680,17 +660,16 @@ pub fn move_memory(
     Ok(report)
 }
 
-/// Where each page of `pages` is (a node, or a negative errno), timed as lookup.
+/// Where each page of `pages` is, timed as lookup.
 fn find_pages(
     ctl: &mut dyn ProcessControl,
     clock: &mut dyn Clock,
     report: &mut MoveReport,
     pid: u32,
     pages: &[usize],
-) -> Result<Vec<i32>, RebalanceError> {
-    let mut status = vec![UNANSWERED; pages.len()];
+) -> Result<Vec<PageStatus>, RebalanceError> {
     let t0 = clock.now();
-    ctl.page_nodes(pid, pages, &mut status).map_err(|e| call_error(pid, "find the pages", e))?;
+    let status = ctl.page_nodes(pid, pages).map_err(|e| call_error(pid, "find the pages", e))?;
     report.lookup += clock.now().saturating_sub(t0);
     Ok(status)
 }
@@ -714,20 +693,19 @@ fn settle(
     report: &mut MoveReport,
     pid: u32,
     chunk: &[Ask],
-    st: &[i32],
+    st: &[PageStatus],
     range: &Range,
     node: NodeId,
 ) -> Result<Settled, RebalanceError> {
     let ps = range.page_size as usize;
     let per_block = range.pages_per_block();
-    let on = |s: i32| s >= 0 && s as NodeId == node;
-    let absent = |s: i32| s == -ENOENT || s == -EFAULT;
+    let on = |s: PageStatus| s.node() == Some(node);
     // Pages to look up once after the batch: each EBUSY page, and the second and last page of
     // each block whose first page moved.
     let mut ask_again: Vec<usize> = Vec::new();
     for (ask, &s) in chunk.iter().zip(st) {
         match *ask {
-            Ask::Page(p) if s == -EBUSY => ask_again.push(p),
+            Ask::Page(p) if s.is_busy() => ask_again.push(p),
             Ask::Page(_) => {}
             Ask::Block(b) => {
                 if on(s) {
@@ -736,7 +714,7 @@ fn settle(
             }
         }
     }
-    let again: HashMap<usize, i32> = if ask_again.is_empty() {
+    let again: HashMap<usize, PageStatus> = if ask_again.is_empty() {
         HashMap::new()
     } else {
         let status = find_pages(ctl, clock, report, pid, &ask_again)?;
@@ -744,10 +722,10 @@ fn settle(
     };
     let now_on = |page: usize| again.get(&page).is_some_and(|&s| on(s));
     let mut out = Settled { moved: 0, failed: 0, again: Vec::new() };
-    let count = |s: i32, page: usize, out: &mut Settled| {
-        if on(s) || (s == -EBUSY && now_on(page)) {
+    let count = |s: PageStatus, page: usize, out: &mut Settled| {
+        if on(s) || (s.is_busy() && now_on(page)) {
             out.moved += 1;
-        } else if !absent(s) {
+        } else if !s.is_absent() {
             out.failed += 1;
         }
     };
@@ -787,7 +765,7 @@ fn settle(
                     if on(first) {
                         out.moved += 1;
                     }
-                } else if s >= 0 {
+                } else if s.node().is_some() {
                     out.again.push(Ask::Page(*p));
                 }
             }
@@ -797,38 +775,17 @@ fn settle(
 }
 
 /// Reads `/proc/PID/maps` and `/proc/PID/numa_maps` under `root` and returns the ranges with
-/// pages off `nodes`.
+/// pages off `nodes`. A process's mappings are read whole or not at all, up to the bound for
+/// /proc files (64 MiB; numa_maps of 65530 mappings is about 10 MB).
 pub fn read_ranges(root: &Path, pid: u32, nodes: &NodeSet) -> Result<Vec<Range>, RebalanceError> {
-    // Through FsRoot: a process's mappings are read whole or not at all, up to its bound for
-    // /proc files (64 MiB; numa_maps of 65530 mappings is about 10 MB).
-    let mut fs = pinctl_sysfs::FsRoot::new(root);
-    let failed = |e: pinctl_sysfs::DiscoveryError| match e {
-        pinctl_sysfs::DiscoveryError::Io { source, .. } => {
-            call_error(pid, "read the mappings", source)
-        }
-        e => RebalanceError::Call {
-            pid,
-            what: "read the mappings",
-            source: io::Error::new(io::ErrorKind::InvalidData, e),
-        },
-    };
-    let maps = fs
-        .parsed(&format!("proc/{pid}/maps"), pinctl_sysfs::parse::proc_maps)
-        .map_err(failed)?
-        .ok_or(RebalanceError::Vanished { pid })?;
-    let numa = fs
-        .parsed(&format!("proc/{pid}/numa_maps"), pinctl_sysfs::parse::numa_maps)
-        .map_err(failed)?
-        .ok_or(RebalanceError::Vanished { pid })?;
-    Ok(ranges_off(&maps, &numa, nodes, huge_page_size(&mut fs)))
-}
-
-/// The size of a transparent huge page (`hpage_pmd_size`: 2 MiB on x86-64), when the kernel
-/// has them; a size that makes no sense (over 1 GiB, not a power of two) is not used.
-fn huge_page_size(fs: &mut pinctl_sysfs::FsRoot) -> Option<u64> {
-    let rel = "sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
-    let size = u64::try_from(fs.parsed(rel, pinctl_sysfs::parse::int).ok()??).ok()?;
-    (size.is_power_of_two() && size <= 1 << 30).then_some(size)
+    let mut fs = FsRoot::new(root);
+    let failed = |e| call_error(pid, "read the mappings", io_error(e));
+    let maps = maps::read(&mut fs, pid).map_err(failed)?.ok_or(RebalanceError::Vanished { pid })?;
+    let numa =
+        numa_maps::read(&mut fs, pid).map_err(failed)?.ok_or(RebalanceError::Vanished { pid })?;
+    // The size of a transparent huge page (2 MiB on x86-64), when the kernel has them.
+    let huge_page = thp::read_huge_page_size(&mut fs).ok().flatten();
+    Ok(ranges_off(&maps, &numa, nodes, huge_page))
 }
 
 #[cfg(test)]
@@ -863,49 +820,52 @@ pub(crate) mod tests {
         pub answers: Option<usize>,
     }
 
+    /// The answer for a page that is not there.
+    const NOT_PRESENT: PageStatus = PageStatus::Errno(Errno::NOENT.raw_os_error());
+
     impl ProcessControl for FakeControl {
-        fn threads(&mut self, _pid: u32) -> io::Result<Vec<u32>> {
+        fn threads(&mut self, _pid: u32) -> io::Result<Option<Vec<u32>>> {
             let i = self.listed.min(self.listings.len() - 1);
             self.listed += 1;
-            Ok(self.listings[i].clone())
+            Ok(Some(self.listings[i].clone()))
         }
         fn set_thread_affinity(&mut self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
             self.calls.push(format!("affinity {tid} {cpus}"));
             if self.deny {
-                return Err(io::Error::from_raw_os_error(EPERM));
+                return Err(Errno::PERM.into());
             }
             if self.gone.contains(&tid) {
-                return Err(io::Error::from_raw_os_error(ESRCH));
+                return Err(Errno::SRCH.into());
             }
             self.affinity.insert(tid, cpus.clone());
             Ok(())
         }
-        fn page_nodes(&mut self, _pid: u32, pages: &[usize], status: &mut [i32]) -> io::Result<()> {
+        fn page_nodes(&mut self, _pid: u32, pages: &[usize]) -> io::Result<Vec<PageStatus>> {
             self.calls.push(format!("lookup {}", pages.len()));
-            for (p, s) in pages.iter().zip(status.iter_mut()) {
-                *s = self.pages.get(p).map_or(-2, |&n| n as i32);
-            }
-            Ok(())
+            Ok(pages
+                .iter()
+                .map(|p| self.pages.get(p).map_or(NOT_PRESENT, |&n| PageStatus::Node(n)))
+                .collect())
         }
         fn move_pages(
             &mut self,
             _pid: u32,
             pages: &[usize],
             node: NodeId,
-            status: &mut [i32],
-        ) -> io::Result<()> {
+        ) -> io::Result<Vec<PageStatus>> {
             self.calls.push(format!("move {} to {node}", pages.len()));
             self.clock.set(self.clock.get() + self.per_call + self.per_page * pages.len() as u32);
+            let mut status = vec![PageStatus::Unanswered; pages.len()];
             let mut heads = BTreeSet::new();
             for (i, (p, s)) in pages.iter().zip(status.iter_mut()).enumerate() {
                 if self.answers.is_some_and(|a| i >= a) {
                     break;
                 }
                 if !self.pages.contains_key(p) {
-                    *s = -ENOENT;
+                    *s = NOT_PRESENT;
                     continue;
                 }
-                *s = node as i32;
+                *s = PageStatus::Node(node);
                 if self.huge == 0 {
                     self.pages.insert(*p, node);
                     continue;
@@ -913,14 +873,14 @@ pub(crate) mod tests {
                 // The whole huge page moves with the first of its pages asked for.
                 let head = p & !(self.huge * 4096 - 1);
                 if !heads.insert(head) {
-                    *s = -EBUSY;
+                    *s = PageStatus::Errno(Errno::BUSY.raw_os_error());
                     continue;
                 }
                 for (_, at) in self.pages.range_mut(head..head + self.huge * 4096) {
                     *at = node;
                 }
             }
-            Ok(())
+            Ok(status)
         }
     }
 
@@ -1235,38 +1195,36 @@ pub(crate) mod tests {
         let buf = vec![1u8; 64 * 4096];
         let base = (buf.as_ptr() as usize).next_multiple_of(4096);
         let pages: Vec<usize> = (0..32).map(|i| base + i * 4096).collect();
-        let mut status = vec![-1; pages.len()];
-        ctl.page_nodes(pid, &pages, &mut status).unwrap();
-        let node = status[0];
-        assert!(node >= 0 && status.iter().all(|&s| s == node), "{status:?}");
+        let status = ctl.page_nodes(pid, &pages).unwrap();
+        let node = status[0].node().unwrap();
+        assert!(status.iter().all(|&s| s == PageStatus::Node(node)), "{status:?}");
         // Moving them where they are is accepted and leaves them there.
-        ctl.move_pages(pid, &pages, node as NodeId, &mut status).unwrap();
-        assert!(status.iter().all(|&s| s == node), "{status:?}");
+        let status = ctl.move_pages(pid, &pages, node).unwrap();
+        assert!(status.iter().all(|&s| s == PageStatus::Node(node)), "{status:?}");
         std::hint::black_box(&buf);
         // Threads are listed and can be set to the CPUs they already have.
-        let tids = ctl.threads(pid).unwrap();
+        let tids = ctl.threads(pid).unwrap().unwrap();
         assert!(tids.contains(&pid));
-        let allowed = pinctl_sysfs::read_allowed(Path::new("/"), pinctl_sysfs::Pid::Current)
-            .unwrap()
-            .cpus
-            .unwrap();
+        assert_eq!(ctl.threads(u32::MAX).unwrap(), None);
+        let mut fs = FsRoot::new(Path::new("/"));
+        let status = pinctl_sysfs::proc::pid::status::read(&mut fs, pinctl_sysfs::Pid::Current);
+        let allowed = status.unwrap().unwrap().cpus.unwrap();
         ctl.set_thread_affinity(pid, &allowed).unwrap();
         // A process that does not exist is ESRCH, reported as vanished.
         let e = repin_threads(&mut ctl, u32::MAX / 2, &allowed, 2).unwrap_err();
         assert!(matches!(e, RebalanceError::Vanished { .. }), "{e}");
         // This process's own mappings: nothing is off its node's set.
-        let nodes: NodeSet = [node as NodeId].into_iter().collect();
+        let nodes: NodeSet = [node].into_iter().collect();
         assert!(read_ranges(Path::new("/"), pid, &nodes).unwrap().is_empty());
         assert!(!read_ranges(Path::new("/"), pid, &NodeSet::new()).unwrap().is_empty());
     }
 
     #[test]
     fn ranges_come_from_mappings_with_remote_pages() {
-        let maps = pinctl_sysfs::parse::proc_maps(
-            "1000-3000 rw-p 0 0:0 0\n5000-6000 rw-p 0 0:0 0\n7000-9000 rw-p 0 0:0 0\n",
-        )
-        .unwrap();
-        let numa = pinctl_sysfs::parse::numa_maps(
+        let maps =
+            maps::parse("1000-3000 rw-p 0 0:0 0\n5000-6000 rw-p 0 0:0 0\n7000-9000 rw-p 0 0:0 0\n")
+                .unwrap();
+        let numa = numa_maps::parse(
             "1000 default anon=2 N0=1 N1=1 kernelpagesize_kB=4\n5000 default anon=1 N0=1 kernelpagesize_kB=4\n\
              7000 default huge N1=1 kernelpagesize_kB=2048\n",
         )

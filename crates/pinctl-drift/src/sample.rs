@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use pinctl_sysfs::parse::{NumaMapsEntry, NumaStatLine};
+use pinctl_sysfs::cgroup::numa_stat::NumaStatLine;
+use pinctl_sysfs::proc::pid::numa_maps::NumaMapsEntry;
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet};
 use serde::Serialize;
 
@@ -308,17 +309,18 @@ pub(crate) fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok,
 
 #[cfg(test)]
 mod tests {
-    use pinctl_sysfs::parse;
+    use pinctl_sysfs::cgroup::numa_stat;
+    use pinctl_sysfs::proc::pid::numa_maps;
 
     use super::*;
 
     #[test]
     fn cgroup_counters_count_shared_memory_once() {
-        let stat = parse::memory_numa_stat(
+        let stat = numa_stat::parse(
             "anon N0=4096 N1=8192\nfile N0=10000 N1=0\nshmem N0=1000 N1=0\nkernel N0=5 N1=5\n",
         )
         .unwrap();
-        let huge = parse::memory_numa_stat(
+        let huge = numa_stat::parse(
             "total=2097152 N0=0 N1=2097152\nhierarchical_total=2097152 N0=0 N1=2097152\n",
         )
         .unwrap();
@@ -331,7 +333,7 @@ mod tests {
 
     #[test]
     fn numa_maps_kinds_and_page_sizes() {
-        let maps = parse::numa_maps(
+        let maps = numa_maps::parse(
             "1000 bind:0 anon=3 N0=2 N1=1 kernelpagesize_kB=4\n\
              2000 bind:0 file=/usr/lib/x.so mapped=4 N1=4 kernelpagesize_kB=4\n\
              3000 bind:0 file=/dev/shm/seg dirty=1 N0=1 kernelpagesize_kB=4\n\

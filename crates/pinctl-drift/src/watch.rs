@@ -74,7 +74,7 @@ pub fn targets(config: &Config, plan: &Plan, uid_of: &dyn Fn(&str) -> Option<u32
 /// The uid of a user name on this machine (the system's name service: `/etc/passwd`, or
 /// whatever NSS is set up with), `None` when it has none.
 pub fn system_uid(name: &str) -> Option<u32> {
-    nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw())
+    pinctl_sys::user_by_name(name).ok().flatten().map(|u| u.uid)
 }
 
 /// The free memory a planned node must keep: a fixed watermark, or the memory reserve
@@ -245,7 +245,7 @@ pub fn rebalance_due(
 }
 
 impl Watcher {
-    /// Whether kernel files are kept open between cycles (see [`crate::held`]; on by default
+    /// Whether kernel files are kept open between cycles (see [`pinctl_sysfs::held`]; on by default
     /// on the live machine). The benchmark compares both.
     pub fn hold_files(&mut self, on: bool) {
         self.reader.hold_files(on);
@@ -505,8 +505,7 @@ fn still_the_sampled(root: &Path, pid: u32, s: &InstanceSample) -> Result<(), St
     let Some(&then) = s.start_times.get(&pid) else {
         return Err(format!("process `{pid}` was not proven to be the instance: left alone"));
     };
-    let now = pinctl_sysfs::FsRoot::new(root)
-        .parsed(&format!("proc/{pid}/stat"), pinctl_sysfs::parse::proc_stat)
+    let now = pinctl_sysfs::proc::pid::stat::read(&mut pinctl_sysfs::FsRoot::new(root), pid)
         .ok()
         .flatten()
         .map(|stat| stat.start_time);
@@ -520,6 +519,7 @@ fn still_the_sampled(root: &Path, pid: u32, s: &InstanceSample) -> Result<(), St
 pub(crate) mod tests {
     use std::fs;
 
+    use pinctl_sys::PageStatus;
     use pinctl_topology::MemoryPolicy;
 
     use super::*;
@@ -636,7 +636,7 @@ pub(crate) mod tests {
     struct Counting<'a>(&'a mut FakeControl, std::rc::Rc<std::cell::Cell<usize>>);
 
     impl ProcessControl for Counting<'_> {
-        fn threads(&mut self, pid: u32) -> std::io::Result<Vec<u32>> {
+        fn threads(&mut self, pid: u32) -> std::io::Result<Option<Vec<u32>>> {
             self.1.set(self.1.get() + 1);
             self.0.threads(pid)
         }
@@ -648,19 +648,18 @@ pub(crate) mod tests {
             self.1.set(self.1.get() + 1);
             self.0.set_thread_affinity(tid, cpus)
         }
-        fn page_nodes(&mut self, pid: u32, p: &[usize], st: &mut [i32]) -> std::io::Result<()> {
+        fn page_nodes(&mut self, pid: u32, p: &[usize]) -> std::io::Result<Vec<PageStatus>> {
             self.1.set(self.1.get() + 1);
-            self.0.page_nodes(pid, p, st)
+            self.0.page_nodes(pid, p)
         }
         fn move_pages(
             &mut self,
             pid: u32,
             p: &[usize],
             node: NodeId,
-            st: &mut [i32],
-        ) -> std::io::Result<()> {
+        ) -> std::io::Result<Vec<PageStatus>> {
             self.1.set(self.1.get() + 1);
-            self.0.move_pages(pid, p, node, st)
+            self.0.move_pages(pid, p, node)
         }
     }
 

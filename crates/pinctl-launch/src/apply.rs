@@ -13,8 +13,9 @@ use pinctl_sys::{
 };
 use pinctl_sysfs::Allowed;
 use pinctl_topology::{IdKind, IdSet, MemoryPolicy};
+use rustix::io::Errno;
 
-use crate::error::LaunchError;
+use crate::error::{LaunchError, errno_of};
 use crate::request::Resolved;
 
 /// How strictly to launch.
@@ -160,10 +161,7 @@ pub fn apply_to_self<K: Kernel + ?Sized>(
         Err(error)
             if launch.ignore_unsupported
                 && error.stage == Stage::SetMemoryPolicy
-                && matches!(
-                    error.errno,
-                    pinctl_sys::errno::ENOSYS | pinctl_sys::errno::EOPNOTSUPP
-                ) =>
+                && matches!(errno_of(&error), Some(Errno::NOSYS | Errno::OPNOTSUPP)) =>
         {
             // systemd's rule: no NUMA support in the kernel means run without a policy. The
             // affinity was already applied.
@@ -185,23 +183,24 @@ pub fn explain(
     fn list<K: IdKind>(s: Option<&IdSet<K>>) -> String {
         s.map_or_else(|| "none".to_string(), |s| s.to_string())
     }
-    let cause = match (error.stage, error.errno) {
-        (Stage::SetAffinity, pinctl_sys::errno::EINVAL) => format!(
+    let cause = match (error.stage, errno_of(&error)) {
+        (Stage::SetAffinity, Some(Errno::INVAL)) => format!(
             "CPUs {} are outside this process's allowed CPUs {} (Cpus_allowed_list) or offline",
             list(resolved.cpus.as_ref()),
             allowed.cpus
         ),
-        (Stage::SetMemoryPolicy, pinctl_sys::errno::EINVAL) => format!(
+        (Stage::SetMemoryPolicy, Some(Errno::INVAL)) => format!(
             "nodes {} are outside this process's allowed nodes {} (Mems_allowed_list), or have \
              no memory",
             list(resolved.memory_nodes.as_ref()),
             allowed.nodes
         ),
-        (_, pinctl_sys::errno::EPERM) => "the call was denied: a seccomp filter (containers \
-                                          block NUMA calls unless CAP_SYS_NICE is granted) or \
-                                          a missing CAP_SYS_NICE"
-            .to_string(),
-        (_, pinctl_sys::errno::ENOSYS | pinctl_sys::errno::EOPNOTSUPP) => {
+        (_, Some(Errno::PERM)) => {
+            "the call was denied: a seccomp filter (containers block NUMA calls unless \
+             CAP_SYS_NICE is granted) or a missing CAP_SYS_NICE"
+                .to_string()
+        }
+        (_, Some(Errno::NOSYS | Errno::OPNOTSUPP)) => {
             // LaunchError::Setup adds the advice, worded for the caller's command line.
             "the kernel lacks NUMA support or this policy".to_string()
         }
@@ -304,24 +303,24 @@ mod tests {
 
     #[test]
     fn failures_name_the_step_the_errno_and_the_cause() {
-        let (code, m) = message(Stage::SetMemoryPolicy, pinctl_sys::errno::EINVAL);
+        let (code, m) = message(Stage::SetMemoryPolicy, Errno::INVAL.raw_os_error());
         assert_eq!(code, 242);
         assert!(m.contains("set_mempolicy") && m.contains("os error 22"), "{m}");
         assert!(m.contains("nodes 3 are outside this process's allowed nodes 0-1"), "{m}");
 
-        let (code, m) = message(Stage::SetAffinity, pinctl_sys::errno::EINVAL);
+        let (code, m) = message(Stage::SetAffinity, Errno::INVAL.raw_os_error());
         assert_eq!(code, 215);
         assert!(m.contains("CPUs 8-15 are outside this process's allowed CPUs 0-7"), "{m}");
 
-        let (_, m) = message(Stage::SetAffinity, pinctl_sys::errno::EPERM);
+        let (_, m) = message(Stage::SetAffinity, Errno::PERM.raw_os_error());
         assert!(m.contains("seccomp") && m.contains("CAP_SYS_NICE"), "{m}");
 
-        let (code, m) = message(Stage::SetMemoryPolicy, pinctl_sys::errno::ENOSYS);
+        let (code, m) = message(Stage::SetMemoryPolicy, Errno::NOSYS.raw_os_error());
         assert_eq!(code, 242);
         assert!(m.contains("--if-unsupported=ignore"), "{m}");
         // numactl mode rejects --if-unsupported: its message states the fact only.
         let e = explain(
-            SetupError { stage: Stage::SetMemoryPolicy, errno: pinctl_sys::errno::ENOSYS },
+            SetupError { stage: Stage::SetMemoryPolicy, errno: Errno::NOSYS.raw_os_error() },
             &resolved(),
             &allowed(),
             None,

@@ -4,6 +4,7 @@ use std::io;
 
 use pinctl_sys::{Kernel, Mask, ReportedPolicy};
 use pinctl_topology::{CpuSet, NodeId, NodeSet};
+use rustix::io::Errno;
 
 /// CPU affinity and memory policy of the calling thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +27,7 @@ pub fn current_placement<K: Kernel + ?Sized>(kernel: &K) -> io::Result<CurrentPl
     let cpus = cpus.to_set();
     let node_bits = match kernel.node_mask_bits() {
         Ok(b) => b,
-        Err(e) if e.raw_os_error() == Some(pinctl_sys::errno::ENOSYS) => {
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::NOSYS) => {
             return Ok(CurrentPlacement {
                 cpus,
                 policy: None,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use pinctl_sys::SetupError;
 
 use pinctl_topology::MemoryPolicy;
+use rustix::io::Errno;
 
 use crate::ExitStatus;
 use crate::request::ResolveError;
@@ -96,10 +97,16 @@ fn setup_cause(cause: &str) -> String {
     if cause.is_empty() { String::new() } else { format!(": {cause}") }
 }
 
+/// The errno a stage failed with, typed; `None` for a stage that failed without one (a
+/// mismatch read back).
+pub(crate) fn errno_of(error: &SetupError) -> Option<Errno> {
+    Errno::from_io_error(&std::io::Error::from_raw_os_error(error.errno))
+}
+
 /// A kernel without NUMA support or without the policy: pinctl can run without it when told;
 /// numactl has no such option, so numactl mode only states the fact.
 fn setup_advice(error: &SetupError, dialect: Dialect) -> &'static str {
-    let missing = matches!(error.errno, pinctl_sys::errno::ENOSYS | pinctl_sys::errno::EOPNOTSUPP);
+    let missing = matches!(errno_of(error), Some(Errno::NOSYS | Errno::OPNOTSUPP));
     match dialect {
         Dialect::Pinctl if missing => " (pass --if-unsupported=ignore to run without it)",
         _ => "",

@@ -62,7 +62,7 @@ pub enum ProbeError {
 
 /// What to add when the kernel says EPERM: containers block the NUMA calls.
 pub(crate) fn permission_hint(e: &io::Error) -> &'static str {
-    if e.raw_os_error() == Some(pinctl_sys::errno::EPERM) {
+    if rustix::io::Errno::from_io_error(e) == Some(rustix::io::Errno::PERM) {
         " (a container's seccomp profile blocks it without CAP_SYS_NICE)"
     } else {
         ""

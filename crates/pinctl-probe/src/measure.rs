@@ -143,10 +143,8 @@ impl Measurer for LinuxMeasurer {
     fn prepare(&mut self, memory: NodeId, bytes: u64) -> Result<Prepared, ProbeError> {
         // The previous buffer goes first: two at once could exceed what the plan checked.
         self.placed = None;
-        let len = usize::try_from(bytes).map_err(|_| ProbeError::Map {
-            bytes,
-            source: std::io::Error::from_raw_os_error(pinctl_sys::errno::EINVAL),
-        })?;
+        let len = usize::try_from(bytes)
+            .map_err(|_| ProbeError::Map { bytes, source: rustix::io::Errno::INVAL.into() })?;
         let mut buffer =
             MappedBuffer::new(len).map_err(|source| ProbeError::Map { bytes, source })?;
         let bind =
@@ -161,8 +159,8 @@ impl Measurer for LinuxMeasurer {
         self.check_placement(memory, &buffer)?;
         let start = link_random_cycle(buffer.words_mut(), self.seed)
             .ok_or_else(|| ProbeError::Thread { what: "the buffer holds no cache line".into() })?;
-        let huge_page_bytes = pinctl_sysfs::smaps::read_anon_huge_pages(
-            Path::new("/"),
+        let huge_page_bytes = pinctl_sysfs::proc::pid::smaps::read_anon_huge_pages(
+            &mut pinctl_sysfs::FsRoot::new(Path::new("/")),
             pinctl_sysfs::Pid::Current,
             buffer.addr() as u64,
         )

@@ -21,15 +21,13 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use pinctl_sysfs::FsRoot;
+use pinctl_sysfs::cgroup::{MOUNTS, controllers, events, procs};
+
 use crate::lifecycle::Pid;
 use pinctl_topology::Placement;
 
-/// Where the v2 hierarchy is mounted: alone (unified mode), or beside the v1 controllers
-/// (systemd's hybrid mode, where v2 has no controllers but `cgroup.kill` works).
-const ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
 const LEAF: &str = "_supervisor";
-/// The most bytes read from a `cgroup.procs` (about 100,000 PIDs).
-const MAX_PROCS_BYTES: usize = 1 << 20;
 /// The most cgroups listed in a subtree (a file has at most 8192 instances).
 const MAX_CHILDREN: usize = 65536;
 
@@ -67,27 +65,35 @@ fn write(path: &Path, value: &str) -> io::Result<()> {
     fs::write(path, value).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
-/// Reads a small cgroup file whole, bounded.
-fn read_small(path: &Path, max: usize) -> io::Result<String> {
-    let bytes = pinctl_sysfs::fsroot::read_regular(path, max)?;
-    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+/// The live machine's files, read through pinctl-sysfs's readers.
+fn live() -> FsRoot<'static> {
+    FsRoot::new(Path::new("/"))
 }
 
-/// The PIDs a `cgroup.procs` lists (one per line).
-pub(crate) fn parse_procs(text: &str) -> Vec<Pid> {
-    text.lines().filter_map(|l| l.trim().parse().ok()).filter(|&p: &Pid| p > 0).collect()
+/// A cgroup folder (absolute, under a mount of [`MOUNTS`]) as the readers take it: relative
+/// to `/`.
+fn rel(folder: &Path) -> &str {
+    folder.to_str().unwrap_or_default().trim_start_matches('/')
+}
+
+/// The processes in the cgroup at `folder`, none when it is gone (or cannot be read).
+fn procs_in(folder: &Path) -> Vec<Pid> {
+    let listed = procs::read(&mut live(), rel(folder)).ok().flatten().unwrap_or_default();
+    listed.into_iter().filter_map(|p| Pid::try_from(p).ok()).collect()
 }
 
 impl Subtree {
     /// Sets up the subtree `<base>/<name>` below `own` (this process's v2 cgroup path, `/` for
     /// the root), locks it and moves this process into `<base>/<name>/_supervisor`.
     pub(crate) fn setup(own: &str, name: &str) -> Result<Subtree, SetupError> {
-        let Some(root) =
-            ROOTS.iter().map(Path::new).find(|r| r.join("cgroup.controllers").exists())
+        let Some(root) = MOUNTS
+            .iter()
+            .map(|m| Path::new("/").join(m))
+            .find(|r| r.join("cgroup.controllers").exists())
         else {
             return Err(SetupError::Unavailable(format!(
-                "no cgroup v2 hierarchy at {}",
-                ROOTS.join(" or ")
+                "no cgroup v2 hierarchy at /{}",
+                MOUNTS.join(" or /")
             )));
         };
         // The root cgroup may hold processes; below it pinctl makes its own folder. A
@@ -123,10 +129,9 @@ impl Subtree {
         let mut cpuset = false;
         // Controllers go down level by level: the base's children, then the subtree's.
         for level in [&base_dir, &dir] {
-            let available = read_small(&level.join("cgroup.controllers"), 4096).unwrap_or_default();
             let mut here = false;
             for c in ["cpuset", "memory"] {
-                if available.split_whitespace().any(|a| a == c)
+                if controllers::read_has(&mut live(), rel(level), c).unwrap_or(false)
                     && write(&level.join("cgroup.subtree_control"), &format!("+{c}")).is_ok()
                 {
                     here |= c == "cpuset";
@@ -145,12 +150,8 @@ impl Subtree {
     /// lock), so nothing else can be there. The number killed.
     pub(crate) fn clear_leaf(&self, patience: std::time::Duration) -> usize {
         let me = std::process::id() as Pid;
-        let procs = self.dir.join(LEAF).join("cgroup.procs");
-        let others = || -> Vec<Pid> {
-            read_small(&procs, MAX_PROCS_BYTES)
-                .map(|t| parse_procs(&t).into_iter().filter(|&p| p != me).collect())
-                .unwrap_or_default()
-        };
+        let leaf = self.dir.join(LEAF);
+        let others = || -> Vec<Pid> { procs_in(&leaf).into_iter().filter(|&p| p != me).collect() };
         let mut killed = 0;
         let deadline = std::time::Instant::now() + patience;
         loop {
@@ -188,12 +189,12 @@ impl Subtree {
         pinctl_config::is_instance_name(name).then_some(name)
     }
 
-    fn dir_of(&self, name: &str) -> PathBuf {
+    /// The instance's cgroup folder (for [`populated_in`] off the supervisor's thread).
+    pub(crate) fn dir_of(&self, name: &str) -> PathBuf {
         debug_assert!(pinctl_config::is_instance_name(name), "{name}");
         self.dir.join(name)
     }
 
-    /// Creates the instance's cgroup; with `enforce`, writes its cpuset.
     /// Creates the instance's cgroup (with `enforce`, its cpuset the plan's) and opens its
     /// `cgroup.procs` for writing: its child joins the cgroup between fork and exec
     /// (pinctl_sys::CommandCgroup), before its placement is applied.
@@ -223,9 +224,7 @@ impl Subtree {
 
     /// The processes in the instance's cgroup now (none when it does not exist).
     pub(crate) fn procs(&self, name: &str) -> Vec<Pid> {
-        read_small(&self.dir_of(name).join("cgroup.procs"), MAX_PROCS_BYTES)
-            .map(|t| parse_procs(&t))
-            .unwrap_or_default()
+        procs_in(&self.dir_of(name))
     }
 
     /// The instance cgroups that exist in the subtree, by name (anything that is not an
@@ -267,12 +266,7 @@ impl Subtree {
 
     /// Whether anything still runs in the instance's cgroup (see [`populated_in`]).
     pub(crate) fn populated(&self, name: &str) -> io::Result<bool> {
-        populated_in(&self.events_file(name))
-    }
-
-    /// The instance's `cgroup.events`, for [`populated_in`] off the supervisor's thread.
-    pub(crate) fn events_file(&self, name: &str) -> PathBuf {
-        self.dir_of(name).join("cgroup.events")
+        populated_in(&self.dir_of(name))
     }
 
     /// Removes the instance's cgroup when it is empty (best effort).
@@ -289,21 +283,17 @@ impl Subtree {
     }
 }
 
-/// Whether the cgroup whose `cgroup.events` is `events` holds a process (`populated 1`); a
+/// Whether the cgroup at `folder` holds a process (`populated 1` in its `cgroup.events`); a
 /// cgroup that is gone holds none. `Err` when it cannot be told (no descriptor left, say):
 /// the caller must not take that for an empty cgroup.
-pub(crate) fn populated_in(events: &Path) -> io::Result<bool> {
-    match read_small(events, 4096) {
-        Ok(text) => Ok(text.lines().any(|l| l.trim() == "populated 1")),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
+pub(crate) fn populated_in(folder: &Path) -> io::Result<bool> {
+    events::read_populated(&mut live(), rel(folder)).map_err(io::Error::other)
 }
 
 /// The v2 cgroup of process `pid` (`/pinctl/db/redis-0`), when it can be read.
 pub(crate) fn cgroup_of(pid: Pid) -> Option<String> {
-    let text = read_small(Path::new(&format!("/proc/{pid}/cgroup")), 64 * 1024).ok()?;
-    pinctl_sysfs::parse::cgroup_path(&text, None).map(str::to_string)
+    let pid = u32::try_from(pid).ok()?;
+    pinctl_sysfs::proc::pid::cgroup::read_v2(&mut live(), pid).ok().flatten()
 }
 
 /// SIGKILL to `pid` through a pidfd, when the process it pins is in cgroup `path`.
@@ -329,8 +319,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn procs_lists_parse_and_skip_garbage() {
-        assert_eq!(parse_procs("12\n13\n\nx\n-1\n0\n"), vec![12, 13]);
-        assert!(parse_procs("").is_empty());
+    fn cgroup_folders_are_read_through_the_root() {
+        assert_eq!(rel(Path::new("/sys/fs/cgroup/pinctl/db")), "sys/fs/cgroup/pinctl/db");
+        // A cgroup that does not exist holds nothing, and lists nothing.
+        let gone = Path::new("/sys/fs/cgroup/pinctl-no-such-cgroup");
+        assert!(!populated_in(gone).unwrap());
+        assert!(procs_in(gone).is_empty());
+        let me = std::process::id() as Pid;
+        assert!(cgroup_of(me).is_some_and(|c| c.starts_with('/')), "{:?}", cgroup_of(me));
+        assert_eq!(cgroup_of(-1), None);
     }
 }

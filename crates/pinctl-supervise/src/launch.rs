@@ -3,7 +3,6 @@
 //! exec, reading its placement back from `/proc`, and reading what `/proc` says about a process
 //! for adoption. Kept in one file so the crates below can change shape with one place to follow.
 
-use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt as _;
@@ -11,16 +10,19 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use nix::unistd::{Gid, Group, Uid, User};
 use pinctl_config::{Config, Enforce, RestartPolicy, Service};
 use pinctl_launch::{ExitStatus, Launch, LaunchError, Resolved};
 use pinctl_plan::Plan;
 use pinctl_sys::{
     ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandOutput,
-    CommandPlacement, LinuxKernel, OutputError, Rlimit, SetupError,
+    CommandPlacement, LinuxKernel, OutputError, Rlimit, SetupError, User,
 };
-use pinctl_sysfs::Host;
+use pinctl_sysfs::proc::pid as process;
+use pinctl_sysfs::proc::uptime;
+use pinctl_sysfs::{FsRoot, Host};
 use pinctl_topology::Placement;
+use rustix::io::Errno;
+use rustix::process::Signal as S;
 
 use crate::adopt::Observed;
 use crate::lifecycle::{Pid, Policy, Restart, StartLimit};
@@ -79,9 +81,44 @@ fn policy(service: &Service) -> Policy {
     }
 }
 
-/// The number of a signal name as the config stores it (`TERM`, `INT`, ...).
+/// This architecture's number of a signal as the config names it (`TERM`, `INT`, ...: the
+/// names pinctl-config accepts, without `SIG`).
 pub fn signal_number(name: &str) -> i32 {
-    format!("SIG{name}").parse::<nix::sys::signal::Signal>().map_or(15, |s| s as i32)
+    let signal = match name {
+        "HUP" => S::HUP,
+        "INT" => S::INT,
+        "QUIT" => S::QUIT,
+        "ILL" => S::ILL,
+        "TRAP" => S::TRAP,
+        "ABRT" => S::ABORT,
+        "BUS" => S::BUS,
+        "FPE" => S::FPE,
+        "KILL" => S::KILL,
+        "USR1" => S::USR1,
+        "SEGV" => S::SEGV,
+        "USR2" => S::USR2,
+        "PIPE" => S::PIPE,
+        "ALRM" => S::ALARM,
+        "TERM" => S::TERM,
+        "STKFLT" => S::STKFLT,
+        "CHLD" => S::CHILD,
+        "CONT" => S::CONT,
+        "STOP" => S::STOP,
+        "TSTP" => S::TSTP,
+        "TTIN" => S::TTIN,
+        "TTOU" => S::TTOU,
+        "URG" => S::URG,
+        "XCPU" => S::XCPU,
+        "XFSZ" => S::XFSZ,
+        "VTALRM" => S::VTALARM,
+        "PROF" => S::PROF,
+        "WINCH" => S::WINCH,
+        "IO" => S::IO,
+        "PWR" => S::POWER,
+        "SYS" => S::SYS,
+        _ => S::TERM,
+    };
+    signal.as_raw()
 }
 
 /// Why a spawn failed, with the exit status it stands for.
@@ -147,24 +184,23 @@ pub fn spawn(
     if let Some(name) = &spec.user {
         let user = lookup_user(name)?;
         primary_gid = Some(user.gid);
-        let cname = CString::new(user.name.clone()).map_err(|_| fail(EXIT_USER, name.clone()))?;
-        let groups = nix::unistd::getgrouplist(&cname, user.gid).map_err(|e| {
+        let groups = pinctl_sys::group_list(&user.name, user.gid).map_err(|e| {
             fail(EXIT_USER, format!("cannot list the groups of user `{name}`: {e}"))
         })?;
-        credentials.groups = Some(groups.iter().map(|g| g.as_raw()).collect());
-        credentials.uid = Some(user.uid.as_raw());
+        credentials.groups = Some(groups);
+        credentials.uid = Some(user.uid);
         user_env = vec![
             ("USER", user.name.clone()),
             ("LOGNAME", user.name.clone()),
-            ("HOME", user.dir.display().to_string()),
+            ("HOME", user.home.display().to_string()),
         ];
     }
     if let Some(name) = &spec.group {
         primary_gid = Some(lookup_group(name)?);
     }
-    credentials.gid = primary_gid.map(Gid::as_raw);
+    credentials.gid = primary_gid;
     if credentials.groups.is_none() && primary_gid.is_some() {
-        credentials.groups = primary_gid.map(|g| vec![g.as_raw()]);
+        credentials.groups = primary_gid.map(|g| vec![g]);
     }
 
     let mut cmd = std::process::Command::new(&resolved);
@@ -277,18 +313,17 @@ fn spawn_error(spec: &InstanceSpec, e: &io::Error) -> SpawnFailure {
         };
         return fail(EXIT_STDOUT, format!("cannot open output `{path}` as user `{user}`: {why}"));
     }
-    use nix::errno::Errno;
-    match e.raw_os_error().map(Errno::from_raw) {
-        Some(Errno::ENOENT) => {
+    match Errno::from_io_error(e) {
+        Some(Errno::NOENT) => {
             fail(status(ExitStatus::NotFound), format!("`{program}` not found: {e}"))
         }
-        Some(Errno::EACCES | Errno::ENOEXEC) => {
+        Some(Errno::ACCESS | Errno::NOEXEC) => {
             fail(status(ExitStatus::NotExecutable), format!("`{program}` cannot be executed: {e}"))
         }
         // fork/clone, or the pipes and descriptors a spawn needs, ran out for now: worth
         // another try (a descriptor flood on the control socket must not fail an instance
         // for good).
-        Some(Errno::EAGAIN | Errno::ENOMEM | Errno::EMFILE | Errno::ENFILE) => {
+        Some(Errno::AGAIN | Errno::NOMEM | Errno::MFILE | Errno::NFILE) => {
             fail(1, format!("cannot start `{program}` for now: {e}"))
         }
         _ => fail(
@@ -330,8 +365,8 @@ fn resolve_program(program: &str, path_var: Option<&str>) -> Result<PathBuf, Spa
 
 fn lookup_user(name: &str) -> Result<User, SpawnFailure> {
     let found = match name.parse::<u32>() {
-        Ok(id) => User::from_uid(Uid::from_raw(id)),
-        Err(_) => User::from_name(name),
+        Ok(id) => pinctl_sys::user_by_id(id),
+        Err(_) => pinctl_sys::user_by_name(name),
     };
     match found {
         Ok(Some(u)) => Ok(u),
@@ -340,12 +375,12 @@ fn lookup_user(name: &str) -> Result<User, SpawnFailure> {
     }
 }
 
-fn lookup_group(name: &str) -> Result<Gid, SpawnFailure> {
+fn lookup_group(name: &str) -> Result<u32, SpawnFailure> {
     if let Ok(id) = name.parse::<u32>() {
-        return Ok(Gid::from_raw(id));
+        return Ok(id);
     }
-    match Group::from_name(name) {
-        Ok(Some(g)) => Ok(g.gid),
+    match pinctl_sys::group_by_name(name) {
+        Ok(Some(gid)) => Ok(gid),
         Ok(None) => Err(fail(EXIT_GROUP, format!("unknown group `{name}`"))),
         Err(e) => Err(fail(EXIT_GROUP, format!("cannot look up group `{name}`: {e}"))),
     }
@@ -370,10 +405,10 @@ fn child_setup(p: &Placement) -> Result<ChildSetup, SpawnFailure> {
 /// compares them with the plan. A process that is already gone cannot be checked (the setup
 /// compared both before exec); `Err` carries the reason and the exit status it stands for.
 pub fn verify(pid: Pid, p: &Placement) -> Result<(), (String, i32)> {
-    let root = Path::new("/");
-    let id = pinctl_sysfs::Pid::Id(pid as u32);
-    if let Ok(allowed) = pinctl_sysfs::read_allowed(root, id) {
-        if let Some(cpus) = allowed.cpus {
+    let Ok(id) = u32::try_from(pid) else { return Ok(()) };
+    let mut fs = live();
+    if let Ok(Some(seen)) = process::status::read(&mut fs, id) {
+        if let Some(cpus) = seen.cpus {
             if !p.cpus.is_empty() && cpus != p.cpus {
                 return Err((
                     format!("runs on CPUs {cpus}, the plan says {}", p.cpus),
@@ -382,7 +417,7 @@ pub fn verify(pid: Pid, p: &Placement) -> Result<(), (String, i32)> {
             }
         }
     }
-    if let Ok(maps) = pinctl_sysfs::read_numa_maps(root, id) {
+    if let Ok(Some(maps)) = process::numa_maps::read(&mut fs, id) {
         let want = p.numa_maps_policy();
         if !maps.is_empty() && !maps.iter().any(|m| m.policy == want) {
             let seen: std::collections::BTreeSet<&str> =
@@ -397,32 +432,19 @@ pub fn verify(pid: Pid, p: &Placement) -> Result<(), (String, i32)> {
     Ok(())
 }
 
-/// Field 22 of `/proc/PID/stat` (start time in clock ticks after boot), the process group
-/// (field 5) and the state letter, from the text after the command name.
-pub fn parse_stat(text: &str) -> Option<(char, i32, u64)> {
-    let after = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let state = f.first()?.chars().next()?;
-    let pgrp = f.get(2)?.parse().ok()?;
-    let start = f.get(19)?.parse().ok()?;
-    Some((state, pgrp, start))
+/// The live machine's `/proc`, read through pinctl-sysfs's reader of each file.
+fn live() -> FsRoot<'static> {
+    FsRoot::new(Path::new("/"))
 }
 
 /// What `/proc/PID` says about a process now; `None` when there is no such process.
 pub fn observe(pid: Pid) -> Option<Observed> {
-    let dir = PathBuf::from(format!("/proc/{pid}"));
-    let stat = fs::read_to_string(dir.join("stat")).ok()?;
-    let (state, _, start_time) = parse_stat(&stat)?;
-    let cmdline = fs::read(dir.join("cmdline")).unwrap_or_default();
-    let cmdline = cmdline
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let cgroup = fs::read_to_string(dir.join("cgroup"))
-        .ok()
-        .and_then(|t| pinctl_sysfs::parse::cgroup_path(&t, None).map(str::to_string));
-    Some(Observed { start_time, cgroup, cmdline, state })
+    let id = u32::try_from(pid).ok()?;
+    let mut fs = live();
+    let stat = process::stat::read(&mut fs, id).ok()??;
+    let cmdline = process::cmdline::read(&mut fs, id).ok().flatten().unwrap_or_default();
+    let cgroup = process::cgroup::read_v2(&mut fs, id).ok().flatten();
+    Some(Observed { start_time: stat.start_time, cgroup, cmdline, state: stat.state })
 }
 
 /// Whether process `pid`, found in an instance's own cgroup without the state file saying so
@@ -442,24 +464,20 @@ pub fn proves_instance(pid: Pid, spec: &InstanceSpec, pinned: bool) -> Result<()
     if observed.cmdline != spec.command {
         return Err(format!("it runs `{}`", observed.cmdline.join(" ")));
     }
-    let environ =
-        pinctl_sysfs::fsroot::read_regular(Path::new(&format!("/proc/{pid}/environ")), 1 << 20)
-            .map_err(|e| format!("its environment cannot be read: {e}"))?;
-    let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+    let id = pid as u32;
+    let mut fs = live();
+    let environ = process::environ::read(&mut fs, id)
+        .map_err(|e| format!("its environment cannot be read: {e}"))?
+        .ok_or("it is gone")?;
     for (k, v) in &spec.env {
-        let want = format!("{k}={v}");
-        if !vars.contains(&want.as_bytes()) {
+        if !process::environ::has(&environ, k, v) {
             return Err(format!("its environment lacks `{k}` as the file sets it"));
         }
     }
     if let Some(user) = &spec.user {
-        let uid = lookup_user(user).map_err(|f| f.reason)?.uid.as_raw();
-        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let real = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|u| u.parse::<u32>().ok());
+        let uid = lookup_user(user).map_err(|f| f.reason)?.uid;
+        let seen = process::status::read(&mut fs, id).ok().flatten();
+        let real = seen.and_then(|s| s.uids).map(|u| u.real);
         if real != Some(uid) {
             return Err(format!("it does not run as `{user}`"));
         }
@@ -479,8 +497,7 @@ pub fn proves_instance(pid: Pid, spec: &InstanceSpec, pinned: bool) -> Result<()
 /// A pidfd for a process that is not our child (an adopted instance): it becomes readable when
 /// the process exits, so its end is seen without polling `/proc`. `ENOSYS` before Linux 5.3.
 pub fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
-    let pid = rustix::process::Pid::from_raw(pid)
-        .ok_or_else(|| io::Error::from_raw_os_error(nix::errno::Errno::ESRCH as i32))?;
+    let pid = rustix::process::Pid::from_raw(pid).ok_or(Errno::SRCH)?;
     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).map_err(io::Error::from)
 }
 
@@ -499,37 +516,35 @@ pub fn wait_pidfd(pidfd: &std::os::fd::OwnedFd) -> io::Result<()> {
 
 /// The process group of `pid`, when it is alive.
 pub fn process_group(pid: Pid) -> Option<i32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&stat).map(|(_, pgrp, _)| pgrp)
+    let stat = process::stat::read(&mut live(), u32::try_from(pid).ok()?).ok()??;
+    i32::try_from(stat.pgrp).ok()
 }
 
 /// How long ago a process with this start time (field 22 of `/proc/PID/stat`) started.
 pub fn process_age(start_time: u64) -> Option<std::time::Duration> {
-    let uptime = fs::read_to_string("/proc/uptime").ok()?;
-    let uptime: f64 = uptime.split_whitespace().next()?.parse().ok()?;
-    let started = start_time as f64 / clock_ticks();
-    Some(std::time::Duration::from_secs_f64((uptime - started).max(0.0)))
+    let uptime = uptime::read(&mut live()).ok()??;
+    let started = std::time::Duration::from_secs_f64(start_time as f64 / clock_ticks());
+    Some(uptime.saturating_sub(started))
 }
 
 /// Clock ticks per second, the unit of `/proc/PID/stat`'s times.
 fn clock_ticks() -> f64 {
-    let ticks =
-        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100);
-    ticks.max(1) as f64
+    rustix::param::clock_ticks_per_second().max(1) as f64
 }
 
 /// CPU seconds and resident bytes of a running process, for `status`; `None` once it is
 /// gone (a status racing its exit shows no figures rather than failing).
 pub fn usage(pid: Pid) -> Option<(f64, Option<u64>)> {
     let id = u32::try_from(pid).ok()?;
-    let u = pinctl_sysfs::read_usage(Path::new("/"), pinctl_sysfs::Pid::Id(id)).ok()?;
-    Some((u.cpu_ticks as f64 / clock_ticks(), u.rss_bytes))
+    let mut fs = live();
+    let stat = process::stat::read(&mut fs, id).ok()??;
+    let seen = process::status::read(&mut fs, id).ok()??;
+    Some(((stat.cpu_ticks + stat.waited_ticks) as f64 / clock_ticks(), seen.rss_bytes))
 }
 
 /// The v2 cgroup of this process (`/system.slice/pinctl.service`).
 pub fn own_cgroup() -> Option<String> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
-    pinctl_sysfs::parse::cgroup_path(&text, None).map(str::to_string)
+    process::cgroup::read_v2(&mut live(), pinctl_sysfs::Pid::Current).ok().flatten()
 }
 
 #[cfg(test)]
@@ -537,10 +552,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stat_fields() {
-        let text = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
-        assert_eq!(parse_stat(text), Some(('S', 1234, 987654)));
-        assert_eq!(parse_stat("garbage"), None);
+    fn this_process_as_proc_shows_it() {
+        let me = std::process::id() as Pid;
+        let seen = observe(me).unwrap();
+        assert!("RS".contains(seen.state), "{}", seen.state);
+        assert!(seen.cmdline[0].contains("pinctl_supervise"), "{:?}", seen.cmdline);
+        assert_eq!(seen.cgroup, own_cgroup());
+        let age = process_age(seen.start_time).unwrap();
+        assert!(age < std::time::Duration::from_secs(3600), "{age:?}");
+        let (cpu, rss) = usage(me).unwrap();
+        assert!(cpu >= 0.0 && rss.unwrap() > 0);
+        assert!(process_group(me).is_some());
+        assert_eq!(observe(-1), None);
+        assert_eq!(usage(i32::MAX), None);
     }
 
     #[test]
@@ -548,6 +572,8 @@ mod tests {
         assert_eq!(signal_number("TERM"), 15);
         assert_eq!(signal_number("INT"), 2);
         assert_eq!(signal_number("KILL"), 9);
+        assert_eq!(signal_number("SYS"), S::SYS.as_raw());
+        assert_eq!(signal_number("PWR"), S::POWER.as_raw());
     }
 
     #[test]

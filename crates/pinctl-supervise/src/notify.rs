@@ -54,8 +54,8 @@ impl Notifier {
 
     /// `RELOADING=1` with the `MONOTONIC_USEC=` that `Type=notify-reload` asks for.
     pub fn reloading(&self) {
-        let usec = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-            .map_or(0, |t| t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000);
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let usec = t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000;
         self.send(&format!("RELOADING=1\nMONOTONIC_USEC={usec}"));
     }
 }

@@ -19,10 +19,10 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::unistd::Pid as NixPid;
 use pinctl_topology::Placement;
 use rand::{Rng as _, SeedableRng as _};
+use rustix::io::Errno;
+use rustix::process::{Pid as ProcessId, Signal, kill_process, kill_process_group};
 use tokio::io::AsyncReadExt as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
@@ -634,7 +634,7 @@ impl Supervisor {
             Err(e) => {
                 log(&entry.name, &format!("adopted running process {pid}"));
                 // ESRCH: it exited since the adoption check; the first poll reports it.
-                if e.raw_os_error() != Some(nix::errno::Errno::ESRCH as i32) && !self.said_polling {
+                if Errno::from_io_error(&e) != Some(Errno::SRCH) && !self.said_polling {
                     self.said_polling = true;
                     log(
                         "supervisor",
@@ -770,7 +770,9 @@ impl Supervisor {
                 // Helpers the instance forked die with it (its process group): the group
                 // still holds the PID, so it cannot belong to anyone else yet. (An adopted
                 // process was reaped by init: its PID may be free, so no group kill.)
-                let _ = killpg(NixPid::from_raw(pid), Signal::SIGKILL);
+                if let Some(group) = ProcessId::from_raw(pid) {
+                    let _ = kill_process_group(group, Signal::KILL);
+                }
             }
             if let Some((cgroups, cgroup)) = self.cgroups.as_ref().zip(inst.cgroup.as_deref()) {
                 if let Some(dir) = cgroups.name_in(cgroup) {
@@ -837,14 +839,17 @@ impl Supervisor {
                 }
             }
         }
-        let Ok(sig) = Signal::try_from(signal) else { return };
+        let (Some(sig), Some(id)) = (Signal::from_named_raw(signal), ProcessId::from_raw(pid))
+        else {
+            return;
+        };
         let result = if launch::process_group(pid) == Some(pid) {
-            killpg(NixPid::from_raw(pid), sig)
+            kill_process_group(id, sig)
         } else {
-            kill(NixPid::from_raw(pid), sig)
+            kill_process(id, sig)
         };
         if let Err(e) = result {
-            log(name, &format!("cannot send {sig} to {pid}: {e}"));
+            log(name, &format!("cannot send signal {signal} to {pid}: {e}"));
         }
     }
 
@@ -866,12 +871,12 @@ impl Supervisor {
                     );
                     let tx = self.tx.clone();
                     let name = name.to_string();
-                    let events = cgroups.events_file(&name);
+                    let folder = cgroups.dir_of(&name);
                     tokio::spawn(async move {
                         let deadline = Instant::now() + EMPTY_TIMEOUT;
                         let mut emptied = false;
                         while Instant::now() < deadline {
-                            if matches!(cgroup::populated_in(&events), Ok(false)) {
+                            if matches!(cgroup::populated_in(&folder), Ok(false)) {
                                 emptied = true;
                                 break;
                             }

@@ -159,8 +159,11 @@ pub fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
 /// while the older supervisor that wrote it still runs.
 pub fn take_legacy(path: &Path, names: &[&str]) -> Result<Vec<Entry>, StateError> {
     let Some(mut state) = read(path)? else { return Ok(Vec::new()) };
-    let writer_runs = fs::read_to_string(format!("/proc/{}/comm", state.supervisor_pid))
-        .is_ok_and(|comm| comm.trim() == "pinctl");
+    let mut proc = pinctl_sysfs::FsRoot::new(Path::new("/"));
+    let writer = u32::try_from(state.supervisor_pid).ok();
+    let writer_runs = writer
+        .and_then(|pid| pinctl_sysfs::proc::pid::comm::read(&mut proc, pid).ok().flatten())
+        .is_some_and(|comm| comm == "pinctl");
     if writer_runs && state.supervisor_pid != std::process::id() as i32 {
         return Err(StateError::Foreign {
             path: path.to_path_buf(),

@@ -30,6 +30,28 @@ pub enum PageStatus {
     Unanswered,
 }
 
+impl PageStatus {
+    /// The node the page is on, when the kernel named one.
+    pub fn node(self) -> Option<NodeId> {
+        match self {
+            PageStatus::Node(n) => Some(n),
+            PageStatus::Errno(_) | PageStatus::Unanswered => None,
+        }
+    }
+
+    /// Whether no page is behind the address: none present there (ENOENT) or no mapping
+    /// (EFAULT). Neither moved nor failed to move.
+    pub fn is_absent(self) -> bool {
+        matches!(self, PageStatus::Errno(libc::ENOENT | libc::EFAULT))
+    }
+
+    /// Whether the kernel answered EBUSY: the page was busy, or, in a move, its folio was
+    /// already taken by another address of the same call (and moves with it).
+    pub fn is_busy(self) -> bool {
+        self == PageStatus::Errno(libc::EBUSY)
+    }
+}
+
 /// What pinctl asks of the kernel. The methods on the calling thread (`set_affinity`,
 /// `set_mempolicy` and the reads) must not allocate when used after `fork` (the real ones do
 /// not); the ones acting on another process or thread (`*_of`, `migrate_pages`, `move_pages`)
@@ -509,6 +531,17 @@ mod tests {
 
     fn set<K: IdKind>(s: &str) -> IdSet<K> {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn page_answers() {
+        assert_eq!(PageStatus::Node(3).node(), Some(3));
+        assert_eq!(PageStatus::Errno(libc::EBUSY).node(), None);
+        assert!(PageStatus::Errno(libc::ENOENT).is_absent());
+        assert!(PageStatus::Errno(libc::EFAULT).is_absent());
+        assert!(!PageStatus::Unanswered.is_absent() && !PageStatus::Unanswered.is_busy());
+        assert!(PageStatus::Errno(libc::EBUSY).is_busy());
+        assert!(!PageStatus::Errno(libc::EACCES).is_busy());
     }
 
     #[test]

@@ -2,10 +2,13 @@
 //! `migrate_pages`, `move_pages`, `sched_setaffinity` and `sched_getaffinity`, the bitmaps they
 //! take, memory mapped apart from the allocator for measuring ([`MappedBuffer`]: `mmap`,
 //! `madvise`), and [`ChildSetup`], the placement a launcher applies to itself (or to a child between
-//! `fork` and `exec`) before running a service.
+//! `fork` and `exec`) before running a service; and the name service's users and groups
+//! ([`user_by_name`], [`group_list`]), which only the C library can ask.
 //!
-//! This is the only pinctl crate allowed `unsafe`; every block says why it is sound, and all of
-//! them sit in one private module of thin wrappers. It must not read files, parse user input,
+//! This is the only pinctl crate allowed `unsafe`; every block says why it is sound, and the
+//! system calls sit in one private module of thin wrappers. Above it, rustix is the one
+//! system-call crate (safe calls only) and its `Errno` the one errno type; libc is used here
+//! alone. It must not read files, parse user input,
 //! decide placements or log: it turns masks and typed policies ([`MemoryPolicyRequest`],
 //! [`PolicyMode`], [`PolicyFlags`]) into syscalls and errnos into [`std::io::Error`]s; the
 //! kernel's `MPOL_*` numbers never leave it. Everything above it calls the kernel through the
@@ -24,6 +27,7 @@ mod range;
 mod raw;
 mod setup;
 mod spawn;
+mod users;
 
 pub use alloc::prepare_allocator;
 pub use buffer::{HUGE_PAGE_BYTES, MappedBuffer};
@@ -37,8 +41,4 @@ pub use setup::{
     Applied, ChildSetup, SetupError, Stage, default_cpu_mask_bits, default_node_mask_bits,
 };
 pub use spawn::{CommandCgroup, CommandOutput, CommandPlacement, OutputError};
-
-/// The errnos callers interpret, so they need not depend on libc themselves.
-pub mod errno {
-    pub use libc::{EINVAL, ENOSYS, EOPNOTSUPP, EPERM};
-}
+pub use users::{User, group_by_name, group_list, user_by_id, user_by_name};

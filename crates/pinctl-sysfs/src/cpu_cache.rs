@@ -7,7 +7,7 @@ use std::path::Path;
 use pinctl_topology::CpuId;
 
 use crate::error::DiscoveryError;
-use crate::fsroot::FsRoot;
+use crate::fsroot::{FsRoot, parsed};
 
 /// A cache `size` file: `32768K` (the kernel writes KiB with a `K`), or a plain byte count; the
 /// one parser discovery's last-level caches use too.
@@ -25,7 +25,7 @@ pub fn read_last_level_cache(root: &Path, cpu: CpuId) -> Result<Option<u64>, Dis
         if fs.read(&format!("{here}/type"))?.is_some_and(|t| t.trim() == "Instruction") {
             continue;
         }
-        if let Some(size) = fs.parsed(&format!("{here}/size"), cache_size)? {
+        if let Some(size) = parsed(&mut fs, &format!("{here}/size"), cache_size)? {
             largest = Some(largest.map_or(size, |l| l.max(size)));
         }
     }

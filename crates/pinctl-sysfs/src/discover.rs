@@ -13,7 +13,7 @@ use crate::error::DiscoveryError;
 use crate::fsroot::{Fact, FsRoot};
 use crate::parse;
 
-const NODE_DIR: &str = "sys/devices/system/node";
+use crate::node::DIR as NODE_DIR;
 const CPU_DIR: &str = "sys/devices/system/cpu";
 
 /// Reads the topology of the sysfs/procfs tree under `root` (`/` for the live machine).
@@ -242,13 +242,13 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
         let node_cpus = listed.intersection(&cpus.online);
         let meminfo_rel = format!("{dir}/meminfo");
         let unknown_memory = || format!("node {id}'s memory is unknown");
-        let mem = match fs.fact(&meminfo_rel, parse::meminfo, unknown_memory)? {
+        let mem = match fs.fact(&meminfo_rel, crate::node::meminfo::parse, unknown_memory)? {
             Fact::Value(mem) => mem,
             Fact::Absent if others.have(fs, 1, "meminfo") => {
                 fs.warn(&meminfo_rel, "is missing".into(), unknown_memory);
-                parse::NodeMeminfo::default()
+                crate::node::meminfo::NodeMeminfo::default()
             }
-            _ => parse::NodeMeminfo::default(),
+            _ => crate::node::meminfo::NodeMeminfo::default(),
         };
         let distance_rel = format!("{dir}/distance");
         let unknown_distances =
@@ -332,7 +332,9 @@ fn without_numa(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discov
         });
     }
     let mem = fs
-        .fact("proc/meminfo", parse::meminfo, || "the memory of node 0 is unknown".into())?
+        .fact("proc/meminfo", crate::node::meminfo::parse, || {
+            "the memory of node 0 is unknown".into()
+        })?
         .value()
         .unwrap_or_default();
     let node = Node {
@@ -493,7 +495,7 @@ fn read_host(
         })?
         .value();
     let status = fs
-        .fact("proc/self/status", parse::status_allowed, || {
+        .fact("proc/self/status", crate::proc::pid::status::parse, || {
             "the allowed CPUs and nodes come from the cgroup files, or are unknown".into()
         })?
         .value()
@@ -511,7 +513,7 @@ fn read_host(
         nodes.possible.as_ref().map(|p| p.difference(&nodes.online)).unwrap_or_default();
     // What the nodes' MemTotal should add up to; host_warnings says when it does not.
     let memory_bytes = fs
-        .fact("proc/meminfo", parse::meminfo, || {
+        .fact("proc/meminfo", crate::node::meminfo::parse, || {
             "the machine's memory is unknown (not compared with the nodes')".into()
         })?
         .value()
@@ -590,7 +592,7 @@ fn cgroup_cpuset(fs: &mut FsRoot) -> Result<(Option<CpuSet>, Option<NodeSet>), D
             "the cpuset's folder comes from `proc/self/cgroup`".into()
         })? {
             Some(p) if !p.trim().is_empty() => Some(p.trim().to_string()),
-            _ => parse::cgroup_path(&cgroup_text, Some("cpuset")).map(str::to_string),
+            _ => crate::proc::pid::cgroup::path(&cgroup_text, Some("cpuset")).map(str::to_string),
         };
         if let Some(p) = path {
             candidates.push((
@@ -600,7 +602,7 @@ fn cgroup_cpuset(fs: &mut FsRoot) -> Result<(Option<CpuSet>, Option<NodeSet>), D
             ));
         }
     }
-    if let (Some(m), Some(p)) = (v2_mount, parse::cgroup_path(&cgroup_text, None)) {
+    if let (Some(m), Some(p)) = (v2_mount, crate::proc::pid::cgroup::path(&cgroup_text, None)) {
         // A cgroup whose parent does not enable the cpuset controller has no cpuset files: its
         // tasks get the nearest ancestor's set (the root's, on a host where no unit sets
         // AllowedCPUs=), so look there too.

@@ -74,14 +74,22 @@ pub const MAX_SYSFS_FILE_BYTES: usize = 64 << 10;
 /// mappings): 64 MiB.
 pub const MAX_PROC_FILE_BYTES: usize = 64 << 20;
 
+/// Largest file read of the cgroup filesystem (mounted under `sys/`, but not sysfs): a
+/// `cgroup.procs` lists every process of its cgroup, about 100,000 PIDs in 1 MiB.
+pub const MAX_CGROUP_FILE_BYTES: usize = 1 << 20;
+
 /// The most discovery reads of the file at `rel` (see [`MAX_SYSFS_FILE_BYTES`]). Drivers'
 /// files under `proc/driver/` (NVIDIA's GPU `information`: a dozen short lines) are held to the
 /// sysfs size too.
 pub fn max_file_bytes(rel: &str) -> usize {
-    let small = ["sys", "proc/driver"]
-        .iter()
-        .any(|d| rel.strip_prefix(d).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')));
-    if small { MAX_SYSFS_FILE_BYTES } else { MAX_PROC_FILE_BYTES }
+    let under = |d: &str| rel.strip_prefix(d).is_some_and(|r| r.is_empty() || r.starts_with('/'));
+    if crate::cgroup::MOUNTS.iter().any(|m| under(m)) {
+        MAX_CGROUP_FILE_BYTES
+    } else if under("sys") || under("proc/driver") {
+        MAX_SYSFS_FILE_BYTES
+    } else {
+        MAX_PROC_FILE_BYTES
+    }
 }
 
 /// A sysfs/procfs tree rooted at a directory. Paths given to its methods are relative
@@ -154,10 +162,9 @@ fn file_problem(e: &DiscoveryError, text: Option<&str>) -> Option<String> {
 }
 
 fn is_absent(e: &io::Error) -> bool {
-    const ENXIO: i32 = 6;
-    const ENODEV: i32 = 19;
+    use rustix::io::Errno;
     matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory)
-        || matches!(e.raw_os_error(), Some(ENXIO | ENODEV))
+        || matches!(Errno::from_io_error(e), Some(Errno::NXIO | Errno::NODEV))
 }
 
 impl<'t> FsRoot<'t> {
@@ -229,16 +236,33 @@ impl<'t> FsRoot<'t> {
 
     /// The text of a file, `None` when it does not exist.
     pub fn read(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
-        if self.load(rel)? { Ok(Some(self.text())) } else { Ok(None) }
+        if self.load(rel)? { Ok(Some(self.loaded())) } else { Ok(None) }
+    }
+
+    /// The bytes of a file that need not be text (`cmdline`, `environ`), `None` when it does
+    /// not exist.
+    pub fn read_bytes(&mut self, rel: &str) -> Result<Option<&[u8]>, DiscoveryError> {
+        if self.load_bytes(rel)? { Ok(Some(&self.bytes)) } else { Ok(None) }
     }
 
     /// The text [`FsRoot::load`] checked.
-    fn text(&self) -> &str {
+    fn loaded(&self) -> &str {
         std::str::from_utf8(&self.bytes).unwrap_or_default()
     }
 
     /// Reads a file into the buffer as checked UTF-8; `false` when it does not exist.
     fn load(&mut self, rel: &str) -> Result<bool, DiscoveryError> {
+        if !self.load_bytes(rel)? {
+            return Ok(false);
+        }
+        match std::str::from_utf8(&self.bytes) {
+            Ok(_) => Ok(true),
+            Err(_) => Err(DiscoveryError::NotText { path: self.path.clone() }),
+        }
+    }
+
+    /// Reads a file into the buffer, trailing NUL bytes cut; `false` when it does not exist.
+    fn load_bytes(&mut self, rel: &str) -> Result<bool, DiscoveryError> {
         self.set_path(rel);
         self.bytes.clear();
         if let Some((tree, top)) = &self.tree {
@@ -278,16 +302,13 @@ impl<'t> FsRoot<'t> {
         while self.bytes.last() == Some(&0) {
             self.bytes.pop();
         }
-        match std::str::from_utf8(&self.bytes) {
-            Ok(_) => Ok(true),
-            Err(_) => Err(DiscoveryError::NotText { path: self.path.clone() }),
-        }
+        Ok(true)
     }
 
     /// Reads and parses a file discovery can do without. Degrading, a file that is there but
     /// cannot be used (unreadable, refused, not text, empty where the kernel writes a value,
     /// not parsing) becomes one warning naming it and `assumed`, and [`Fact::Broken`];
-    /// otherwise it is the error [`FsRoot::parsed`] gives.
+    /// otherwise it is the error [`parsed`] gives.
     pub fn fact<T>(
         &mut self,
         rel: &str,
@@ -296,13 +317,13 @@ impl<'t> FsRoot<'t> {
     ) -> Result<Fact<T>, DiscoveryError> {
         let err = match self.load(rel) {
             Ok(false) => return Ok(Fact::Absent),
-            Ok(true) => match parse(self.text()) {
+            Ok(true) => match parse(self.loaded()) {
                 Ok(v) => return Ok(Fact::Value(v)),
                 Err(source) => DiscoveryError::Parse { path: self.full(rel), source },
             },
             Err(e) => e,
         };
-        let text = matches!(err, DiscoveryError::Parse { .. }).then(|| self.text());
+        let text = matches!(err, DiscoveryError::Parse { .. }).then(|| self.loaded());
         match file_problem(&err, text) {
             Some(problem) if self.degrading => {
                 self.warn(rel, problem, assumed);
@@ -320,7 +341,7 @@ impl<'t> FsRoot<'t> {
         assumed: impl FnOnce() -> String,
     ) -> Result<Option<&str>, DiscoveryError> {
         match self.load(rel) {
-            Ok(true) => Ok(Some(self.text())),
+            Ok(true) => Ok(Some(self.loaded())),
             Ok(false) => Ok(None),
             Err(err) => match file_problem(&err, None) {
                 Some(problem) if self.degrading => {
@@ -328,21 +349,6 @@ impl<'t> FsRoot<'t> {
                     Ok(None)
                 }
                 _ => Err(err),
-            },
-        }
-    }
-
-    /// Reads and parses a file; a parse failure names the file.
-    pub fn parsed<T>(
-        &mut self,
-        rel: &str,
-        parse: impl FnOnce(&str) -> Result<T, ParseError>,
-    ) -> Result<Option<T>, DiscoveryError> {
-        match self.read(rel)? {
-            None => Ok(None),
-            Some(text) => match parse(text) {
-                Ok(v) => Ok(Some(v)),
-                Err(source) => Err(DiscoveryError::Parse { path: self.full(rel), source }),
             },
         }
     }
@@ -502,6 +508,49 @@ impl<'t> FsRoot<'t> {
     }
 }
 
+/// Where the per-file readers ([`crate::proc`], [`crate::cgroup`], [`crate::node`]) get the
+/// kernel's files: an [`FsRoot`] (the live `/` or a captured tree), or the live machine's files
+/// kept open between reads ([`crate::held::Held`]). Paths are relative to the root.
+pub trait KernelFiles {
+    /// The text of the file at `rel`, `None` when there is none.
+    fn text(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError>;
+    /// The names in the folder `rel` (unsorted), `None` when there is none.
+    fn names(&mut self, rel: &str) -> Result<Option<Vec<String>>, DiscoveryError>;
+    /// Whether `rel` is a folder.
+    fn is_dir(&mut self, rel: &str) -> bool;
+    /// Where `rel` is, for messages.
+    fn full(&self, rel: &str) -> PathBuf;
+}
+
+impl KernelFiles for FsRoot<'_> {
+    fn text(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
+        self.read(rel)
+    }
+    fn names(&mut self, rel: &str) -> Result<Option<Vec<String>>, DiscoveryError> {
+        self.list(rel)
+    }
+    fn is_dir(&mut self, rel: &str) -> bool {
+        FsRoot::is_dir(self, rel)
+    }
+    fn full(&self, rel: &str) -> PathBuf {
+        FsRoot::full(self, rel)
+    }
+}
+
+/// The file at `rel` read through `files` and parsed, `None` when there is none; a parse
+/// failure names the file.
+pub fn parsed<T>(
+    files: &mut dyn KernelFiles,
+    rel: &str,
+    parse: impl FnOnce(&str) -> Result<T, ParseError>,
+) -> Result<Option<T>, DiscoveryError> {
+    let parsed = match files.text(rel)? {
+        None => return Ok(None),
+        Some(text) => parse(text),
+    };
+    parsed.map(Some).map_err(|source| DiscoveryError::Parse { path: files.full(rel), source })
+}
+
 /// The bytes of the regular file at `path`, at most `max` of them: the one way pinctl reads a
 /// file named on its command line (`-c`, a snapshot, hwloc XML). A FIFO, socket or device
 /// (`/dev/zero`, also through a link) is an `InvalidInput` error at once instead of a wait or
@@ -594,6 +643,15 @@ pub fn join(dir: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounds_by_filesystem() {
+        assert_eq!(max_file_bytes("sys/devices/system/node/online"), MAX_SYSFS_FILE_BYTES);
+        assert_eq!(max_file_bytes("sys/fs/cgroup/db/cgroup.procs"), MAX_CGROUP_FILE_BYTES);
+        assert_eq!(max_file_bytes("sys/fs/cgroupx/a"), MAX_SYSFS_FILE_BYTES);
+        assert_eq!(max_file_bytes("proc/driver/nvidia/gpus/x"), MAX_SYSFS_FILE_BYTES);
+        assert_eq!(max_file_bytes("proc/1/numa_maps"), MAX_PROC_FILE_BYTES);
+    }
 
     #[test]
     fn normalizes_paths() {

@@ -12,7 +12,7 @@ use crate::error::DiscoveryError;
 use crate::fsroot::{Fact, FsRoot};
 use crate::parse::{self, ParseError};
 
-const NODE_DIR: &str = "sys/devices/system/node";
+use crate::node::DIR as NODE_DIR;
 
 /// The access classes the kernel publishes, and their folder names.
 const CLASSES: [(AccessClass, &str); 2] =

@@ -16,10 +16,11 @@ use pinctl_topology::{CpuSet, IdKind, IdSet, MAX_NODE_ID, NodeId, NodeSet, NodeW
 
 use crate::devices::{nodes_of_cpus, walk_up};
 use crate::error::DiscoveryError;
-use crate::fsroot::FsRoot;
-use crate::parse::{self, NodeMeminfo};
+use crate::fsroot::{FsRoot, parsed};
+use crate::node::meminfo::{self, NodeMeminfo};
+use crate::parse;
 
-const NODE_DIR: &str = "sys/devices/system/node";
+use crate::node::DIR as NODE_DIR;
 const CPU_DIR: &str = "sys/devices/system/cpu";
 
 /// Why a fact of the host could not be read.
@@ -82,7 +83,7 @@ pub struct Allowed {
 impl Allowed {
     /// Reads both sets from the text of `/proc/PID/status`; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Allowed, HostError> {
-        let sets = parse::status_allowed(text)
+        let sets = crate::proc::pid::status::parse(text)
             .map_err(|source| DiscoveryError::Parse { path: path.to_path_buf(), source })?;
         let missing = |field| HostError::MissingField { path: path.to_path_buf(), field };
         Ok(Allowed {
@@ -119,7 +120,7 @@ impl Host {
         rel: &str,
         parse: impl FnOnce(&str) -> Result<T, parse::ParseError>,
     ) -> Result<T, HostError> {
-        match self.fs.parsed(rel, parse)? {
+        match parsed(&mut self.fs, rel, parse)? {
             Some(v) => Ok(v),
             None => Err(HostError::Missing { path: self.fs.full(rel) }),
         }
@@ -137,7 +138,7 @@ impl Host {
 
     /// CPUs of a node (`nodeN/cpulist`).
     pub fn node_cpus(&mut self, node: NodeId) -> Result<CpuSet, HostError> {
-        match self.fs.parsed(&format!("{NODE_DIR}/node{node}/cpulist"), parse::id_list)? {
+        match parsed(&mut self.fs, &format!("{NODE_DIR}/node{node}/cpulist"), parse::id_list)? {
             Some(cpus) => Ok(cpus),
             None => Err(HostError::NoSuchNode {
                 node,
@@ -175,7 +176,7 @@ impl Host {
 
     /// A node's `meminfo` (total and free bytes).
     pub fn node_meminfo(&mut self, node: NodeId) -> Result<NodeMeminfo, HostError> {
-        self.required(&format!("{NODE_DIR}/node{node}/meminfo"), parse::meminfo)
+        self.required(&crate::node::file(node, "meminfo"), meminfo::parse)
     }
 
     /// A node's `distance` row: one value per online node, in id order.

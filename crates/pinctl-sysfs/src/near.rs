@@ -6,7 +6,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 use crate::error::{DiscoveryError, NearError};
-use crate::fsroot::{FsRoot, basename, parent};
+use crate::fsroot::{FsRoot, basename, parent, parsed};
 use crate::parse;
 use crate::source::LoadedTopology;
 
@@ -170,8 +170,8 @@ fn mount_source_device(root: &Path, major: u32, minor: u32) -> Result<Option<Str
 pub fn default_route_interfaces(root: &Path) -> Result<Vec<String>, DiscoveryError> {
     let mut fs = FsRoot::new(root);
     let mut out: Vec<String> = Vec::new();
-    let v4 = fs.parsed("proc/net/route", parse::default_routes_v4)?;
-    let v6 = fs.parsed("proc/net/ipv6_route", parse::default_routes_v6)?;
+    let v4 = parsed(&mut fs, "proc/net/route", parse::default_routes_v4)?;
+    let v6 = parsed(&mut fs, "proc/net/ipv6_route", parse::default_routes_v6)?;
     for name in v4.into_iter().flatten().chain(v6.into_iter().flatten()) {
         if !out.contains(&name) {
             out.push(name);

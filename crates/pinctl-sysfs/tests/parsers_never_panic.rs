@@ -11,26 +11,32 @@ proptest! {
         let _ = parse::numa_node(&text);
         let _ = parse::cache_type(&text);
         let _ = parse::cache_size(&text);
-        let _ = parse::meminfo(&text);
+        let _ = pinctl_sysfs::node::meminfo::parse(&text);
         let _ = parse::distance_row(&text);
-        let _ = parse::numastat(&text);
-        let _ = parse::status_allowed(&text);
-        let _ = parse::numa_maps(&text);
-        let _ = parse::memory_numa_stat(&text);
-        let _ = parse::memory_numa_stat_of(&text, &["anon", "total="]);
+        let _ = pinctl_sysfs::node::numastat::parse(&text);
+        let _ = pinctl_sysfs::proc::pid::status::parse(&text);
+        let _ = pinctl_sysfs::proc::pid::numa_maps::parse(&text);
+        let _ = pinctl_sysfs::cgroup::numa_stat::parse(&text);
+        let _ = pinctl_sysfs::cgroup::numa_stat::parse_of(&text, &["anon", "total="]);
         let _ = parse::mounts(&text);
         let _ = parse::mountinfo(&text);
         let _ = parse::default_routes_v4(&text);
         let _ = parse::default_routes_v6(&text);
-        let _ = parse::cgroup_path(&text, Some("cpuset"));
+        let _ = pinctl_sysfs::proc::pid::cgroup::path(&text, Some("cpuset"));
         let _ = parse::is_pci_address(&text);
         let _ = parse::counters(&text);
-        let _ = parse::proc_stat(&text);
-        let _ = parse::proc_maps(&text);
+        let _ = pinctl_sysfs::proc::pid::stat::parse(&text);
+        let _ = pinctl_sysfs::proc::pid::maps::parse(&text);
         let _ = pinctl_sysfs::pci::pci_class(&text);
         let _ = pinctl_sysfs::pci::nvidia_device_minor(&text, "0000:41:00.0");
         let _ = pinctl_sysfs::hmat::figure(&text);
         let _ = pinctl_sysfs::memory_tiers::tier_of_folder(&text);
+        let _ = pinctl_sysfs::proc::uptime::parse(&text);
+        let _ = pinctl_sysfs::proc::vmstat::parse_counter(&text, "numa_pages_migrated");
+        let _ = pinctl_sysfs::thp::parse(&text);
+        let _ = pinctl_sysfs::cgroup::procs::parse(&text);
+        let _ = pinctl_sysfs::proc::pid::cmdline::parse(text.as_bytes());
+        let _ = pinctl_sysfs::proc::pid::smaps::anon_huge_pages_at(&text, 0x1000);
     }
 
     #[test]
@@ -40,7 +46,7 @@ proptest! {
     ) {
         let fields: Vec<String> = pages.iter().map(|(n, p)| format!("N{n}={p}")).collect();
         let line = format!("{addr:x} bind:0-3 anon=1 {} kernelpagesize_kB=4", fields.join(" "));
-        let e = parse::numa_maps_line(&line).unwrap();
+        let e = pinctl_sysfs::proc::pid::numa_maps::parse_line(&line).unwrap();
         prop_assert_eq!(e.address, addr);
         prop_assert_eq!(e.pages, pages.into_iter().collect::<Vec<_>>());
     }
@@ -70,14 +76,14 @@ proptest! {
                 chars[i] = byte;
             }
             let text: String = chars.into_iter().collect();
-            let _ = parse::numa_maps(&text);
-            let _ = parse::memory_numa_stat(&text);
-            let _ = parse::memory_numa_stat_of(&text, &["anon", "file", "shmem"]);
-            let _ = parse::status_allowed(&text);
-            let _ = parse::proc_stat(&text);
+            let _ = pinctl_sysfs::proc::pid::numa_maps::parse(&text);
+            let _ = pinctl_sysfs::cgroup::numa_stat::parse(&text);
+            let _ = pinctl_sysfs::cgroup::numa_stat::parse_of(&text, &["anon", "file", "shmem"]);
+            let _ = pinctl_sysfs::proc::pid::status::parse(&text);
+            let _ = pinctl_sysfs::proc::pid::stat::parse(&text);
             let _ = parse::counters(&text);
-            let _ = parse::numastat(&text);
-            let _ = parse::proc_maps(&text);
+            let _ = pinctl_sysfs::node::numastat::parse(&text);
+            let _ = pinctl_sysfs::proc::pid::maps::parse(&text);
         }
     }
 }

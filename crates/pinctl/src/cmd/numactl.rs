@@ -692,10 +692,10 @@ mod tests {
                 cause: "the kernel lacks NUMA support or this policy".into(),
             })
         };
-        let exec = setup(pinctl_sys::errno::ENOSYS);
+        let exec = setup(rustix::io::Errno::NOSYS.raw_os_error());
         assert_eq!(exec.status(), ExitStatus::MemoryPolicy);
         assert!(exec.message().unwrap().contains("--if-unsupported=ignore"));
-        let numactl = numactl_failure(setup(pinctl_sys::errno::ENOSYS));
+        let numactl = numactl_failure(setup(rustix::io::Errno::NOSYS.raw_os_error()));
         assert_eq!(numactl.status(), ExitStatus::Failure);
         let m = numactl.message().unwrap();
         assert!(

@@ -2,12 +2,10 @@
 //! `AnonHugePages` (how much of it transparent huge pages back), for `pinctl probe`, whose
 //! latency figures depend on it (a 4 KiB page costs a TLB walk per new page).
 
-use std::path::Path;
-
+use super::Pid;
 use crate::error::DiscoveryError;
-use crate::fsroot::FsRoot;
+use crate::fsroot::{KernelFiles, parsed};
 use crate::parse::ParseError;
-use crate::process::Pid;
 
 /// The `AnonHugePages` of the mapping that starts at `start` in smaps `text`, bytes; `None`
 /// when no mapping starts there (or it has no such line).
@@ -40,16 +38,15 @@ pub fn anon_huge_pages_at(text: &str, start: u64) -> Result<Option<u64>, ParseEr
     Ok(None)
 }
 
-/// The `AnonHugePages` of the mapping of process `pid` that starts at `start`, bytes, read
-/// from `proc/PID/smaps` under `root`; `None` when no mapping starts there.
+/// The `AnonHugePages` of the mapping of process `pid` that starts at `start`, bytes, under
+/// the root of `files`; `None` when no mapping starts there.
 pub fn read_anon_huge_pages(
-    root: &Path,
-    pid: Pid,
+    files: &mut dyn KernelFiles,
+    pid: impl Into<Pid>,
     start: u64,
 ) -> Result<Option<u64>, DiscoveryError> {
-    let mut fs = FsRoot::new(root);
-    let rel = format!("{}/smaps", pid.dir());
-    Ok(fs.parsed(&rel, |text| anon_huge_pages_at(text, start))?.flatten())
+    let rel = pid.into().file("smaps");
+    Ok(parsed(files, &rel, |text| anon_huge_pages_at(text, start))?.flatten())
 }
 
 #[cfg(test)]
@@ -84,7 +81,8 @@ Size:               2048 kB
         // Some mapping of this process starts at a page boundary at or below the heap; the
         // reader answers for any start it is given without failing.
         let start = (heap.as_ptr() as u64) & !0xfff;
-        assert!(read_anon_huge_pages("/".as_ref(), Pid::Current, start).is_ok());
+        let mut fs = crate::FsRoot::new("/".as_ref());
+        assert!(read_anon_huge_pages(&mut fs, Pid::Current, start).is_ok());
         drop(heap);
     }
 }
