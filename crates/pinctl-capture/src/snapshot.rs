@@ -224,7 +224,8 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
-    crate::measured::check_performance(&t.memory_performance, &node_at, "memory_performance")
+    crate::measured::check_performance(&t.memory_performance, &node_at, "memory_performance")?;
+    crate::interrupts::check(&t.interrupts)
 }
 
 /// Nodes and CPUs ascending by id (distance rows and columns follow the nodes), devices by
@@ -243,6 +244,7 @@ fn put_in_order(t: &mut Topology) {
     t.cpus.sort_by_key(|c| c.id);
     t.devices.sort_by(|a, b| a.name.cmp(&b.name));
     t.memory_performance.put_in_order();
+    crate::interrupts::put_in_order(&mut t.interrupts);
 }
 
 #[cfg(test)]

@@ -417,6 +417,7 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
         memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
+        interrupts: Default::default(),
     };
     topology.refresh_warnings();
     Ok(topology)

@@ -245,6 +245,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         warnings: Vec::new(),
         discovery_warnings: Vec::new(),
         memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
+        interrupts: Default::default(),
     };
     topology.refresh_warnings();
     Ok(topology)

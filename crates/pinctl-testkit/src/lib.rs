@@ -197,6 +197,7 @@ impl SyntheticTopology {
             warnings: Vec::new(),
             discovery_warnings: Vec::new(),
             memory_performance: Default::default(),
+            interrupts: Default::default(),
         }
     }
 }

@@ -9,12 +9,14 @@
 
 mod discovery;
 mod idset;
+mod interrupts;
 mod performance;
 mod policy;
 pub mod text;
 mod warnings;
 
 pub use discovery::DiscoveryWarning;
+pub use interrupts::{Interrupts, Irq, IrqCount, Irqbalance, NetQueues, QueueCpus};
 pub use idset::{
     CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
     ParseIdSetError,
@@ -106,6 +108,10 @@ pub struct Topology {
     /// measurement by `pinctl probe` (docs/probe.md). Absent from the JSON when nothing is.
     #[serde(default, skip_serializing_if = "MemoryPerformance::is_empty")]
     pub memory_performance: MemoryPerformance,
+    /// The host's interrupts, network queues and irqbalance (docs/irq.md). Absent from the
+    /// JSON when the source says nothing about them (hwloc XML, older snapshots).
+    #[serde(default, skip_serializing_if = "Interrupts::is_empty")]
+    pub interrupts: Interrupts,
 }
 
 /// One NUMA node.
@@ -448,6 +454,7 @@ mod tests {
             warnings: vec![],
             discovery_warnings: vec![],
             memory_performance: MemoryPerformance::default(),
+            interrupts: Interrupts::default(),
         };
         t.refresh_warnings();
         t
