@@ -37,6 +37,9 @@ pub struct PlanDocument {
     /// What nodes were compared by: `measure` (`measured`, `hmat`, `slit`, `assumed`) and a
     /// `note` on where the numbers come from or why a better measure was not used.
     pub distances: crate::DistanceReport,
+    /// Interrupts that land on an instance's CPUs today, by instance then interrupt (empty
+    /// when none do, or the topology says nothing of interrupts: a snapshot, hwloc XML).
+    pub interrupts_on_service_cpus: Vec<crate::InterruptLanding>,
 }
 
 /// Where one instance runs.
@@ -96,6 +99,7 @@ impl Plan {
             config_warnings: config_warnings.to_vec(),
             optimal: self.optimal,
             distances: self.distances.clone(),
+            interrupts_on_service_cpus: Vec::new(),
         }
     }
 }

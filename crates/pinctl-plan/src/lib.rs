@@ -12,6 +12,7 @@ mod cpus;
 mod distance;
 mod document;
 mod explain;
+mod interrupts;
 pub mod problem;
 mod search;
 
@@ -21,6 +22,7 @@ use pinctl_config::Config;
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet, Topology};
 
 pub use distance::{DistanceMeasure, DistanceReport};
+pub use interrupts::InterruptLanding;
 pub use document::{PLAN_SCHEMA_VERSION, PlacementDocument, PlanDocument, PlanSchemaVersion};
 pub use problem::{Cost, Load, Problem};
 
