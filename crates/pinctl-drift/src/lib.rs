@@ -13,6 +13,7 @@
 
 pub mod alert;
 pub mod held;
+pub mod interrupts;
 pub mod metrics;
 pub mod read;
 pub mod rebalance;
