@@ -52,7 +52,10 @@ pub(crate) fn check(i: &Interrupts) -> Result<(), Invalid> {
     for (k, q) in i.net_queues.iter().enumerate() {
         let at = || format!("interrupts.net_queues[{k}].interface");
         if q.interface.is_empty() || q.interface.contains('/') || !names.insert(&q.interface) {
-            return bad(at(), format!("`{}` is not an interface name, or is listed twice", shown(&q.interface)));
+            return bad(
+                at(),
+                format!("`{}` is not an interface name, or is listed twice", shown(&q.interface)),
+            );
         }
         text(&q.interface, 256, at)?;
         for (kind, queues) in [("rx", &q.rx), ("tx", &q.tx)] {

@@ -17,7 +17,10 @@ pub fn load_topology(src: &TopologySource) -> Result<LoadedTopology, SourceError
     let (topology, fs_root, is_live) = match src {
         TopologySource::Live => {
             let mut loaded = LoadedTopology::live()?;
-            pinctl_sysfs::attach_interrupts(&mut FsRoot::new(Path::new("/")), &mut loaded.topology)?;
+            pinctl_sysfs::attach_interrupts(
+                &mut FsRoot::new(Path::new("/")),
+                &mut loaded.topology,
+            )?;
             return Ok(loaded);
         }
         TopologySource::Root(dir) => {

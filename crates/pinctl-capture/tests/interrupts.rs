@@ -38,7 +38,11 @@ fn the_guest_s_nic_queues_and_managed_nvme_queues() {
         assert_eq!(q.name, format!("eth0-rxtx-{k}"));
         assert!(!q.managed);
         assert_eq!(q.node, Some(3));
-        assert_eq!(q.affinity.as_ref().unwrap().to_string(), "0-7", "allowed everywhere before steering");
+        assert_eq!(
+            q.affinity.as_ref().unwrap().to_string(),
+            "0-7",
+            "allowed everywhere before steering"
+        );
     }
     assert_eq!(nic[8].name, "eth0-event-8");
     // It fired on node 3's CPUs, where the kernel delivers it.
@@ -115,10 +119,14 @@ fn tree(dir: &Path, interrupts: &str) -> PathBuf {
     w(&format!("{pci}/msi_irqs/99999999999"), "msix\n");
     w(&format!("{pci}/msi_irqs/bogus"), "msix\n");
     fs::create_dir_all(root.join("sys/class/net")).unwrap();
-    std::os::unix::fs::symlink(format!("../../../{pci}/net/eth0"), root.join("sys/class/net/eth0")).unwrap();
-    fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
-    std::os::unix::fs::symlink(format!("../../../../{pci}"), root.join("sys/bus/pci/devices/0000:00:03.0"))
+    std::os::unix::fs::symlink(format!("../../../{pci}/net/eth0"), root.join("sys/class/net/eth0"))
         .unwrap();
+    fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
+    std::os::unix::fs::symlink(
+        format!("../../../../{pci}"),
+        root.join("sys/bus/pci/devices/0000:00:03.0"),
+    )
+    .unwrap();
     w("proc/interrupts", interrupts);
     w("proc/irq/40/smp_affinity_list", "0-3\n");
     w("proc/irq/40/node", "-1\n");
@@ -128,10 +136,15 @@ fn tree(dir: &Path, interrupts: &str) -> PathBuf {
 #[test]
 fn odd_names_and_bogus_vectors_cost_only_themselves() {
     let dir = tempfile::tempdir().unwrap();
-    let text = "  CPU0 CPU1 CPU2 CPU3\n 40:  1 2 3 4  PCI-MSI 1-edge  \u{1b}]0;owned\u{7}eth0-TxRx-0\n";
+    let text =
+        "  CPU0 CPU1 CPU2 CPU3\n 40:  1 2 3 4  PCI-MSI 1-edge  \u{1b}]0;owned\u{7}eth0-TxRx-0\n";
     let t = load(&tree(dir.path(), text));
     let q = irq(&t, 40);
-    assert_eq!(q.pci.as_deref(), Some("0000:00:03.0"), "the vector of the NIC; the bogus names are passed over");
+    assert_eq!(
+        q.pci.as_deref(),
+        Some("0000:00:03.0"),
+        "the vector of the NIC; the bogus names are passed over"
+    );
     assert!(q.name.contains('\u{1b}'), "kept as text in the model: {:?}", q.name);
     assert_eq!(q.node, None, "-1 is unknown");
     assert!(q.effective_affinity.is_none(), "no effective_affinity_list: unknown");
@@ -146,7 +159,8 @@ fn a_broken_or_huge_proc_interrupts_is_a_warning_naming_it() {
     let t = load(&root);
     assert!(t.interrupts.irqs.is_empty());
     assert!(
-        t.warnings.iter().any(|w| w.contains("proc/interrupts") && w.contains("nothing is known of the host's interrupts")),
+        t.warnings.iter().any(|w| w.contains("proc/interrupts")
+            && w.contains("nothing is known of the host's interrupts")),
         "{:?}",
         t.warnings
     );
@@ -155,13 +169,24 @@ fn a_broken_or_huge_proc_interrupts_is_a_warning_naming_it() {
     f.set_len(65 << 20).unwrap();
     let t = load(&root);
     assert!(t.interrupts.irqs.is_empty());
-    assert!(t.warnings.iter().any(|w| w.contains("proc/interrupts") && w.contains("larger than")), "{:?}", t.warnings);
+    assert!(
+        t.warnings.iter().any(|w| w.contains("proc/interrupts") && w.contains("larger than")),
+        "{:?}",
+        t.warnings
+    );
     // A FIFO there is never waited on.
     fs::remove_file(root.join("proc/interrupts")).unwrap();
-    let st = std::process::Command::new("mkfifo").arg(root.join("proc/interrupts")).status().unwrap();
+    let st =
+        std::process::Command::new("mkfifo").arg(root.join("proc/interrupts")).status().unwrap();
     assert!(st.success());
     let t = load(&root);
-    assert!(t.warnings.iter().any(|w| w.contains("proc/interrupts") && w.contains("not a regular file")), "{:?}", t.warnings);
+    assert!(
+        t.warnings
+            .iter()
+            .any(|w| w.contains("proc/interrupts") && w.contains("not a regular file")),
+        "{:?}",
+        t.warnings
+    );
 }
 
 #[test]

@@ -104,8 +104,19 @@ impl Decision {
 /// plus vmxnet3's `rxtx` and e1000e's `rx`/`tx`): `eth0-TxRx-3`, `eth0-rxtx-0`, `bnxt-fp-2`,
 /// `mlx5_comp7@pci:...`, `virtio2-input.0`, `mana_q1@...`.
 const QUEUE_MARKERS: [&str; 13] = [
-    "-TxRx-", "-txrx-", "-rxtx-", "-Tx-Rx-", "-fp-", "-rx-", "-tx-", "mlx4-", "mlx5_comp",
-    "-input.", "-output.", "mana_q", "-queue-",
+    "-TxRx-",
+    "-txrx-",
+    "-rxtx-",
+    "-Tx-Rx-",
+    "-fp-",
+    "-rx-",
+    "-tx-",
+    "mlx4-",
+    "mlx5_comp",
+    "-input.",
+    "-output.",
+    "mana_q",
+    "-queue-",
 ];
 
 /// The queue number of a NIC queue's vector (the digits its name ends with, before an `@`),
@@ -122,7 +133,11 @@ pub fn queue_of(name: &str) -> Option<u32> {
 /// The online CPUs of the topology (every node's when CPUs are not listed).
 fn online_cpus(t: &Topology) -> CpuSet {
     let listed: CpuSet = t.cpus.iter().filter(|c| c.online).map(|c| c.id).collect();
-    if listed.is_empty() { t.nodes.iter().fold(CpuSet::new(), |a, n| a.union(&n.cpus)) } else { listed }
+    if listed.is_empty() {
+        t.nodes.iter().fold(CpuSet::new(), |a, n| a.union(&n.cpus))
+    } else {
+        listed
+    }
 }
 
 /// The CPUs of `free` on the nodes nearest `from` (by the topology's distances) that have
@@ -230,7 +245,8 @@ pub fn decide(topology: &Topology, interrupts: &Interrupts, inputs: &SteerInputs
 
     let mut governed: BTreeSet<u32> = BTreeSet::new();
     for (nic, (to, why)) in &nics {
-        let Some(pci) = topology.devices.iter().find(|x| &x.name == nic).and_then(|x| x.pci.as_deref())
+        let Some(pci) =
+            topology.devices.iter().find(|x| &x.name == nic).and_then(|x| x.pci.as_deref())
         else {
             continue;
         };
@@ -254,16 +270,31 @@ pub fn decide(topology: &Topology, interrupts: &Interrupts, inputs: &SteerInputs
                 }
                 None => to.clone(),
             };
-            d.irqs.push(IrqTarget { irq: irq.irq, name: irq.name.clone(), to: target, why: why.clone() });
+            d.irqs.push(IrqTarget {
+                irq: irq.irq,
+                name: irq.name.clone(),
+                to: target,
+                why: why.clone(),
+            });
         }
         if let Some(q) = interrupts.queues_of(nic) {
             let tx: Vec<_> = q.tx.iter().filter(|x| x.cpus.is_some()).collect();
             for r in q.rx.iter().filter(|x| x.cpus.is_some()) {
-                d.queues.push(QueueTarget { interface: nic.clone(), rx: true, queue: r.queue, to: to.clone() });
+                d.queues.push(QueueTarget {
+                    interface: nic.clone(),
+                    rx: true,
+                    queue: r.queue,
+                    to: to.clone(),
+                });
             }
             for (k, t) in tx.iter().enumerate() {
                 let share = share_out(to, tx.len(), k);
-                d.queues.push(QueueTarget { interface: nic.clone(), rx: false, queue: t.queue, to: share });
+                d.queues.push(QueueTarget {
+                    interface: nic.clone(),
+                    rx: false,
+                    queue: t.queue,
+                    to: share,
+                });
             }
         }
     }

@@ -68,7 +68,10 @@ pub fn parse_setup(text: &str) -> Result<Setup, IrqbalanceError> {
     loop {
         match words.next() {
             Some("IRQ") => {
-                let n = words.next().and_then(|w| w.parse().ok()).ok_or_else(|| bad("an IRQ without a number"))?;
+                let n = words
+                    .next()
+                    .and_then(|w| w.parse().ok())
+                    .ok_or_else(|| bad("an IRQ without a number"))?;
                 banned_irqs.push(n);
                 // LOAD l DIFF d CLASS c
                 for _ in 0..6 {
@@ -77,7 +80,8 @@ pub fn parse_setup(text: &str) -> Result<Setup, IrqbalanceError> {
             }
             Some("BANNED") => {
                 let mask = words.next().ok_or_else(|| bad("BANNED without a mask"))?;
-                let banned_cpus = CpuSet::parse_mask(mask).map_err(|_| bad("a mask that does not parse"))?;
+                let banned_cpus =
+                    CpuSet::parse_mask(mask).map_err(|_| bad("a mask that does not parse"))?;
                 return Ok(Setup { sleep, banned_irqs, banned_cpus });
             }
             _ => return Err(bad("no BANNED")),
@@ -174,7 +178,15 @@ mod tests {
         .unwrap();
         assert_eq!(s.banned_irqs, vec![45, 46]);
         assert_eq!(s.banned_cpus.to_string(), "0-1,4-7");
-        for bad in ["", "SLEEP", "SLEEP x BANNED 0", "SLEEP 10 BANNED", "SLEEP 10 BANNED zz", "SLEEP 10 IRQ x", "SLEEP 10 OTHER"] {
+        for bad in [
+            "",
+            "SLEEP",
+            "SLEEP x BANNED 0",
+            "SLEEP 10 BANNED",
+            "SLEEP 10 BANNED zz",
+            "SLEEP 10 IRQ x",
+            "SLEEP 10 OTHER",
+        ] {
             assert!(parse_setup(bad).is_err(), "{bad:?}");
         }
     }
@@ -188,7 +200,10 @@ mod tests {
         assert_eq!(ban_irqs_command(&[]), "settings ban irqs NONE");
         let long = ban_irqs_command(&(1000..1200).collect::<Vec<_>>());
         let dir = tempfile::tempdir().unwrap();
-        assert!(matches!(exchange(&dir.path().join("s.sock"), &long), Err(IrqbalanceError::TooLong { .. })));
+        assert!(matches!(
+            exchange(&dir.path().join("s.sock"), &long),
+            Err(IrqbalanceError::TooLong { .. })
+        ));
     }
 
     /// A listener in a temporary folder plays irqbalance: it gets the command with the
@@ -205,7 +220,8 @@ mod tests {
             let mut buf = [0u8; 500];
             let mut cmsg = nix::cmsg_space!(nix::libc::ucred);
             let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-            let msg = recvmsg::<()>(conn.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty()).unwrap();
+            let msg = recvmsg::<()>(conn.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty())
+                .unwrap();
             let uid = msg.cmsgs().unwrap().find_map(|c| match c {
                 ControlMessageOwned::ScmCredentials(c) => Some(c.uid()),
                 _ => None,

@@ -83,7 +83,12 @@ impl PlanSlot {
 
 /// Starts steering for `planned`, keeping its record at `record_path`, again every `every`.
 /// Nothing is changed before the supervisor first tells its instances.
-pub fn start(planned: Planned, record_path: &Path, every: Duration, log: Log) -> (SteeringObserver, Steering) {
+pub fn start(
+    planned: Planned,
+    record_path: &Path,
+    every: Duration,
+    log: Log,
+) -> (SteeringObserver, Steering) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             instances: None,

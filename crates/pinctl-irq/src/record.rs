@@ -87,7 +87,11 @@ pub struct IrqbalanceRecord {
 impl Record {
     /// An empty record of this boot.
     pub fn new() -> Record {
-        Record { format: FORMAT.into(), boot_id: pinctl_supervise::statefile::boot_id(), ..Record::default() }
+        Record {
+            format: FORMAT.into(),
+            boot_id: pinctl_supervise::statefile::boot_id(),
+            ..Record::default()
+        }
     }
 
     /// Whether nothing is recorded.
@@ -175,7 +179,10 @@ mod tests {
         let path = dir.path().join("db.irq.json");
         assert!(read(&path).unwrap().is_none());
         let mut r = Record::new();
-        r.irqs.insert(45, OriginalIrq { name: "eth0-TxRx-0".into(), affinity: "0-7".parse().unwrap() });
+        r.irqs.insert(
+            45,
+            OriginalIrq { name: "eth0-TxRx-0".into(), affinity: "0-7".parse().unwrap() },
+        );
         write(&path, &r).unwrap();
         assert_eq!(read(&path).unwrap(), Some(r.clone()));
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
@@ -190,6 +197,9 @@ mod tests {
         assert!(matches!(read(&path), Err(RecordError::Untrusted { .. })), "{:?}", read(&path));
         remove(&path).unwrap();
         remove(&path).unwrap();
-        assert_eq!(path_for(Path::new("/run/pinctl/db.state.json"), "db"), Path::new("/run/pinctl/db.irq.json"));
+        assert_eq!(
+            path_for(Path::new("/run/pinctl/db.state.json"), "db"),
+            Path::new("/run/pinctl/db.irq.json")
+        );
     }
 }

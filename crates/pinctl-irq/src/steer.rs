@@ -128,25 +128,39 @@ impl Report {
         let mut out = Vec::new();
         for m in &self.moved {
             let why = match &m.why {
-                Some(Why::KeptFreeNic { interface }) => format!(" reason=kept-free-nic interface={interface}"),
+                Some(Why::KeptFreeNic { interface }) => {
+                    format!(" reason=kept-free-nic interface={interface}")
+                }
                 Some(Why::NicQueues { interface, instances }) => {
-                    format!(" reason=nic-queues interface={interface} instances={}", instances.join(","))
+                    format!(
+                        " reason=nic-queues interface={interface} instances={}",
+                        instances.join(",")
+                    )
                 }
                 Some(Why::OffQuietCpus) => " reason=off-quiet-cpus".to_string(),
                 None => String::new(),
             };
-            out.push(format!("moved irq={} name={:?} from={} to={}{why}", m.irq, m.name, m.from, m.to));
+            out.push(format!(
+                "moved irq={} name={:?} from={} to={}{why}",
+                m.irq, m.name, m.from, m.to
+            ));
         }
         for q in &self.queues {
             let (kind, file) = if q.rx { ("rx", "rps_cpus") } else { ("tx", "xps_cpus") };
-            out.push(format!("set {file} interface={} queue={kind}-{} from={} to={}", q.interface, q.queue, q.from, q.to));
+            out.push(format!(
+                "set {file} interface={} queue={kind}-{} from={} to={}",
+                q.interface, q.queue, q.from, q.to
+            ));
         }
         for m in &self.restored {
             out.push(format!("restored irq={} name={:?} to={}", m.irq, m.name, m.to));
         }
         for q in &self.restored_queues {
             let (kind, file) = if q.rx { ("rx", "rps_cpus") } else { ("tx", "xps_cpus") };
-            out.push(format!("restored {file} interface={} queue={kind}-{} to={}", q.interface, q.queue, q.to));
+            out.push(format!(
+                "restored {file} interface={} queue={kind}-{} to={}",
+                q.interface, q.queue, q.to
+            ));
         }
         for r in &self.refused {
             out.push(format!("refused irq={} name={:?} reason={:?}", r.irq, r.name, r.why));
@@ -261,7 +275,11 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
 
     /// Steers the host's interrupts for `inputs` (see the module). `topology` gives the
     /// nodes, CPUs, distances and devices; the interrupts are read afresh.
-    pub fn apply(&mut self, topology: &Topology, inputs: &SteerInputs) -> Result<Report, SteerError> {
+    pub fn apply(
+        &mut self,
+        topology: &Topology,
+        inputs: &SteerInputs,
+    ) -> Result<Report, SteerError> {
         let mut report = Report::default();
         let mut t = topology.clone();
         t.discovery_warnings.clear();
@@ -299,10 +317,10 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             if current == target.to {
                 continue;
             }
-            record
-                .irqs
-                .entry(target.irq)
-                .or_insert_with(|| OriginalIrq { name: target.name.clone(), affinity: current.clone() });
+            record.irqs.entry(target.irq).or_insert_with(|| OriginalIrq {
+                name: target.name.clone(),
+                affinity: current.clone(),
+            });
             writes.push(Moved {
                 irq: target.irq,
                 name: target.name.clone(),
@@ -352,14 +370,19 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         // The originals are on disk before anything changes.
         self.save(&record)?;
         for m in writes {
-            match self.files.write(&pinctl_sysfs::irq::affinity_file(m.irq), &format!("{}\n", m.to)) {
+            match self.files.write(&pinctl_sysfs::irq::affinity_file(m.irq), &format!("{}\n", m.to))
+            {
                 Ok(()) => report.moved.push(m),
                 Err(e) => {
                     self.refused.insert(m.irq);
                     if record.irqs.get(&m.irq).is_some_and(|o| o.affinity == m.from) {
                         record.irqs.remove(&m.irq);
                     }
-                    report.refused.push(Refused { irq: m.irq, name: m.name.clone(), why: refusal(&e, &m.from) });
+                    report.refused.push(Refused {
+                        irq: m.irq,
+                        name: m.name.clone(),
+                        why: refusal(&e, &m.from),
+                    });
                 }
             }
         }
@@ -369,10 +392,22 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             if current == original.affinity {
                 continue;
             }
-            match self.files.write(&pinctl_sysfs::irq::affinity_file(irq), &format!("{}\n", original.affinity)) {
-                Ok(()) => report.restored.push(Moved { irq, name: original.name, from: current, to: original.affinity, why: None }),
+            match self
+                .files
+                .write(&pinctl_sysfs::irq::affinity_file(irq), &format!("{}\n", original.affinity))
+            {
+                Ok(()) => report.restored.push(Moved {
+                    irq,
+                    name: original.name,
+                    from: current,
+                    to: original.affinity,
+                    why: None,
+                }),
                 Err(e) => {
-                    let w = format!("cannot put IRQ {irq} ({}) back on CPUs {}: {e}", original.name, original.affinity);
+                    let w = format!(
+                        "cannot put IRQ {irq} ({}) back on CPUs {}: {e}",
+                        original.name, original.affinity
+                    );
                     self.say(&mut report, w);
                 }
             }
@@ -382,21 +417,34 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             match self.files.write(&file, &format!("{}\n", q.to.to_mask_string())) {
                 Ok(()) => report.queues.push(q),
                 Err(e) => {
-                    record.queues.retain(|o| !(o.interface == q.interface && o.rx == q.rx && o.queue == q.queue && o.cpus == q.from));
+                    record.queues.retain(|o| {
+                        !(o.interface == q.interface
+                            && o.rx == q.rx
+                            && o.queue == q.queue
+                            && o.cpus == q.from)
+                    });
                     let w = format!("cannot set `{file}` to CPUs {}: {e}", q.to);
                     self.say(&mut report, w);
                 }
             }
         }
         for o in queue_restores {
-            record.queues.retain(|x| !(x.interface == o.interface && x.rx == o.rx && x.queue == o.queue));
+            record
+                .queues
+                .retain(|x| !(x.interface == o.interface && x.rx == o.rx && x.queue == o.queue));
             let file = pinctl_sysfs::net_queues::queue_file(&o.interface, o.rx, o.queue);
             let current = queue_mask(&now, &o.interface, o.rx, o.queue).unwrap_or_default();
             if current == o.cpus {
                 continue;
             }
             match self.files.write(&file, &format!("{}\n", o.cpus.to_mask_string())) {
-                Ok(()) => report.restored_queues.push(QueueSet { interface: o.interface, rx: o.rx, queue: o.queue, from: current, to: o.cpus }),
+                Ok(()) => report.restored_queues.push(QueueSet {
+                    interface: o.interface,
+                    rx: o.rx,
+                    queue: o.queue,
+                    from: current,
+                    to: o.cpus,
+                }),
                 Err(e) => {
                     let w = format!("cannot put `{file}` back to CPUs {}: {e}", o.cpus);
                     self.say(&mut report, w);
@@ -450,9 +498,10 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
                     return Ok(false);
                 }
             };
-            let own = pinctl_sysfs::irqbalance::own_banned_cpus(&mut FsRoot::new(&self.root), b.pid)
-                .ok()
-                .flatten();
+            let own =
+                pinctl_sysfs::irqbalance::own_banned_cpus(&mut FsRoot::new(&self.root), b.pid)
+                    .ok()
+                    .flatten();
             record.irqbalance = Some(IrqbalanceRecord {
                 pid: b.pid,
                 start_time,
@@ -479,7 +528,10 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         let r = record.irqbalance.as_mut().expect("just recorded");
         if cpus_changed {
             if let Err(e) = self.balancer.settings(&socket, &ban_cpus_command(Some(&want_cpus))) {
-                let w = format!("cannot tell irqbalance (PID {}) to avoid CPUs {want_cpus}: {e}", b.pid);
+                let w = format!(
+                    "cannot tell irqbalance (PID {}) to avoid CPUs {want_cpus}: {e}",
+                    b.pid
+                );
                 r.told_cpus = told_before.0;
                 self.said.insert(w.clone());
                 report.warnings.push(w);
@@ -524,7 +576,9 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         let table = pinctl_sysfs::proc_interrupts::read(&mut fs)?.unwrap_or_default();
         for (irq, original) in std::mem::take(&mut record.irqs) {
             let name = match pinctl_sysfs::irq::read(&mut fs, irq) {
-                Ok(files) => files.actions.or_else(|| table.line(irq).map(|l| l.name().to_string())),
+                Ok(files) => {
+                    files.actions.or_else(|| table.line(irq).map(|l| l.name().to_string()))
+                }
                 Err(_) => None,
             };
             let current = fs
@@ -541,10 +595,22 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
                 }
                 None => continue,
             }
-            match self.files.write(&pinctl_sysfs::irq::affinity_file(irq), &format!("{}\n", original.affinity)) {
-                Ok(()) => report.restored.push(Moved { irq, name: original.name, from: current, to: original.affinity, why: None }),
+            match self
+                .files
+                .write(&pinctl_sysfs::irq::affinity_file(irq), &format!("{}\n", original.affinity))
+            {
+                Ok(()) => report.restored.push(Moved {
+                    irq,
+                    name: original.name,
+                    from: current,
+                    to: original.affinity,
+                    why: None,
+                }),
                 Err(e) => {
-                    let w = format!("cannot put IRQ {irq} ({}) back on CPUs {}: {e}", original.name, original.affinity);
+                    let w = format!(
+                        "cannot put IRQ {irq} ({}) back on CPUs {}: {e}",
+                        original.name, original.affinity
+                    );
                     self.say(&mut report, w);
                 }
             }
@@ -554,7 +620,13 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             let current = fs.parsed(&file, pinctl_sysfs::parse::id_mask).ok().flatten();
             let Some(current) = current else { continue };
             match self.files.write(&file, &format!("{}\n", o.cpus.to_mask_string())) {
-                Ok(()) => report.restored_queues.push(QueueSet { interface: o.interface, rx: o.rx, queue: o.queue, from: current, to: o.cpus }),
+                Ok(()) => report.restored_queues.push(QueueSet {
+                    interface: o.interface,
+                    rx: o.rx,
+                    queue: o.queue,
+                    from: current,
+                    to: o.cpus,
+                }),
                 Err(e) => {
                     let w = format!("cannot put `{file}` back to CPUs {}: {e}", o.cpus);
                     self.say(&mut report, w);
@@ -563,21 +635,30 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         }
         if let Some(r) = record.irqbalance.take() {
             let running = pinctl_sysfs::irqbalance::find(&mut fs).ok().flatten();
-            let same = running.as_ref().is_some_and(|b| b.pid == r.pid) && self.start_time(r.pid) == Some(r.start_time);
+            let same = running.as_ref().is_some_and(|b| b.pid == r.pid)
+                && self.start_time(r.pid) == Some(r.start_time);
             if let (true, Some(b)) = (same, running) {
                 let socket = self.root.join(b.socket.trim_start_matches('/'));
                 let cpus = (!r.own_choice).then_some(&r.avoided_cpus);
-                let told = self
-                    .balancer
-                    .settings(&socket, &ban_cpus_command(cpus))
-                    .and_then(|()| self.balancer.settings(&socket, &ban_irqs_command(&r.banned_irqs)));
+                let told =
+                    self.balancer.settings(&socket, &ban_cpus_command(cpus)).and_then(|()| {
+                        self.balancer.settings(&socket, &ban_irqs_command(&r.banned_irqs))
+                    });
                 match told {
                     Ok(()) => {
-                        let cpus = if r.own_choice { "its own choice".to_string() } else { r.avoided_cpus.to_string() };
-                        report.irqbalance = Some(format!("pid={} avoids_cpus={cpus:?} restored=yes", b.pid));
+                        let cpus = if r.own_choice {
+                            "its own choice".to_string()
+                        } else {
+                            r.avoided_cpus.to_string()
+                        };
+                        report.irqbalance =
+                            Some(format!("pid={} avoids_cpus={cpus:?} restored=yes", b.pid));
                     }
                     Err(e) => {
-                        let w = format!("cannot give irqbalance (PID {}) its settings back: {e}", b.pid);
+                        let w = format!(
+                            "cannot give irqbalance (PID {}) its settings back: {e}",
+                            b.pid
+                        );
                         self.say(&mut report, w);
                     }
                 }

@@ -9,7 +9,8 @@ use pinctl_irq::decide::queue_of;
 use pinctl_irq::{SteerInputs, Why, decide};
 
 #[test]
-fn the_kept_free_nic_s_queues_go_to_its_node_one_cpu_each_and_nothing_movable_stays_on_quiet_cpus() {
+fn the_kept_free_nic_s_queues_go_to_its_node_one_cpu_each_and_nothing_movable_stays_on_quiet_cpus()
+{
     let t = topology();
     let d = decide(&t, &t.interrupts, &plan());
     assert_eq!(d.quiet_cpus, cpus("0-4"));
@@ -59,7 +60,9 @@ fn a_nic_queues_service_takes_its_nic_s_queues_on_its_own_cpus() {
     assert_eq!(d.quiet_cpus, cpus("0-4"), "its CPUs are not kept quiet");
     let to: Vec<String> = (35..=42).map(|n| d.target(n).unwrap().to.to_string()).collect();
     assert_eq!(to, ["5", "6", "7", "5", "6", "7", "5", "6"]);
-    assert!(matches!(&d.target(35).unwrap().why, Why::NicQueues { instances, .. } if instances == &["lb".to_string()]));
+    assert!(
+        matches!(&d.target(35).unwrap().why, Why::NicQueues { instances, .. } if instances == &["lb".to_string()])
+    );
     assert!(d.notes.iter().any(|n| n.contains("kept free") && n.contains("lb")), "{:?}", d.notes);
 }
 
@@ -88,7 +91,11 @@ fn with_every_cpu_quiet_nothing_is_steered_and_irqbalance_is_not_told() {
 #[test]
 fn without_instances_nothing_is_quiet_and_only_the_nic_is_placed() {
     let t = topology();
-    let d = decide(&t, &t.interrupts, &SteerInputs { owners: vec![], kept_free_nics: vec!["eth0".into()] });
+    let d = decide(
+        &t,
+        &t.interrupts,
+        &SteerInputs { owners: vec![], kept_free_nics: vec!["eth0".into()] },
+    );
     assert!(d.quiet_cpus.is_empty());
     assert!(d.irqs.iter().all(|t| t.why.pinned()));
     assert!(d.unmovable.is_empty());
@@ -146,9 +153,18 @@ fn what_plan_reports_as_landing_on_service_cpus() {
     assert!(db0.contains(&(33, "stays (managed by the kernel)".into())));
     assert!(db0.contains(&(35, "moved".into())));
     // db-1 (CPUs 2-3): nvme0q1 and q2, which the kernel spread there.
-    assert_eq!(of("db-1"), vec![(27, "stays (managed by the kernel)".into()), (28, "stays (managed by the kernel)".into())]);
+    assert_eq!(
+        of("db-1"),
+        vec![
+            (27, "stays (managed by the kernel)".into()),
+            (28, "stays (managed by the kernel)".into())
+        ]
+    );
     let off = pinctl_irq::landing::on_service_cpus(&t, &plan(), false);
     assert!(off.iter().all(|l| l.steering == "steering is off"));
     let l = landing.iter().find(|l| l.irq == 35 && l.instance == "db-0").unwrap();
-    assert_eq!((l.devices.clone(), l.on_cpus.to_string(), l.fired), (vec!["eth0".to_string()], "0".to_string(), 10));
+    assert_eq!(
+        (l.devices.clone(), l.on_cpus.to_string(), l.fired),
+        (vec!["eth0".to_string()], "0".to_string(), 10)
+    );
 }

@@ -89,7 +89,12 @@ impl Host {
         };
         w(&format!("run/irqbalance/irqbalance{pid}.sock"), "");
         w(&format!("proc/{pid}/comm"), "irqbalance\n");
-        w(&format!("proc/{pid}/stat"), &format!("{pid} (irqbalance) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n"));
+        w(
+            &format!("proc/{pid}/stat"),
+            &format!(
+                "{pid} (irqbalance) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n"
+            ),
+        );
         w(&format!("proc/{pid}/environ"), "PATH=/usr/sbin\0");
     }
 
@@ -149,13 +154,22 @@ fn a_refused_write_is_a_line_naming_the_interrupt_and_is_not_tried_again() {
     let r = s.apply(&t, &plan()).unwrap();
     assert_eq!(r.refused.len(), 1);
     assert_eq!((r.refused[0].irq, r.refused[0].name.as_str()), (0, "timer"));
-    assert!(r.refused[0].why.contains("EIO") && r.refused[0].why.contains("stays on CPUs 0-7"), "{:?}", r.refused);
-    assert!(r.lines().iter().any(|l| l.starts_with("refused irq=0 name=\"timer\"")), "{:?}", r.lines());
+    assert!(
+        r.refused[0].why.contains("EIO") && r.refused[0].why.contains("stays on CPUs 0-7"),
+        "{:?}",
+        r.refused
+    );
+    assert!(
+        r.lines().iter().any(|l| l.starts_with("refused irq=0 name=\"timer\"")),
+        "{:?}",
+        r.lines()
+    );
     assert_eq!(affinity(&h.root, 0), "0-7");
     assert_eq!(affinity(&h.root, 35), "6", "the rest is steered");
     let rec = pinctl_irq::record::read(&h.record).unwrap().unwrap();
     assert!(!rec.irqs.contains_key(&0), "nothing changed, nothing to put back");
-    let count = |h: &Host| h.writes.borrow().iter().filter(|w| w.starts_with("proc/irq/0/")).count();
+    let count =
+        |h: &Host| h.writes.borrow().iter().filter(|w| w.starts_with("proc/irq/0/")).count();
     assert_eq!(count(&h), 1);
     let again = s.apply(&t, &plan()).unwrap();
     assert!(again.refused.is_empty());
@@ -171,7 +185,10 @@ fn irqbalance_is_told_the_quiet_cpus_and_pinctl_s_interrupts_and_given_its_setti
     let r = s.apply(&t, &plan()).unwrap();
     assert_eq!(
         *h.told.borrow(),
-        vec!["settings cpus 0-4".to_string(), "settings ban irqs 35 36 37 38 39 40 41 42 43".to_string()]
+        vec![
+            "settings cpus 0-4".to_string(),
+            "settings ban irqs 35 36 37 38 39 40 41 42 43".to_string()
+        ]
     );
     assert!(r.irqbalance.as_deref().unwrap().contains("avoids_cpus=0-4"), "{:?}", r.irqbalance);
     // The NIC's vectors are pinctl's; the others irqbalance keeps off quiet CPUs itself.
@@ -185,7 +202,10 @@ fn irqbalance_is_told_the_quiet_cpus_and_pinctl_s_interrupts_and_given_its_setti
     s.apply(&t, &plan()).unwrap();
     assert_eq!(h.told.borrow().len(), 2);
     s.restore().unwrap();
-    assert_eq!(h.told.borrow()[2..], ["settings cpus NULL".to_string(), "settings ban irqs NONE".to_string()]);
+    assert_eq!(
+        h.told.borrow()[2..],
+        ["settings cpus NULL".to_string(), "settings ban irqs NONE".to_string()]
+    );
 }
 
 #[test]
@@ -242,7 +262,11 @@ fn an_interrupt_number_given_to_another_device_is_not_put_back() {
     s.apply(&t, &plan()).unwrap();
     fs::write(h.root.join("sys/kernel/irq/1/actions"), "other\n").unwrap();
     let r = s.restore().unwrap();
-    assert!(r.warnings.iter().any(|w| w.contains("IRQ 1 is now `other`, not `i8042`")), "{:?}", r.warnings);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("IRQ 1 is now `other`, not `i8042`")),
+        "{:?}",
+        r.warnings
+    );
     assert_eq!(affinity(&h.root, 1), "5-7");
 }
 

@@ -22,8 +22,8 @@ use pinctl_config::Config;
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeSet, Topology};
 
 pub use distance::{DistanceMeasure, DistanceReport};
-pub use interrupts::InterruptLanding;
 pub use document::{PLAN_SCHEMA_VERSION, PlacementDocument, PlanDocument, PlanSchemaVersion};
+pub use interrupts::InterruptLanding;
 pub use problem::{Cost, Load, Problem};
 
 /// What the planner needs from the host besides the topology, resolved by the caller.

@@ -30,7 +30,8 @@ pub(crate) fn read_interrupts(
         })?
         .value();
     let mut pci_of: BTreeMap<u32, String> = BTreeMap::new();
-    let mut functions: Vec<&str> = topology.devices.iter().filter_map(|d| d.pci.as_deref()).collect();
+    let mut functions: Vec<&str> =
+        topology.devices.iter().filter_map(|d| d.pci.as_deref()).collect();
     functions.sort_unstable();
     functions.dedup();
     if table.is_some() {

@@ -37,7 +37,8 @@ pub const MAX_NAME_BYTES: usize = 1024;
 /// `ehci_hcd:usb1,uhci_hcd:usb2`), as `/proc/interrupts` shows them (`, `-separated), at most
 /// [`MAX_NAME_BYTES`].
 pub fn actions(text: &str) -> Result<String, ParseError> {
-    let names: Vec<&str> = text.trim().split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    let names: Vec<&str> =
+        text.trim().split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
     Ok(cut(&names.join(", ")))
 }
 
@@ -66,18 +67,16 @@ pub struct IrqFiles {
 /// Reads the files of interrupt `irq`.
 pub fn read(fs: &mut FsRoot, irq: u32) -> Result<IrqFiles, DiscoveryError> {
     let affinity = fs
-        .fact(&affinity_file(irq), parse::id_list, || {
-            format!("IRQ {irq}'s affinity is unknown")
-        })?
+        .fact(&affinity_file(irq), parse::id_list, || format!("IRQ {irq}'s affinity is unknown"))?
         .value();
     let effective_affinity = fs
         .fact(&effective_affinity_file(irq), parse::id_list, || {
             format!("IRQ {irq}'s effective affinity is unknown")
         })?
         .value();
-    let node = match fs.fact(&node_file(irq), parse::numa_node, || {
-        format!("IRQ {irq}'s node is unknown")
-    })? {
+    let node = match fs
+        .fact(&node_file(irq), parse::numa_node, || format!("IRQ {irq}'s node is unknown"))?
+    {
         Fact::Value(n) => n,
         Fact::Absent | Fact::Broken => None,
     };
@@ -109,9 +108,7 @@ fn managed_queue(handler: &str) -> bool {
     if let Some(rest) = handler.strip_prefix("virtio") {
         return rest.split_once('-').is_some_and(|(n, queue)| {
             digits(n)
-                && ["req.", "request."]
-                    .iter()
-                    .any(|p| queue.strip_prefix(p).is_some_and(digits))
+                && ["req.", "request."].iter().any(|p| queue.strip_prefix(p).is_some_and(digits))
         });
     }
     false
@@ -144,7 +141,10 @@ mod tests {
     #[test]
     fn actions_are_listed_as_proc_interrupts_does() {
         assert_eq!(actions("eth0-TxRx-3\n").unwrap(), "eth0-TxRx-3");
-        assert_eq!(actions("ehci_hcd:usb1,uhci_hcd:usb2\n").unwrap(), "ehci_hcd:usb1, uhci_hcd:usb2");
+        assert_eq!(
+            actions("ehci_hcd:usb1,uhci_hcd:usb2\n").unwrap(),
+            "ehci_hcd:usb1, uhci_hcd:usb2"
+        );
         assert_eq!(actions("\n").unwrap(), "");
         let long = "é".repeat(MAX_NAME_BYTES);
         let cut = actions(&long).unwrap();

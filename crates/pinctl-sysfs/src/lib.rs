@@ -39,8 +39,8 @@ pub use devices::DeviceScope;
 pub use discover::{read_topology, read_topology_with, read_tree, read_tree_with};
 pub use error::{DiscoveryError, NearError};
 pub use fsroot::{FsRoot, Tree};
-pub use interrupts::attach_interrupts;
 pub use host::{Allowed, DeviceRef, Host, HostError};
+pub use interrupts::attach_interrupts;
 pub use near::{default_route_interfaces, is_path, path_device, resolve_near};
 pub use process::{
     Pid, read_allowed, read_cgroup_numa_stat, read_node_numastat, read_numa_maps, read_usage,

@@ -123,11 +123,10 @@ pub fn parse(text: &str) -> Result<InterruptTable, ParseError> {
         if label.is_empty() || !label.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        let irq = label
-            .parse::<u32>()
-            .ok()
-            .filter(|&n| n <= MAX_IRQ)
-            .ok_or_else(|| ParseError::new(i + 1, label, "an interrupt number up to 1048575"))?;
+        let irq =
+            label.parse::<u32>().ok().filter(|&n| n <= MAX_IRQ).ok_or_else(|| {
+                ParseError::new(i + 1, label, "an interrupt number up to 1048575")
+            })?;
         if table.lines.len() >= MAX_LINES {
             return Err(ParseError::new(i + 1, label, "at most 1048576 numbered lines"));
         }

@@ -16,11 +16,11 @@ pub mod text;
 mod warnings;
 
 pub use discovery::DiscoveryWarning;
-pub use interrupts::{Interrupts, Irq, IrqCount, Irqbalance, NetQueues, QueueCpus};
 pub use idset::{
     CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
     ParseIdSetError,
 };
+pub use interrupts::{Interrupts, Irq, IrqCount, Irqbalance, NetQueues, QueueCpus};
 pub use performance::{
     AccessClass, HmatAccess, MeasuredPair, Measurement, MemoryPerformance, MemoryTier, NotMeasured,
 };

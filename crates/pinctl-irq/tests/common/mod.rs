@@ -36,7 +36,14 @@ pub fn topology() -> Topology {
     t
 }
 
-fn irq(n: u32, name: &str, pci: Option<&str>, affinity: &str, node: Option<u32>, managed: bool) -> Irq {
+fn irq(
+    n: u32,
+    name: &str,
+    pci: Option<&str>,
+    affinity: &str,
+    node: Option<u32>,
+    managed: bool,
+) -> Irq {
     let a = cpus(affinity);
     Irq {
         irq: n,
@@ -59,13 +66,21 @@ pub fn interrupts() -> Interrupts {
     // nvme0q1..8 spread by the kernel: 2, 3, 4, 5, 6, 7, 0, 1.
     for q in 1..=8u32 {
         let cpu = (q + 1) % 8;
-        irqs.push(irq(26 + q, &format!("nvme0q{q}"), Some(NVME_PCI), &cpu.to_string(), Some(1), true));
+        irqs.push(irq(
+            26 + q,
+            &format!("nvme0q{q}"),
+            Some(NVME_PCI),
+            &cpu.to_string(),
+            Some(1),
+            true,
+        ));
     }
     for q in 0..8u32 {
         irqs.push(irq(35 + q, &format!("eth0-rxtx-{q}"), Some(NIC_PCI), "0-7", Some(3), false));
     }
     irqs.push(irq(43, "eth0-event-8", Some(NIC_PCI), "0-7", Some(3), false));
-    let empty = |n: u32| (0..n).map(|queue| QueueCpus { queue, cpus: Some(CpuSet::new()) }).collect();
+    let empty =
+        |n: u32| (0..n).map(|queue| QueueCpus { queue, cpus: Some(CpuSet::new()) }).collect();
     Interrupts {
         irqs,
         net_queues: vec![NetQueues { interface: "eth0".into(), rx: empty(8), tx: empty(8) }],
@@ -73,7 +88,13 @@ pub fn interrupts() -> Interrupts {
     }
 }
 
-pub fn owner(instance: &str, service: &str, cpus_: &str, mode: ServiceInterrupts, nics: &[&str]) -> Owner {
+pub fn owner(
+    instance: &str,
+    service: &str,
+    cpus_: &str,
+    mode: ServiceInterrupts,
+    nics: &[&str],
+) -> Owner {
     Owner {
         instance: instance.into(),
         service: service.into(),
@@ -109,14 +130,30 @@ pub fn write_tree(root: &Path, t: &Topology) {
     for n in &t.nodes {
         w(root, &format!("sys/devices/system/node/node{}/cpulist", n.id), &format!("{}\n", n.cpus));
     }
-    let mut table = String::from("           CPU0       CPU1       CPU2       CPU3       CPU4       CPU5       CPU6       CPU7\n");
+    let mut table = String::from(
+        "           CPU0       CPU1       CPU2       CPU3       CPU4       CPU5       CPU6       CPU7\n",
+    );
     for i in &t.interrupts.irqs {
         let counts: Vec<String> = (0..8)
             .map(|c| i.fired.iter().find(|f| f.cpu == c).map_or(0, |f| f.count).to_string())
             .collect();
-        table.push_str(&format!("{:>3}: {}   PCI-MSI {}-edge      {}\n", i.irq, counts.join(" "), i.irq, i.name));
-        w(root, &format!("proc/irq/{}/smp_affinity_list", i.irq), &format!("{}\n", i.affinity.as_ref().unwrap()));
-        w(root, &format!("proc/irq/{}/node", i.irq), &format!("{}\n", i.node.map_or(-1, i64::from)));
+        table.push_str(&format!(
+            "{:>3}: {}   PCI-MSI {}-edge      {}\n",
+            i.irq,
+            counts.join(" "),
+            i.irq,
+            i.name
+        ));
+        w(
+            root,
+            &format!("proc/irq/{}/smp_affinity_list", i.irq),
+            &format!("{}\n", i.affinity.as_ref().unwrap()),
+        );
+        w(
+            root,
+            &format!("proc/irq/{}/node", i.irq),
+            &format!("{}\n", i.node.map_or(-1, i64::from)),
+        );
         w(root, &format!("sys/kernel/irq/{}/actions", i.irq), &format!("{}\n", i.name));
         if let Some(pci) = &i.pci {
             w(root, &format!("sys/devices/pci0000:00/{pci}/msi_irqs/{}", i.irq), "msix\n");
@@ -133,20 +170,35 @@ pub fn write_tree(root: &Path, t: &Topology) {
     for q in &t.interrupts.net_queues {
         let dev = format!("sys/devices/pci0000:00/{NIC_PCI}/net/{}", q.interface);
         for x in &q.rx {
-            w(root, &format!("{dev}/queues/rx-{}/rps_cpus", x.queue), &format!("{}\n", x.cpus.as_ref().unwrap().to_mask_string()));
+            w(
+                root,
+                &format!("{dev}/queues/rx-{}/rps_cpus", x.queue),
+                &format!("{}\n", x.cpus.as_ref().unwrap().to_mask_string()),
+            );
         }
         for x in &q.tx {
-            w(root, &format!("{dev}/queues/tx-{}/xps_cpus", x.queue), &format!("{}\n", x.cpus.as_ref().unwrap().to_mask_string()));
+            w(
+                root,
+                &format!("{dev}/queues/tx-{}/xps_cpus", x.queue),
+                &format!("{}\n", x.cpus.as_ref().unwrap().to_mask_string()),
+            );
         }
         fs::create_dir_all(root.join("sys/class/net")).unwrap();
         let link = root.join(format!("sys/class/net/{}", q.interface));
         if !link.exists() {
-            std::os::unix::fs::symlink(format!("../../devices/pci0000:00/{NIC_PCI}/net/{}", q.interface), link).unwrap();
+            std::os::unix::fs::symlink(
+                format!("../../devices/pci0000:00/{NIC_PCI}/net/{}", q.interface),
+                link,
+            )
+            .unwrap();
         }
     }
 }
 
 /// The affinity of `irq` as the tree under `root` now says.
 pub fn affinity(root: &Path, irq: u32) -> String {
-    fs::read_to_string(root.join(format!("proc/irq/{irq}/smp_affinity_list"))).unwrap().trim().to_string()
+    fs::read_to_string(root.join(format!("proc/irq/{irq}/smp_affinity_list")))
+        .unwrap()
+        .trim()
+        .to_string()
 }
