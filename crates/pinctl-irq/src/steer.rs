@@ -5,10 +5,12 @@
 //! before pinctl (recorded originals in place of what pinctl wrote), tells irqbalance which
 //! CPUs to avoid and which interrupts to leave alone when one runs, records every original it
 //! is about to change, then writes `/proc/irq/N/smp_affinity_list` and the queues' RPS and XPS
-//! masks. Anything it changed earlier that the decision no longer wants is put back. It is
-//! idempotent: applied again on an unchanged host it writes nothing, so a supervisor applies
-//! it after every change and every `watch-interval` (interrupts that appear later, an
-//! irqbalance that restarted, an affinity someone else changed).
+//! masks. The vectors pinctl places (a steered NIC's) must be exactly where it put them; every
+//! other interrupt it governs only has to stay off the quiet CPUs, so once written it is left
+//! wherever irqbalance moves it next. Anything changed earlier that the decision no longer
+//! wants is put back. It is idempotent: applied again on an unchanged host it writes nothing,
+//! so a supervisor applies it after every change and every `watch-interval` (interrupts that
+//! appear later, an irqbalance that restarted, an affinity someone put on a quiet CPU).
 //!
 //! [`Steerer::restore`] puts back everything recorded and removes the record.
 //!
@@ -123,7 +125,8 @@ impl Report {
             || self.irqbalance.is_some()
     }
 
-    /// The report as log lines (`key=value`), one per change and one summary.
+    /// The report as log lines (`key=value`): one per change, then (when anything changed or
+    /// was refused) a summary, `steered quiet_cpus=0-4 moved=12 ...`.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         for m in &self.moved {
@@ -170,6 +173,23 @@ impl Report {
         }
         for w in &self.warnings {
             out.push(format!("warning message={w:?}"));
+        }
+        if self.changed() || !self.refused.is_empty() {
+            out.push(format!(
+                "steered quiet_cpus={} moved={} queues={} restored={} refused={} unmovable={} \
+                 left_to_irqbalance={}",
+                if self.quiet_cpus.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.quiet_cpus.to_string()
+                },
+                self.moved.len(),
+                self.queues.len(),
+                self.restored.len() + self.restored_queues.len(),
+                self.refused.len(),
+                self.unmovable.len(),
+                self.left_to_irqbalance
+            ));
         }
         out
     }
@@ -303,10 +323,6 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         let mut wanted = BTreeSet::new();
         let mut writes = Vec::new();
         for target in &decision.irqs {
-            if irqbalance_handles && !target.why.pinned() {
-                report.left_to_irqbalance += 1;
-                continue;
-            }
             if self.refused.contains(&target.irq) {
                 continue;
             }
@@ -314,7 +330,19 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
                 continue;
             };
             wanted.insert(target.irq);
-            if current == target.to {
+            let pinned = target.why.pinned();
+            if !pinned && irqbalance_handles {
+                report.left_to_irqbalance += 1;
+            }
+            // A vector pinctl places must be where it put it; any other interrupt only has to
+            // stay off the quiet CPUs: one irqbalance (or anyone) moved elsewhere is left
+            // there, so pinctl never fights it.
+            let fine = if pinned {
+                current == target.to
+            } else {
+                !current.is_empty() && current.is_disjoint(&decision.quiet_cpus)
+            };
+            if fine {
                 continue;
             }
             record.irqs.entry(target.irq).or_insert_with(|| OriginalIrq {

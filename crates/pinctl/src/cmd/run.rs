@@ -7,7 +7,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use pinctl_irq::observer::{Planned, SteeringObserver};
 use pinctl_plan::CurrentPlacement;
+use pinctl_supervise::observe::{Observed, Observer};
+use pinctl_supervise::protocol::DriftState;
 use pinctl_supervise::spec::InstanceSpec;
 use pinctl_supervise::{Options, Outcome};
 
@@ -39,6 +42,10 @@ pub(crate) struct RunArgs {
     unpinned: bool,
 }
 
+/// What one plan of the file gives the supervisor: the instance specs, the validated file,
+/// its rendered warnings, and what interrupt steering needs.
+type Planning = (Vec<InstanceSpec>, pinctl_config::Config, String, Planned);
+
 /// Loads, checks and plans the file (keeping the instances in `running` where they are when
 /// it can: a reload): the instance specs, or the rendered report of what is wrong (the same
 /// diagnostics `pinctl plan` prints).
@@ -47,7 +54,7 @@ fn plan_specs(
     topology: Option<&Path>,
     strict: bool,
     running: &BTreeMap<String, CurrentPlacement>,
-) -> Result<(Vec<InstanceSpec>, pinctl_config::Config, String), String> {
+) -> Result<Planning, String> {
     let mut prepared = match super::plan::prepare(config_path, topology, strict) {
         Ok(Ok(p)) => p,
         Ok(Err(report)) => return Err(report),
@@ -64,11 +71,47 @@ fn plan_specs(
             format!("error: cannot place the services of `{}`: {e}\n", config_path.display())
         })?;
     let specs = pinctl_supervise::launch::specs(&prepared.config, &plan);
-    Ok((specs, prepared.config, warnings))
+    let steering = super::irq::planned(&prepared);
+    Ok((specs, prepared.config, warnings, steering))
+}
+
+/// The observers of `pinctl run`: the drift watcher and interrupt steering, each told of the
+/// supervisor's instances and reloads.
+struct Observers {
+    watch: Option<super::watch::SupervisedWatch>,
+    steering: Option<SteeringObserver>,
+}
+
+impl Observer for Observers {
+    fn instances(&mut self, instances: &[Observed]) {
+        if let Some(w) = &mut self.watch {
+            w.instances(instances);
+        }
+        if let Some(s) = &mut self.steering {
+            s.instances(instances);
+        }
+    }
+
+    fn drift(&self, instance: &str) -> Option<DriftState> {
+        self.watch.as_ref()?.drift(instance)
+    }
+
+    fn reloaded(&mut self) {
+        if let Some(w) = &mut self.watch {
+            w.reloaded();
+        }
+        if let Some(s) = &mut self.steering {
+            s.reloaded();
+        }
+    }
+}
+
+fn steering_log(line: &str) {
+    pinctl_supervise::relay::log_line(&format!("pinctl: irq: {line}"));
 }
 
 pub(crate) fn run(args: RunArgs) -> CmdResult {
-    let (specs, config, warnings) =
+    let (specs, config, warnings, steer_plan) =
         match plan_specs(&args.config, args.topology.as_deref(), args.strict, &BTreeMap::new()) {
             Ok(ok) => ok,
             Err(report) => {
@@ -94,21 +137,49 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     } else {
         Some(super::watch::SupervisedWatch::new(&config).map_err(Error::failure)?)
     };
+    // Interrupts are steered on this machine for the plan (docs/irq.md): not for instances
+    // run unpinned or planned for another topology (tests only). The record of what it
+    // changes sits beside the state file.
+    let steering = if args.unpinned || args.topology.is_some() {
+        None
+    } else {
+        let record = pinctl_irq::record::path_for(&options.state_file, &options.name);
+        Some(pinctl_irq::observer::start(
+            steer_plan,
+            &record,
+            config.watch.interval,
+            Box::new(steering_log),
+        ))
+    };
     // A reload re-reads the drift keys with the rest of the file: the planner leaves them
-    // where the watcher takes them up once the reload is applied.
+    // where the watcher takes them up once the reload is applied; interrupt steering likewise.
     let watch_settings = watch.as_ref().map(|w| w.planned_settings());
+    let steer_slot = steering.as_ref().map(|(_, s)| s.plan_slot());
     let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
     let planner = Box::new(move |running: &BTreeMap<String, CurrentPlacement>| {
-        let (specs, config, _) = plan_specs(&path, topology.as_deref(), strict, running)?;
+        let (specs, config, _, steer) = plan_specs(&path, topology.as_deref(), strict, running)?;
         if let Some(slot) = &watch_settings {
             if let Ok(mut slot) = slot.lock() {
                 *slot = Some(super::watch::WatchSettings::of(&config));
             }
         }
+        if let Some(slot) = &steer_slot {
+            slot.set(steer, config.watch.interval);
+        }
         Ok(specs)
     });
-    let observer = watch.map(|w| Box::new(w) as Box<dyn pinctl_supervise::observe::Observer>);
-    match pinctl_supervise::run_observed(options, specs, planner, observer) {
+    let (steering_observer, steering) = match steering {
+        Some((o, s)) => (Some(o), Some(s)),
+        None => (None, None),
+    };
+    let observer: Box<dyn Observer> = Box::new(Observers { watch, steering: steering_observer });
+    let outcome = pinctl_supervise::run_observed(options, specs, planner, Some(observer));
+    // Stopped: every interrupt, queue and irqbalance setting steering changed is put back.
+    // Detached: left as it is, with its record, for the next supervisor to take over.
+    if let Some(s) = steering {
+        s.finish(matches!(outcome, Ok(Outcome::Stopped { .. })), &steering_log);
+    }
+    match outcome {
         Ok(Outcome::Stopped { clean: true } | Outcome::Detached) => Ok(ExitCode::SUCCESS),
         Ok(Outcome::Stopped { clean: false }) => Err(Error::failure(anyhow::anyhow!(
             "stopped, but some instance needed KILL after its stop-timeout"
