@@ -24,26 +24,28 @@ pub(crate) fn read_interrupts(
     fs: &mut FsRoot,
     topology: &Topology,
 ) -> Result<Interrupts, DiscoveryError> {
-    let table = fs
+    // Without `/proc/interrupts` (a capture of an older pinctl, hwloc's, a broken file) nothing
+    // is said of interrupts at all: not the queues either, nor that irqbalance is absent.
+    let Some(table) = fs
         .fact(FILE, proc_interrupts::parse, || {
             "nothing is known of the host's interrupts".to_string()
         })?
-        .value();
+        .value()
+    else {
+        return Ok(Interrupts::default());
+    };
     let mut pci_of: BTreeMap<u32, String> = BTreeMap::new();
     let mut functions: Vec<&str> =
         topology.devices.iter().filter_map(|d| d.pci.as_deref()).collect();
     functions.sort_unstable();
     functions.dedup();
-    if table.is_some() {
-        for pci in functions {
-            for irq in crate::msi_irqs::read(fs, pci)? {
-                pci_of.entry(irq).or_insert_with(|| pci.to_string());
-            }
+    for pci in functions {
+        for irq in crate::msi_irqs::read(fs, pci)? {
+            pci_of.entry(irq).or_insert_with(|| pci.to_string());
         }
     }
-    let mut irqs = Vec::new();
-    if let Some(table) = &table {
-        irqs.reserve(table.lines.len());
+    let mut irqs = Vec::with_capacity(table.lines.len());
+    {
         for line in &table.lines {
             let files = crate::irq::read(fs, line.irq)?;
             let name = files.actions.unwrap_or_else(|| crate::irq::cut(line.name()));

@@ -29,6 +29,15 @@ proptest! {
         let _ = pinctl_sysfs::pci::nvidia_device_minor(&text, "0000:41:00.0");
         let _ = pinctl_sysfs::hmat::figure(&text);
         let _ = pinctl_sysfs::memory_tiers::tier_of_folder(&text);
+        if let Ok(t) = pinctl_sysfs::proc_interrupts::parse(&text) {
+            for l in &t.lines {
+                let _ = l.name();
+            }
+        }
+        let _ = pinctl_sysfs::irq::actions(&text);
+        let _ = pinctl_sysfs::irq::managed_by_name(&text);
+        let _ = pinctl_sysfs::irq::cut(&text);
+        let _ = pinctl_sysfs::irqbalance::pid_of_socket(&text);
     }
 
     #[test]
