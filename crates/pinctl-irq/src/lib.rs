@@ -4,7 +4,7 @@
 //! when it runs, told which CPUs to avoid instead of fought.
 //!
 //! - [`inputs`]: what steering needs from the service file and the plan.
-//! - [`decide`]: the decision, a pure function of the topology, its interrupts and the plan.
+//! - [`mod@decide`]: the decision, a pure function of the topology, its interrupts and the plan.
 //! - [`landing`]: which interrupts land on the instances' CPUs today (`pinctl plan`).
 //! - [`steer`]: carrying a decision out on a host, recording what it changes, putting it back.
 //! - [`record`]: the record of what was changed, a file only root can write.

@@ -1,4 +1,4 @@
-//! Carrying out a [`Decision`](crate::decide::Decision) on a host, recording what it changes
+//! Carrying out a [`Decision`] on a host, recording what it changes
 //! and putting it back: the part of steering that writes.
 //!
 //! [`Steerer::apply`] reads the host's interrupts afresh, decides from the host as it was
@@ -420,25 +420,7 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             if current == original.affinity {
                 continue;
             }
-            match self
-                .files
-                .write(&pinctl_sysfs::irq::affinity_file(irq), &format!("{}\n", original.affinity))
-            {
-                Ok(()) => report.restored.push(Moved {
-                    irq,
-                    name: original.name,
-                    from: current,
-                    to: original.affinity,
-                    why: None,
-                }),
-                Err(e) => {
-                    let w = format!(
-                        "cannot put IRQ {irq} ({}) back on CPUs {}: {e}",
-                        original.name, original.affinity
-                    );
-                    self.say(&mut report, w);
-                }
-            }
+            self.put_back(irq, original, current, &mut report);
         }
         for q in queue_writes {
             let file = pinctl_sysfs::net_queues::queue_file(&q.interface, q.rx, q.queue);
@@ -460,24 +442,11 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             record
                 .queues
                 .retain(|x| !(x.interface == o.interface && x.rx == o.rx && x.queue == o.queue));
-            let file = pinctl_sysfs::net_queues::queue_file(&o.interface, o.rx, o.queue);
             let current = queue_mask(&now, &o.interface, o.rx, o.queue).unwrap_or_default();
             if current == o.cpus {
                 continue;
             }
-            match self.files.write(&file, &format!("{}\n", o.cpus.to_mask_string())) {
-                Ok(()) => report.restored_queues.push(QueueSet {
-                    interface: o.interface,
-                    rx: o.rx,
-                    queue: o.queue,
-                    from: current,
-                    to: o.cpus,
-                }),
-                Err(e) => {
-                    let w = format!("cannot put `{file}` back to CPUs {}: {e}", o.cpus);
-                    self.say(&mut report, w);
-                }
-            }
+            self.put_queue_back(o, current, &mut report);
         }
         for r in &report.refused {
             let w = format!("IRQ {} ({}): {}", r.irq, r.name, r.why);
@@ -486,6 +455,45 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         self.save(&record)?;
         self.record = Some(record);
         Ok(report)
+    }
+
+    /// Writes `original`'s affinity back to `irq` (now on `current`), said in `report`.
+    fn put_back(&mut self, irq: u32, original: OriginalIrq, current: CpuSet, report: &mut Report) {
+        let text = format!("{}\n", original.affinity);
+        match self.files.write(&pinctl_sysfs::irq::affinity_file(irq), &text) {
+            Ok(()) => report.restored.push(Moved {
+                irq,
+                name: original.name,
+                from: current,
+                to: original.affinity,
+                why: None,
+            }),
+            Err(e) => {
+                let w = format!(
+                    "cannot put IRQ {irq} ({}) back on CPUs {}: {e}",
+                    original.name, original.affinity
+                );
+                self.say(report, w);
+            }
+        }
+    }
+
+    /// Writes a queue's recorded mask back (it is `current` now), said in `report`.
+    fn put_queue_back(&mut self, o: OriginalQueue, current: CpuSet, report: &mut Report) {
+        let file = pinctl_sysfs::net_queues::queue_file(&o.interface, o.rx, o.queue);
+        match self.files.write(&file, &format!("{}\n", o.cpus.to_mask_string())) {
+            Ok(()) => report.restored_queues.push(QueueSet {
+                interface: o.interface,
+                rx: o.rx,
+                queue: o.queue,
+                from: current,
+                to: o.cpus,
+            }),
+            Err(e) => {
+                let w = format!("cannot put `{file}` back to CPUs {}: {e}", o.cpus);
+                self.say(report, w);
+            }
+        }
     }
 
     /// Tells the running irqbalance to avoid the quiet CPUs and leave pinctl's interrupts
@@ -623,43 +631,13 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
                 }
                 None => continue,
             }
-            match self
-                .files
-                .write(&pinctl_sysfs::irq::affinity_file(irq), &format!("{}\n", original.affinity))
-            {
-                Ok(()) => report.restored.push(Moved {
-                    irq,
-                    name: original.name,
-                    from: current,
-                    to: original.affinity,
-                    why: None,
-                }),
-                Err(e) => {
-                    let w = format!(
-                        "cannot put IRQ {irq} ({}) back on CPUs {}: {e}",
-                        original.name, original.affinity
-                    );
-                    self.say(&mut report, w);
-                }
-            }
+            self.put_back(irq, original, current, &mut report);
         }
         for o in std::mem::take(&mut record.queues) {
             let file = pinctl_sysfs::net_queues::queue_file(&o.interface, o.rx, o.queue);
             let current = fs.parsed(&file, pinctl_sysfs::parse::id_mask).ok().flatten();
             let Some(current) = current else { continue };
-            match self.files.write(&file, &format!("{}\n", o.cpus.to_mask_string())) {
-                Ok(()) => report.restored_queues.push(QueueSet {
-                    interface: o.interface,
-                    rx: o.rx,
-                    queue: o.queue,
-                    from: current,
-                    to: o.cpus,
-                }),
-                Err(e) => {
-                    let w = format!("cannot put `{file}` back to CPUs {}: {e}", o.cpus);
-                    self.say(&mut report, w);
-                }
-            }
+            self.put_queue_back(o, current, &mut report);
         }
         if let Some(r) = record.irqbalance.take() {
             let running = pinctl_sysfs::irqbalance::find(&mut fs).ok().flatten();

@@ -3,7 +3,7 @@
 //! folder), so a reader sees the old file or the new one, never half of one.
 //!
 //! Its contents decide which processes a supervisor running as root adopts, and so signals:
-//! it is read only when nobody but root could have written it ([`pinctl_sysfs::owned`]: a
+//! it is read only when nobody but root could have written it ([`pinctl_sysfs::trust`]: a
 //! regular file owned by root, not writable by group or others, in folders with the same
 //! property, opened without following links or blocking, at most [`MAX_BYTES`]), when every
 //! name in it is an instance name, and when it was written since the last boot. One

@@ -33,7 +33,7 @@ pub fn read_topology_with(root: &Path, scope: &DeviceScope) -> Result<Topology, 
 }
 
 /// Reads the topology of any tree: a directory, or an archive in memory (pinctl-capture),
-/// every device and the host's interrupts ([`crate::interrupts`]) included.
+/// every device and the host's interrupts ([`crate::attach_interrupts`]) included.
 pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
     read_tree_parts(fs, &DeviceScope::All, true)
 }

@@ -41,21 +41,6 @@ pub fn find(fs: &mut FsRoot) -> Result<Option<Irqbalance>, DiscoveryError> {
     Ok(None)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn socket_names() {
-        assert_eq!(pid_of_socket("irqbalance812.sock"), Some(812));
-        assert_eq!(pid_of_socket("irqbalance.sock"), None);
-        assert_eq!(pid_of_socket("irqbalance0.sock"), None);
-        assert_eq!(pid_of_socket("irqbalance12x.sock"), None);
-        assert_eq!(pid_of_socket("irqbalance99999999999.sock"), None);
-        assert_eq!(pid_of_socket("other1.sock"), None);
-    }
-}
-
 /// The CPUs irqbalance avoids by its own choice, before anyone uses its socket: the list in
 /// its environment's `IRQBALANCE_BANNED_CPULIST` (or the older mask `IRQBALANCE_BANNED_CPUS`),
 /// else the kernel's isolated and `nohz_full` CPUs (irqbalance's `setup_banned_cpus`). Reading
@@ -88,4 +73,19 @@ pub fn own_banned_cpus(
         }
     }
     Ok(Some(banned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_names() {
+        assert_eq!(pid_of_socket("irqbalance812.sock"), Some(812));
+        assert_eq!(pid_of_socket("irqbalance.sock"), None);
+        assert_eq!(pid_of_socket("irqbalance0.sock"), None);
+        assert_eq!(pid_of_socket("irqbalance12x.sock"), None);
+        assert_eq!(pid_of_socket("irqbalance99999999999.sock"), None);
+        assert_eq!(pid_of_socket("other1.sock"), None);
+    }
 }

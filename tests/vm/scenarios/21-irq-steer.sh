@@ -12,6 +12,9 @@
 #   - ping through the NIC (QEMU's user network answers 10.0.2.2) fires the NIC's interrupts
 #     on node 3's CPUs only;
 #   - an affinity put back on a service CPU by hand is steered away again;
+#   - `pinctl detach` leaves it as it is, with its record, and a new supervisor takes it over;
+#   - a reload that turns steering off puts everything back (the first supervisor's
+#     originals), one that turns it on again steers again;
 #   - after SIGTERM every affinity and RPS mask is as it was, and the record is gone.
 # Then with Debian's irqbalance running (`-t 1`: a pass a second), which spreads interrupts
 # over every CPU: `pinctl run` tells it over its socket to avoid the services' CPUs and to
@@ -67,6 +70,16 @@ nic_counts() {
         END { for (c in s) print c, s[c] }' /proc/interrupts | sort -n
 }
 snapshot() { for n in $(irq_names | cut -d' ' -f1); do echo "$n $(affinity "$n")"; done; }
+# Movable interrupts (of $D/names) allowed on a service CPU, as ` N:NAME:AFFINITY` words,
+# leaving out those the logs given say the kernel refused to move.
+on_service_cpus() {
+    while read -r _n _name; do
+        managed "$_name" && continue
+        meets "$(affinity "$_n")" "$SERVICE_CPUS" || continue
+        [ $# -gt 0 ] && grep -q "pinctl: irq: refused irq=$_n name=" "$@" && continue
+        printf ' %s:%s:%s' "$_n" "$_name" "$(affinity "$_n")"
+    done <"$D/names"
+}
 
 CONFIG=$D/pinctl.toml
 cat >"$CONFIG" <<EOT
@@ -102,11 +115,7 @@ fi
 # on its node, and legacy lines on node 0).
 snapshot >"$D/before"
 irq_names >"$D/names"
-on_service=""
-while read -r n name; do
-    managed "$name" && continue
-    meets "$(affinity "$n")" "$SERVICE_CPUS" && on_service="$on_service $n:$name"
-done <"$D/names"
+on_service=$(on_service_cpus)
 note "before pinctl, allowed on the service CPUs:$on_service"
 if [ -n "$on_service" ]; then pass before/movable-interrupts-allowed-on-service-cpus; else
     fail before/movable-interrupts-allowed-on-service-cpus "none: $(tr '\n' ' ' <"$D/before")"
@@ -150,13 +159,7 @@ rps=$(cat /sys/class/net/"$NIC"/queues/rx-*/rps_cpus | tr -d ',' | sed 's/^0*//'
 check_eq after/rps-on-the-nic-node "$want " "$rps"
 # No movable interrupt may go to a service CPU: managed ones stay (the kernel's), and one the
 # kernel refused to move must be named in the log.
-bad=""
-while read -r n name; do
-    managed "$name" && continue
-    meets "$(affinity "$n")" "$SERVICE_CPUS" || continue
-    grep -q "pinctl: irq: refused irq=$n name=" "$D/run.err" && continue
-    bad="$bad $n:$name:$(affinity "$n")"
-done <"$D/names"
+bad=$(on_service_cpus "$D/run.err")
 check_eq after/no-movable-interrupt-on-service-cpus "" "$bad" "$D/run.err"
 refused=$(grep -c 'pinctl: irq: refused irq=' "$D/run.err")
 note "refused by the kernel (said by number and name): $refused; $(grep 'refused irq=' "$D/run.err" | sed 's/.*refused //' | tr '\n' ';')"
@@ -187,6 +190,35 @@ if wait_until 20 back_on_node; then pass after/kept-on-its-node; else
     fail after/kept-on-its-node "IRQ $first still on $(affinity "$first")"
 fi
 
+# Detached: left as it is, with its record; the next supervisor takes the record over.
+snapshot >"$D/steered"
+"$PINCTL" detach --socket "$D/sock" >/dev/null 2>&1
+wait $RUN
+check_eq detach/left-as-it-is "" "$(snapshot | diff - "$D/steered" | grep '^[<>]' | tr '\n' ' ')"
+check_eq detach/record-kept "-rw-------" "$(ls -l "$D/pinctl.irq.json" 2>/dev/null | cut -c1-10)"
+"$PINCTL" run -c "$CONFIG" --socket "$D/sock" --state-file "$D/state.json" >"$D/run.out" 2>>"$D/run.err" &
+RUN=$!
+answers() { "$PINCTL" status --socket "$D/sock" >/dev/null 2>&1; }
+wait_until 60 answers || fail detach/taken-over "the second supervisor does not answer"
+# A reload that turns steering off puts everything back at once (the originals of the first
+# supervisor, from the record).
+sed 's/^steer-interrupts = true/steer-interrupts = false/' "$CONFIG" >"$D/off.toml" && cat "$D/off.toml" >"$CONFIG"
+run_to "$D/reload" "$PINCTL" reload --socket "$D/sock"
+check_eq reload/accepted 0 "$(rc_of "$D/reload")" "$D/reload.err"
+back_as_before() { snapshot | cmp -s - "$D/before"; }
+if wait_until 30 back_as_before; then pass reload/steering-off-puts-everything-back; else
+    fail reload/steering-off-puts-everything-back "$(snapshot | diff "$D/before" - | grep '^[<>]' | tr '\n' ' ')"
+    detail "$D/run.err"
+fi
+check_eq reload/record-removed "" "$(ls "$D/pinctl.irq.json" 2>/dev/null)"
+# On again: steered again, and SIGTERM puts it all back.
+sed 's/^steer-interrupts = false/steer-interrupts = true/' "$CONFIG" >"$D/on.toml" && cat "$D/on.toml" >"$CONFIG"
+run_to "$D/reload2" "$PINCTL" reload --socket "$D/sock"
+if wait_until 30 nic_on_node && wait_until 30 back_on_node && [ -e "$D/pinctl.irq.json" ]; then
+    pass reload/steering-on-again
+else
+    fail reload/steering-on-again "$(for n in $(nic_irqs); do printf '%s:%s ' "$n" "$(affinity "$n")"; done)"
+fi
 kill -TERM $RUN
 wait $RUN
 check_eq stop/exit-status 0 "$?" "$D/run.err"
@@ -207,11 +239,7 @@ if ! wait_until 20 sock_there; then
     detail "$D/irqbalance.out"
 fi
 sleep 3
-on_service=""
-while read -r n name; do
-    managed "$name" && continue
-    meets "$(affinity "$n")" "$SERVICE_CPUS" && on_service="$on_service $n:$name"
-done <"$D/names"
+on_service=$(on_service_cpus)
 note "before pinctl, irqbalance lets these on the service CPUs:$on_service"
 if [ -n "$on_service" ]; then pass irqbalance/spreads-over-service-cpus-before; else
     fail irqbalance/spreads-over-service-cpus-before "every movable interrupt is off $SERVICE_CPUS already"
@@ -233,13 +261,7 @@ fi
 # Several of its passes later: still nothing movable on the service CPUs, the NIC where pinctl
 # put it, the same irqbalance.
 sleep 4
-bad=""
-while read -r n name; do
-    managed "$name" && continue
-    meets "$(affinity "$n")" "$SERVICE_CPUS" || continue
-    grep -q "pinctl: irq: refused irq=$n name=" "$D/run2.err" "$D/run.err" && continue
-    bad="$bad $n:$name:$(affinity "$n")"
-done <"$D/names"
+bad=$(on_service_cpus "$D/run2.err" "$D/run.err")
 check_eq irqbalance/keeps-off-the-service-cpus "" "$bad" "$D/run2.err"
 if nic_on_node; then pass irqbalance/leaves-the-nic-vectors-alone; else
     fail irqbalance/leaves-the-nic-vectors-alone "$(for n in $(nic_irqs); do printf '%s:%s ' "$n" "$(affinity "$n")"; done)"

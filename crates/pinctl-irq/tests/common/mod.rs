@@ -15,14 +15,14 @@ use pinctl_topology::{
     CpuSet, DeviceKind, Interrupts, Irq, IrqCount, NetQueues, QueueCpus, Topology,
 };
 
-pub const NVME_PCI: &str = "0000:40:00.0";
-pub const NIC_PCI: &str = "0000:41:00.0";
+pub(crate) const NVME_PCI: &str = "0000:40:00.0";
+pub(crate) const NIC_PCI: &str = "0000:41:00.0";
 
-pub fn cpus(s: &str) -> CpuSet {
+pub(crate) fn cpus(s: &str) -> CpuSet {
     s.parse().unwrap()
 }
 
-pub fn topology() -> Topology {
+pub(crate) fn topology() -> Topology {
     let mut t = SyntheticTopology::new()
         .node(cpus("0-1"), 0, Some(1 << 30))
         .node(cpus("2-3"), 0, Some(1 << 30))
@@ -57,7 +57,7 @@ fn irq(
     }
 }
 
-pub fn interrupts() -> Interrupts {
+pub(crate) fn interrupts() -> Interrupts {
     let mut irqs = vec![
         irq(0, "timer", None, "0-7", Some(0), false),
         irq(1, "i8042", None, "0-1", Some(0), false),
@@ -88,7 +88,7 @@ pub fn interrupts() -> Interrupts {
     }
 }
 
-pub fn owner(
+pub(crate) fn owner(
     instance: &str,
     service: &str,
     cpus_: &str,
@@ -106,7 +106,7 @@ pub fn owner(
 
 /// Two `nodes = 1` database instances on nodes 0 and 1, a one-CPU web instance on CPU 4, the
 /// NIC's node 3 kept free.
-pub fn plan() -> SteerInputs {
+pub(crate) fn plan() -> SteerInputs {
     SteerInputs {
         owners: vec![
             owner("db-0", "db", "0-1", ServiceInterrupts::Quiet, &[]),
@@ -124,7 +124,7 @@ fn w(root: &Path, rel: &str, text: &str) {
 }
 
 /// Writes `t`'s machine and interrupts as the kernel's files under `root`.
-pub fn write_tree(root: &Path, t: &Topology) {
+pub(crate) fn write_tree(root: &Path, t: &Topology) {
     w(root, "sys/devices/system/cpu/online", "0-7\n");
     w(root, "sys/devices/system/node/online", "0-3\n");
     for n in &t.nodes {
@@ -196,7 +196,7 @@ pub fn write_tree(root: &Path, t: &Topology) {
 }
 
 /// The affinity of `irq` as the tree under `root` now says.
-pub fn affinity(root: &Path, irq: u32) -> String {
+pub(crate) fn affinity(root: &Path, irq: u32) -> String {
     fs::read_to_string(root.join(format!("proc/irq/{irq}/smp_affinity_list")))
         .unwrap()
         .trim()
