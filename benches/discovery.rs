@@ -88,6 +88,32 @@ fn main() {
         std::hint::black_box(pinctl_sysfs::read_topology(root).unwrap());
     });
     println!("pinctl discovery, live, in-process        {}", ms(live_in_process));
+    // What planning adds (`pinctl topology`, `plan`, `run`; never `pinctl exec`): every
+    // interrupt's files, each listed device's vectors, the NICs' queues, irqbalance.
+    let mut with_irqs = live.clone();
+    pinctl_sysfs::attach_interrupts(&mut pinctl_sysfs::FsRoot::new(root), &mut with_irqs)
+        .expect("live interrupts");
+    let live_interrupts = time(2000, || {
+        let mut t = live.clone();
+        pinctl_sysfs::attach_interrupts(&mut pinctl_sysfs::FsRoot::new(root), &mut t).unwrap();
+        std::hint::black_box(t);
+    });
+    println!(
+        "pinctl interrupts, live ({} IRQs), in-process {}",
+        with_irqs.interrupts.irqs.len(),
+        ms(live_interrupts)
+    );
+    let guest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/qemu-irq-4node.tar.gz");
+    let guest_tree = pinctl_capture::unpack_tarball(&guest).expect("unpacking the guest's capture");
+    let guest_t = pinctl_sysfs::read_topology(guest_tree.root()).unwrap();
+    let guest_interrupts = time(2000, || {
+        let mut t = guest_t.clone();
+        pinctl_sysfs::attach_interrupts(&mut pinctl_sysfs::FsRoot::new(guest_tree.root()), &mut t)
+            .unwrap();
+        std::hint::black_box(t);
+    });
+    println!("pinctl interrupts, 4-node guest capture unpacked (26 IRQs) {}", ms(guest_interrupts));
 
     let id = std::env::var("PINCTL_BENCH_FIXTURE").unwrap_or_else(|_| DEFAULT_FIXTURE.into());
     let short = id.split('-').next().unwrap_or(&id).to_string();

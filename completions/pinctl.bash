@@ -25,6 +25,9 @@ _pinctl() {
             pinctl,exec)
                 cmd="pinctl__subcmd__exec"
                 ;;
+            pinctl,irq)
+                cmd="pinctl__subcmd__irq"
+                ;;
             pinctl,plan)
                 cmd="pinctl__subcmd__plan"
                 ;;
@@ -55,6 +58,12 @@ _pinctl() {
             pinctl,watch)
                 cmd="pinctl__subcmd__watch"
                 ;;
+            pinctl__subcmd__irq,apply)
+                cmd="pinctl__subcmd__irq__subcmd__apply"
+                ;;
+            pinctl__subcmd__irq,restore)
+                cmd="pinctl__subcmd__irq__subcmd__restore"
+                ;;
             *)
                 ;;
         esac
@@ -62,7 +71,7 @@ _pinctl() {
 
     case "${cmd}" in
         pinctl)
-            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach watch probe"
+            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach watch irq probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -223,6 +232,72 @@ _pinctl() {
                     return 0
                     ;;
                 -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pinctl__subcmd__irq)
+            opts="-h -V --help --version apply restore"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pinctl__subcmd__irq__subcmd__apply)
+            opts="-c -h -V --config --state-file --dry-run --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pinctl__subcmd__irq__subcmd__restore)
+            opts="-c -h -V --config --state-file --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

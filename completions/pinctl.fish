@@ -38,6 +38,7 @@ complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "restart" -d 'Stop and
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "reload" -d 'Re-read the service file and apply the difference (`--dry-run`: only show it)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "detach" -d 'Make the supervisor exit, leaving its instances running for the next one to adopt'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "watch" -d 'Watch where the planned instances\' memory and threads are; alert, export, rebalance'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "irq" -d 'Steer interrupts as a service file\'s plan says, or put them back (for services started with `pinctl exec`; `pinctl run` steers by itself)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "probe" -d 'Measure memory latency and bandwidth between every CPU node and memory node, beside SLIT and HMAT; save them with the topology for plans'
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l topology -d 'Read this instead of the live machine: a sysfs/procfs directory, a tarball of one (.tar, .tar.gz, .tar.bz2, .tar.xz), a `pinctl topology --json` snapshot, or an hwloc XML file (`lstopo --of xml`, formats 2.x and 3.x)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand topology" -l capture -d 'Write every file pinctl reads on this host into FILE (a .tar.gz) that `--topology` accepts on any other machine' -r -F
@@ -117,6 +118,19 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l once -d 'Print o
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l json -d 'JSON: the sample as one object (`--once`), or one object per log line'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and not __fish_seen_subcommand_from apply restore" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and not __fish_seen_subcommand_from apply restore" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and not __fish_seen_subcommand_from apply restore" -f -a "apply" -d 'Steer the host\'s interrupts for the plan of a service file, and record what changed (for hosts that start services with `pinctl exec`; `pinctl run` steers by itself)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and not __fish_seen_subcommand_from apply restore" -f -a "restore" -d 'Put back every interrupt affinity, queue mask and irqbalance setting recorded by `pinctl irq apply` (or by a `pinctl run` of the same file that was detached or killed)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from apply" -s c -l config -d 'The service file (its `[host] steer-interrupts` must be on)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from apply" -l state-file -d 'The supervisor\'s state file, beside which the record is kept (default: `[host] state-file`, else /run/pinctl/NAME.state.json)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from apply" -l dry-run -d 'Print what would be moved and change nothing'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from apply" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from apply" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from restore" -s c -l config -d 'The service file (its `[host] steer-interrupts` must be on)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from restore" -l state-file -d 'The supervisor\'s state file, beside which the record is kept (default: `[host] state-file`, else /run/pinctl/NAME.state.json)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from restore" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand irq; and __fish_seen_subcommand_from restore" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -l budget -d 'The time the whole probe may take, in seconds (default: about 10 for 2 nodes and 90 for 8; with --quick, a few)' -r
 complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -l save -d 'Also save this machine\'s topology with the result: a snapshot (FILE.json) or a capture (FILE.tar.gz, FILE.tgz) that `--topology` reads on any machine, so plans made there use the measured costs' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand probe" -l quick -d 'Small buffers and short passes (a few seconds): checks that the probe works, in CI or a VM. Its figures are not for planning'

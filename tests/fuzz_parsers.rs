@@ -178,6 +178,33 @@ proptest! {
         });
         prop_assert!(peak <= MIB + 64 * text.len(), "{peak} bytes for {} bytes", text.len());
     }
+
+    /// `/proc/interrupts`: a header naming huge CPU ids or thousands of columns, rows with
+    /// huge numbers or too few counts, odd names; the table never costs much more than the
+    /// text (a count is 8 bytes for at least 2 of text).
+    #[test]
+    fn proc_interrupts(text in prop_oneof![
+        "\\PC{0,400}",
+        (id(), 0usize..300, proptest::collection::vec((id(), any::<u64>(), "\\PC{0,12}"), 0..40))
+            .prop_map(|(hi, columns, rows)| {
+                let mut t: String = (0..columns).map(|c| format!(" CPU{}", (c as u64).wrapping_mul(hi) % 70_000)).collect();
+                t.push('\n');
+                for (n, count, name) in rows {
+                    t.push_str(&format!("{n}: {}  chip 1-edge  {name}\n", format!("{count} ").repeat(columns)));
+                }
+                t
+            }),
+    ]) {
+        let (_, peak) = peak_of(|| {
+            if let Ok(t) = pinctl_sysfs::proc_interrupts::parse(&text) {
+                for l in &t.lines {
+                    let _ = l.name();
+                    let _ = t.fired(l);
+                }
+            }
+        });
+        prop_assert!(peak <= MIB + 64 * text.len(), "{peak} bytes for {} bytes", text.len());
+    }
 }
 
 /// A snapshot-shaped document with hostile values where the model has ids and sets.

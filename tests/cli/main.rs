@@ -11,6 +11,7 @@
 //! - `vm`: static checks of the QEMU test bed, and the whole VM suite as an ignored test.
 //! - `run`: `pinctl run` supervising real processes (restarts, adoption, reload, sd_notify).
 //! - `watch`: `pinctl watch` sampling, alerting and re-pinning real processes.
+//! - `irq`: interrupts in `topology` and `plan`, and `pinctl irq` (issue 20).
 //! - `hostile`: hostile inputs built in each test (issue 12).
 //! - `trust`: `pinctl run` as root against hostile files, floods and SIGKILLs (issue 17).
 //! - `supervisor`: the harness `run` and `trust` share.
@@ -21,6 +22,7 @@
 mod check;
 mod exec;
 mod hostile;
+mod irq;
 mod numactl;
 mod plan;
 mod plan_docs;

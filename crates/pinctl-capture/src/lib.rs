@@ -10,6 +10,7 @@
 
 mod capture;
 mod error;
+mod interrupts;
 mod measured;
 mod memtree;
 mod snapshot;

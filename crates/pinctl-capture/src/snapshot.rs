@@ -246,7 +246,8 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
-    crate::measured::check_performance(&t.memory_performance, &node_at, "memory_performance")
+    crate::measured::check_performance(&t.memory_performance, &node_at, "memory_performance")?;
+    crate::interrupts::check(&t.interrupts)
 }
 
 /// Nodes and CPUs ascending by id (distance rows and columns follow the nodes), devices by
@@ -266,6 +267,7 @@ fn put_in_order(t: &mut Topology) {
     t.devices.sort_by(|a, b| a.name.cmp(&b.name));
     t.memory_performance.put_in_order();
     pinctl_topology::sort_caches(&mut t.caches);
+    crate::interrupts::put_in_order(&mut t.interrupts);
 }
 
 #[cfg(test)]

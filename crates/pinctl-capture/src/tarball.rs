@@ -15,10 +15,19 @@ use crate::memtree::{MemTree, walk_to_root};
 /// Loads a topology from any source.
 pub fn load_topology(src: &TopologySource) -> Result<LoadedTopology, SourceError> {
     let (topology, fs_root, is_live) = match src {
-        TopologySource::Live => return Ok(LoadedTopology::live()?),
+        TopologySource::Live => {
+            let mut loaded = LoadedTopology::live()?;
+            pinctl_sysfs::attach_interrupts(
+                &mut FsRoot::new(Path::new("/")),
+                &mut loaded.topology,
+            )?;
+            return Ok(loaded);
+        }
         TopologySource::Root(dir) => {
             let mut loaded = LoadedTopology::directory(dir)?;
-            crate::measured::attach_probe_file(&mut FsRoot::new(dir), &mut loaded.topology)?;
+            let mut fs = FsRoot::new(dir);
+            pinctl_sysfs::attach_interrupts(&mut fs, &mut loaded.topology)?;
+            crate::measured::attach_probe_file(&mut fs, &mut loaded.topology)?;
             return Ok(loaded);
         }
         TopologySource::Tarball(path) => (read_tarball(path)?, None, false),

@@ -10,6 +10,7 @@
 
 mod check;
 mod diagnostic;
+mod interrupts;
 pub mod model;
 mod parse;
 mod values;
@@ -19,6 +20,7 @@ use std::path::Path;
 
 pub use check::check_against;
 pub use diagnostic::{ConfigError, Diagnostic, Location, Severity, SourceFile, Span, render_all};
+pub use interrupts::{InterruptsConfig, ServiceInterrupts};
 pub use model::*;
 pub use parse::{
     DEFAULT_MEMORY_POLICY, DEFAULT_RESTART_DELAY, DEFAULT_RESTART_MAX_DELAY, DEFAULT_SOCKET,

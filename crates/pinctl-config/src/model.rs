@@ -25,6 +25,8 @@ pub struct Config {
     pub spans: ConfigSpans,
     /// `pinctl watch` and drift settings.
     pub watch: crate::watch::WatchConfig,
+    /// `[host] steer-interrupts` and each service's `interrupts` (docs/irq.md).
+    pub interrupts: crate::interrupts::InterruptsConfig,
 }
 
 impl Config {
@@ -37,6 +39,7 @@ impl Config {
             warnings: Vec::new(),
             spans: ConfigSpans::default(),
             watch: crate::watch::WatchConfig::default(),
+            interrupts: crate::interrupts::InterruptsConfig::default(),
         }
     }
 

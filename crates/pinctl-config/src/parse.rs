@@ -17,6 +17,7 @@ use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diagnostic::{ConfigError, Diagnostic, Severity, SourceFile, Span};
+use crate::interrupts::{InterruptsConfig, ServiceInterrupts};
 use crate::model::{
     Config, ConfigSpans, Enforce, HostConfig, HostSpans, Instance, InstanceSize, KeepFree, Limits,
     Overcommit, RestartPolicy, Service, ServiceSpans, ShareNodes, StartLimit,
@@ -62,6 +63,7 @@ const HOST_READERS: &[(&str, Reader<(HostConfig, HostSpans)>)] = &[
     ("watch-interval", Walker::read_watch),
     ("metrics-listen", Walker::read_watch),
     ("node-free-watermark", Walker::read_watch),
+    ("steer-interrupts", Walker::read_steer_interrupts),
 ];
 /// Keys of `[service.NAME]` and `[defaults]`.
 const SERVICE_READERS: &[(&str, Reader<RawService>)] = &[
@@ -89,6 +91,7 @@ const SERVICE_READERS: &[(&str, Reader<RawService>)] = &[
     ("start-limit", Walker::read_start_limit),
     ("enforce", Walker::read_enforce),
     ("output", Walker::read_output),
+    ("interrupts", Walker::read_interrupts),
     ("on-drift", Walker::read_drift),
     ("drift-hold", Walker::read_drift),
     ("min-locality", Walker::read_drift),
@@ -218,6 +221,7 @@ struct RawService {
     start_limit: Sp<Option<StartLimit>>,
     enforce: Sp<Enforce>,
     output: Sp<String>,
+    interrupts: Sp<ServiceInterrupts>,
     drift: drift::RawDrift,
     share_nodes: Sp<ShareNodes>,
     share_weight: Sp<u32>,
@@ -245,13 +249,19 @@ struct Walker {
     diagnostics: Vec<Diagnostic>,
     /// The watch keys of `[host]` and each service's drift keys.
     watch: WatchConfig,
+    /// `[host] steer-interrupts` and each service's `interrupts`.
+    interrupts: InterruptsConfig,
 }
 
 /// Parses and validates a service file. `path` is only used in messages.
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let file = Arc::new(SourceFile::new(path, text));
-    let mut walker =
-        Walker { file: file.clone(), diagnostics: Vec::new(), watch: WatchConfig::default() };
+    let mut walker = Walker {
+        file: file.clone(),
+        diagnostics: Vec::new(),
+        watch: WatchConfig::default(),
+        interrupts: InterruptsConfig::default(),
+    };
     let (document, syntax_errors) = DeTable::parse_recoverable(text);
     if !syntax_errors.is_empty() {
         // The recovered tree misses whatever failed to parse; checking it would add errors
@@ -553,6 +563,9 @@ impl Walker {
                 continue;
             };
             self.watch.services.insert(name.clone(), merged.drift.settings());
+            if let Some((mode, _)) = merged.interrupts {
+                self.interrupts.services.insert(name.clone(), mode);
+            }
             if let Some((pid_file, _)) = &merged.drift.pid_file {
                 for instance in &service.instances {
                     let path = PathBuf::from(substitute(pid_file, instance.index));
@@ -563,6 +576,11 @@ impl Walker {
             built.push(service);
             built_spans.push(spans);
         }
+        // `[host]` may come after the services: whether a service's interrupts are judged
+        // as drift is known once the whole file is read.
+        for (name, settings) in self.watch.services.iter_mut() {
+            settings.quiet_interrupts = self.interrupts.keeps_quiet(name);
+        }
         let spans =
             ConfigSpans { file: Some(self.file.clone()), host: host_spans, services: built_spans };
         Some(Config {
@@ -572,6 +590,7 @@ impl Walker {
             warnings: Vec::new(),
             spans,
             watch: std::mem::take(&mut self.watch),
+            interrupts: std::mem::take(&mut self.interrupts),
         })
     }
 
@@ -1090,6 +1109,43 @@ impl Walker {
         raw.enforce = Some((Enforce::Cgroup, span));
     }
 
+    fn read_interrupts(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
+        let span = value.span();
+        let Some(s) = self.string(key.get_ref(), value, "\"quiet\" or \"nic-queues\"") else {
+            return;
+        };
+        match ServiceInterrupts::from_name(s) {
+            Some(mode) => raw.interrupts = Some((mode, span)),
+            None => {
+                let d = self.error(
+                    &span,
+                    format!("unknown `interrupts` value `{s}`, expected `quiet` or `nic-queues`"),
+                );
+                d.help = Some(match values::closest(s, &ServiceInterrupts::NAMES) {
+                    Some(c) => format!("did you mean `{c}`?"),
+                    None => "`quiet` keeps movable interrupts off the service's CPUs; \
+                             `nic-queues` spreads the queues of its `near` NICs over them"
+                        .into(),
+                });
+            }
+        }
+    }
+
+    /// `steer-interrupts` of `[host]`.
+    fn read_steer_interrupts(
+        &mut self,
+        _: &mut (HostConfig, HostSpans),
+        key: &Key<'_>,
+        value: &Val<'_>,
+    ) {
+        match value.get_ref() {
+            DeValue::Boolean(b) => self.interrupts.steer = *b,
+            _ => {
+                self.wrong_type(key.get_ref(), value, "true or false");
+            }
+        }
+    }
+
     fn read_output(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
         let Some(s) = self.absolute_path(key.get_ref(), value) else { return };
         raw.output = Some((s.to_string(), value.span()));
@@ -1556,6 +1612,7 @@ fn merge(defaults: &RawService, own: &RawService) -> RawService {
         start_limit: pick(&own.start_limit, &defaults.start_limit),
         enforce: pick(&own.enforce, &defaults.enforce),
         output: pick(&own.output, &defaults.output),
+        interrupts: pick(&own.interrupts, &defaults.interrupts),
         drift: own.drift.over(&defaults.drift),
         share_nodes: pick(&own.share_nodes, &defaults.share_nodes),
         share_weight: pick(&own.share_weight, &defaults.share_weight),

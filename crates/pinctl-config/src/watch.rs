@@ -53,6 +53,9 @@ pub struct DriftSettings {
     pub rebalance_stall: Duration,
     /// Least time between two rebalances of one instance.
     pub rebalance_cooldown: Duration,
+    /// Whether interrupts firing on the instance's CPUs are drift: `[host] steer-interrupts`
+    /// is on and the service's `interrupts` is `quiet` (docs/irq.md).
+    pub quiet_interrupts: bool,
 }
 
 impl DriftSettings {
@@ -77,6 +80,7 @@ impl Default for DriftSettings {
             rebalance_rate: Self::DEFAULT_REBALANCE_RATE,
             rebalance_stall: Self::DEFAULT_REBALANCE_STALL,
             rebalance_cooldown: Self::DEFAULT_REBALANCE_COOLDOWN,
+            quiet_interrupts: false,
         }
     }
 }

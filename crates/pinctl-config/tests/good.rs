@@ -53,6 +53,12 @@ fn every_key_is_read() {
         Some(pinctl_config::StartLimit { burst: 5, interval: Duration::from_secs(10) })
     );
     assert_eq!(tikv.enforce, Some(pinctl_config::Enforce::Cgroup));
+    assert!(c.interrupts.steer);
+    assert_eq!(c.interrupts.of("tikv"), pinctl_config::ServiceInterrupts::NicQueues);
+    assert_eq!(c.interrupts.of("mysql"), pinctl_config::ServiceInterrupts::Quiet);
+    // Interrupts on its CPUs are drift only for a service pinctl keeps quiet.
+    assert!(!c.watch.drift("tikv").quiet_interrupts);
+    assert!(c.watch.drift("mysql").quiet_interrupts);
     assert_eq!(tikv.instances[1].output, Some(PathBuf::from("/var/log/tikv-1.log")));
     assert_eq!(
         tikv.limits,
@@ -180,7 +186,7 @@ fn spans_point_at_the_values_later_checks_need() {
     assert_eq!(file.slice(&c.spans.host.keep_free[1]), "3");
     let d = c.diagnostic_at(Some(&tikv.near[0]), Severity::Warning, "`nvme0n1` does not exist");
     let rendered = d.render(false);
-    assert!(rendered.contains("every-key.toml:24:9"), "{rendered}");
+    assert!(rendered.contains("every-key.toml:25:9"), "{rendered}");
 }
 
 /// Reads a file as the launcher does (within its bound there) and validates it.

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alert;
+pub mod interrupts;
 pub mod metrics;
 pub mod read;
 pub mod rebalance;

@@ -61,6 +61,7 @@ pub struct Metrics {
     episodes: Family<DriftLabels, Counter>,
     threads_out: Family<InstanceLabels, Gauge>,
     policy_mappings: Family<InstanceLabels, Gauge>,
+    interrupt_rate: Family<InstanceLabels, FloatGauge>,
     sample_seconds: Family<InstanceLabels, FloatGauge>,
     moved_pages: Family<InstanceLabels, Counter>,
     moved_bytes: Family<InstanceLabels, Counter>,
@@ -98,6 +99,7 @@ impl Metrics {
         let episodes = Family::<DriftLabels, Counter>::default();
         let threads_out = Family::<InstanceLabels, Gauge>::default();
         let policy_mappings = Family::<InstanceLabels, Gauge>::default();
+        let interrupt_rate = Family::<InstanceLabels, FloatGauge>::default();
         let sample_seconds = Family::<InstanceLabels, FloatGauge>::default();
         let moved_pages = Family::<InstanceLabels, Counter>::default();
         let moved_bytes = Family::<InstanceLabels, Counter>::default();
@@ -143,6 +145,11 @@ impl Metrics {
             "pinctl_instance_policy_mismatched_mappings",
             "Mappings with resident memory whose policy differs from the planned one",
             policy_mappings.clone(),
+        );
+        r.register(
+            "pinctl_instance_interrupts_per_second",
+            "Movable interrupts per second on the instance's CPUs since the last cycle",
+            interrupt_rate.clone(),
         );
         r.register_with_unit(
             "pinctl_instance_sample_duration",
@@ -230,6 +237,7 @@ impl Metrics {
             episodes,
             threads_out,
             policy_mappings,
+            interrupt_rate,
             sample_seconds,
             moved_pages,
             moved_bytes,
@@ -317,6 +325,9 @@ impl Metrics {
                 .find(|(k, _)| *k == DriftKind::Policy)
                 .map_or(0, |(_, f)| f.value as i64);
             self.policy_mappings.get_or_create(&l).set(policy);
+            if let Some(rate) = i.interrupts_per_second {
+                self.interrupt_rate.get_or_create(&l).set(rate);
+            }
             for k in DriftKind::ALL {
                 let dl = DriftLabels {
                     service_instance: i.instance.clone(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use pinctl_topology::{CpuSet, NodeId, NodeSet, Placement};
 use serde::Serialize;
 
+use crate::interrupts::IrqDeltas;
 use crate::sample::{HostSample, InstanceSample, NodeMemory, NodeSample};
 
 /// A service's thresholds (its `on-drift` keys).
@@ -34,12 +35,20 @@ pub enum DriftKind {
     Policy,
     /// Free memory of a planned node under the watermark.
     NodePressure,
+    /// Movable interrupts firing on the CPUs of an instance whose interrupts pinctl steers
+    /// away (`steer-interrupts`, `interrupts = "quiet"`).
+    Interrupts,
 }
 
 impl DriftKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [DriftKind; 4] =
-        [DriftKind::Locality, DriftKind::Cpu, DriftKind::Policy, DriftKind::NodePressure];
+    pub const ALL: [DriftKind; 5] = [
+        DriftKind::Locality,
+        DriftKind::Cpu,
+        DriftKind::Policy,
+        DriftKind::NodePressure,
+        DriftKind::Interrupts,
+    ];
 
     /// Its name in log lines, `PINCTL_DRIFT_KIND` and metric labels.
     pub fn name(self) -> &'static str {
@@ -48,6 +57,7 @@ impl DriftKind {
             DriftKind::Cpu => "cpu",
             DriftKind::Policy => "policy",
             DriftKind::NodePressure => "node-pressure",
+            DriftKind::Interrupts => "interrupts",
         }
     }
 
@@ -218,6 +228,37 @@ pub fn node_pressure(
         })
 }
 
+/// Interrupts on an instance's CPUs: drift when movable interrupts fired on `cpus` between
+/// the last two samples. The figure is their rate (per second); managed interrupts (which
+/// nothing can move) are named in the detail but do not count.
+pub fn interrupt_drift(deltas: &IrqDeltas, cpus: &CpuSet) -> Option<Finding> {
+    let on = deltas.on(cpus);
+    if on.movable == 0 {
+        return None;
+    }
+    let rate = on.movable as f64 / deltas.seconds.max(f64::MIN_POSITIVE);
+    let top: Vec<String> = on
+        .top
+        .iter()
+        .map(|(irq, name, cpu, n)| format!("IRQ {irq} {name}: {n} on CPU {cpu}"))
+        .collect();
+    let managed = if on.managed > 0 {
+        format!("; {} more from managed interrupts, which stay", on.managed)
+    } else {
+        String::new()
+    };
+    Some(Finding {
+        value: rate,
+        threshold: 0.0,
+        detail: format!(
+            "{} movable interrupts in {:.1}s on CPUs {cpus} ({}){managed}",
+            on.movable,
+            deltas.seconds,
+            top.join("; ")
+        ),
+    })
+}
+
 /// Start or end of a drift episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -304,10 +345,10 @@ impl EpisodeTracker {
     }
 }
 
-/// The four trackers of one instance.
+/// The trackers of one instance, one per kind.
 #[derive(Debug, Clone, Default)]
 pub struct InstanceDrift {
-    trackers: [EpisodeTracker; 4],
+    trackers: [EpisodeTracker; 5],
 }
 
 /// The verdicts of every rule on one sample.
@@ -317,6 +358,8 @@ pub struct Verdicts {
     pub cpu: Option<Finding>,
     pub policy: Option<Finding>,
     pub node_pressure: Option<Finding>,
+    /// Judged apart from the sample ([`interrupt_drift`]): set by the watcher.
+    pub interrupts: Option<Finding>,
 }
 
 impl Verdicts {
@@ -333,6 +376,7 @@ impl Verdicts {
             cpu: cpu_drift(s, planned),
             policy: policy_drift(s, planned),
             node_pressure: node_pressure(host, planned, watermark),
+            interrupts: None,
         }
     }
 
@@ -342,6 +386,7 @@ impl Verdicts {
             DriftKind::Cpu => self.cpu.take(),
             DriftKind::Policy => self.policy.take(),
             DriftKind::NodePressure => self.node_pressure.take(),
+            DriftKind::Interrupts => self.interrupts.take(),
         }
     }
 }

@@ -16,8 +16,8 @@ use crate::rebalance::{
     self, Clock, MoveLimits, MoveReport, MoveStop, NodeRoom, ProcessControl, RepinReport,
 };
 use crate::rules::{
-    DriftKind, Edge, Finding, InstanceDrift, Thresholds, Transition, Verdicts, local_fraction,
-    threads_out_of_place,
+    DriftKind, Edge, Finding, InstanceDrift, Thresholds, Transition, Verdicts, interrupt_drift,
+    local_fraction, threads_out_of_place,
 };
 use crate::sample::{HostSample, InstanceSample, NodeSample};
 
@@ -178,6 +178,10 @@ pub struct InstanceReport {
     /// Fraction of memory on the planned nodes (`None` under `min-memory` or unsampled).
     pub local_fraction: Option<f64>,
     pub threads_out_of_place: usize,
+    /// Movable interrupts per second on its CPUs since the last cycle (`None` the first
+    /// cycle).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupts_per_second: Option<f64>,
     /// What is wrong now (before the hold time decides whether it is an episode).
     pub findings: Vec<(DriftKind, Finding)>,
     /// Kinds with an episode going on.
@@ -228,6 +232,7 @@ pub struct Watcher {
     watermark: Watermark,
     interval: Duration,
     last_rebalance: BTreeMap<String, Duration>,
+    interrupts: crate::interrupts::InterruptCounter,
 }
 
 /// Whether an instance is due for a rebalance: its action says so, locality or CPU drift is
@@ -281,6 +286,7 @@ impl Watcher {
             watermark,
             interval,
             last_rebalance: BTreeMap::new(),
+            interrupts: Default::default(),
         }
     }
 
@@ -315,6 +321,13 @@ impl Watcher {
             notices.push(format!("cannot read the host's node counters: {e}"));
             HostSample::default()
         });
+        let irq_deltas = match self.interrupts.sample(self.reader.root(), now) {
+            Ok(d) => d,
+            Err(e) => {
+                self.reader.notices.once(format!("cannot count interrupts: {e}"));
+                None
+            }
+        };
         // numa_maps walks may take 1% of the interval per cycle, at least 10 ms.
         let mut budget = (self.interval / 100).max(Duration::from_millis(10));
         let mut instances = Vec::with_capacity(self.targets.len());
@@ -334,7 +347,11 @@ impl Watcher {
             let (sample, error, verdicts, transitions) = match sampled {
                 Ok(s) => {
                     let wm = self.watermark;
-                    let v = Verdicts::of(&s, &host, &t.planned, &th, |n, ns| wm.of_node(n, ns));
+                    let mut v = Verdicts::of(&s, &host, &t.planned, &th, |n, ns| wm.of_node(n, ns));
+                    if t.settings.quiet_interrupts {
+                        v.interrupts =
+                            irq_deltas.as_ref().and_then(|d| interrupt_drift(d, &t.planned.cpus));
+                    }
                     let tr = drift.observe(now, v.clone(), &th);
                     (Some(s), None, v, tr)
                 }
@@ -379,6 +396,7 @@ impl Watcher {
                 (DriftKind::Cpu, verdicts.cpu),
                 (DriftKind::Policy, verdicts.policy),
                 (DriftKind::NodePressure, verdicts.node_pressure),
+                (DriftKind::Interrupts, verdicts.interrupts),
             ]
             .into_iter()
             .filter_map(|(k, f)| f.map(|f| (k, f)))
@@ -395,6 +413,9 @@ impl Watcher {
                 threads_out_of_place: sample
                     .as_ref()
                     .map_or(0, |s| threads_out_of_place(s, &p.cpus).len()),
+                interrupts_per_second: irq_deltas
+                    .as_ref()
+                    .map(|d| d.on(&p.cpus).movable as f64 / d.seconds.max(f64::MIN_POSITIVE)),
                 sample,
                 error,
                 refused,
@@ -725,6 +746,69 @@ pub(crate) mod tests {
             Err("process `100` exited since it was sampled: left alone".into())
         );
         assert!(still_the_sampled(d.path(), 101, &s).unwrap_err().contains("not proven"));
+    }
+
+    /// Interrupts counted from `/proc/interrupts` between cycles: drift only for an instance
+    /// whose interrupts pinctl keeps quiet, and only movable ones; the rate for every instance.
+    #[test]
+    fn movable_interrupts_on_a_quiet_instance_s_cpus_are_an_episode_of_their_own() {
+        let d = host(0, 1, "0-1");
+        let counts = |nic: u64, nvme: u64| {
+            format!(
+                "CPU0 CPU1 CPU2\n 35: {nic} 0 {nic}  PCI-MSI 1-edge  eth0-rxtx-0\n 27: {nvme} 0 0  PCI-MSI 2-edge  nvme0q1\n"
+            )
+        };
+        let mut quiet = target(OnDrift::Alert);
+        quiet.settings.quiet_interrupts = true;
+        let mut other = target(OnDrift::Alert);
+        other.instance = "other".into();
+        let mut w = Watcher::new(
+            d.path(),
+            vec![quiet, other],
+            Duration::from_secs(10),
+            Watermark::default(),
+        );
+        let mut starts = Vec::new();
+        for i in 0..4u64 {
+            write(d.path(), "proc/interrupts", &counts(100 * i, 50 * i));
+            let r = w.cycle(Duration::from_secs(i * 10), None);
+            starts.extend(
+                r.events
+                    .iter()
+                    .filter(|e| e.edge == Edge::Start)
+                    .map(|e| (i, e.instance.clone(), e.kind)),
+            );
+            let db = &r.instances[0];
+            if i == 0 {
+                assert_eq!(db.interrupts_per_second, None, "one sample counts nothing");
+            } else {
+                // 100 on CPU 0 (of 0-1) in 10 s; the managed nvme0q1 does not count.
+                assert_eq!(db.interrupts_per_second, Some(10.0));
+                assert_eq!(r.instances[1].interrupts_per_second, Some(10.0));
+                let f = &db.findings.iter().find(|(k, _)| *k == DriftKind::Interrupts).unwrap().1;
+                assert_eq!(f.value, 10.0);
+                assert!(f.detail.starts_with("100 movable interrupts in 10.0s on CPUs 0-1 (IRQ 35 eth0-rxtx-0: 100 on CPU 0)"), "{}", f.detail);
+                assert!(
+                    f.detail.ends_with("50 more from managed interrupts, which stay"),
+                    "{}",
+                    f.detail
+                );
+                assert!(
+                    r.instances[1].findings.iter().all(|(k, _)| *k != DriftKind::Interrupts),
+                    "not judged"
+                );
+            }
+        }
+        // Two samples spanning the 20 s hold after the first count: the third cycle.
+        assert!(starts.contains(&(3, "db".to_string(), DriftKind::Interrupts)), "{starts:?}");
+        assert!(!starts.iter().any(|(_, i, k)| i == "other" && *k == DriftKind::Interrupts));
+        // Quiet again: the episode ends.
+        let r = w.cycle(Duration::from_secs(40), None);
+        assert!(
+            r.events.iter().any(|e| e.kind == DriftKind::Interrupts && e.edge == Edge::End),
+            "{:?}",
+            r.events
+        );
     }
 
     #[test]

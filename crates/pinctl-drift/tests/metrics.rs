@@ -86,6 +86,7 @@ fn report() -> CycleReport {
                 refused: false,
                 local_fraction: Some(0.75),
                 threads_out_of_place: 1,
+                interrupts_per_second: Some(12.5),
                 findings: vec![(DriftKind::Locality, finding.clone())],
                 drifting: vec![DriftKind::Locality],
                 episodes: BTreeMap::from([(DriftKind::Locality, 1)]),
@@ -102,6 +103,7 @@ fn report() -> CycleReport {
                 refused: false,
                 local_fraction: None,
                 threads_out_of_place: 0,
+                interrupts_per_second: None,
                 findings: Vec::new(),
                 drifting: Vec::new(),
                 episodes: BTreeMap::new(),
@@ -190,6 +192,8 @@ fn a_live_scrape_passes_promtool_check_metrics() {
         "pinctl_instance_drift_episodes_total{service_instance=\"mysql-0\",kind=\"cpu\"} 0",
         "pinctl_instance_up{service_instance=\"mysql-1\"} 0",
         "pinctl_instance_threads_out_of_place{service_instance=\"mysql-0\"} 1",
+        "pinctl_instance_interrupts_per_second{service_instance=\"mysql-0\"} 12.5",
+        "pinctl_instance_drift_episodes_total{service_instance=\"mysql-0\",kind=\"interrupts\"} 0",
         "pinctl_rebalance_moved_pages_total{service_instance=\"mysql-0\"} 2000",
         "pinctl_rebalance_moved_bytes_total{service_instance=\"mysql-0\"} 8192000",
         "pinctl_rebalance_worst_batch_stall_seconds{service_instance=\"mysql-0\"} 0.014",
@@ -218,7 +222,7 @@ fn the_shipped_alerting_rules_pass_promtool_check_and_their_tests() {
     let dir = configs();
     let (ok, out) = promtool(&["check", "rules", "pinctl-rules.yml"], None, &dir);
     assert!(ok, "promtool check rules:\n{out}");
-    assert!(out.contains("SUCCESS: 7 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 8 rules found"), "{out}");
     let (ok, out) = promtool(&["test", "rules", "pinctl-rules.test.yml"], None, &dir);
     assert!(ok, "promtool test rules:\n{out}");
 }

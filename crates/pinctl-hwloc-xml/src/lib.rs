@@ -418,6 +418,7 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         discovery_warnings: Vec::new(),
         memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
         caches: caches(&objects, &online)?,
+        interrupts: Default::default(),
     };
     topology.refresh_warnings();
     Ok(topology)

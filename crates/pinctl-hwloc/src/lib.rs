@@ -260,6 +260,7 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         discovery_warnings: Vec::new(),
         memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
         caches: last_level_caches(found),
+        interrupts: Default::default(),
     };
     topology.refresh_warnings();
     Ok(topology)

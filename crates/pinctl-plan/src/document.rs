@@ -37,6 +37,9 @@ pub struct PlanDocument {
     /// What nodes were compared by: `measure` (`measured`, `hmat`, `slit`, `assumed`) and a
     /// `note` on where the numbers come from or why a better measure was not used.
     pub distances: crate::DistanceReport,
+    /// Interrupts that land on an instance's CPUs today, by instance then interrupt (empty
+    /// when none do, or the topology says nothing of interrupts: a snapshot, hwloc XML).
+    pub interrupts_on_service_cpus: Vec<crate::InterruptLanding>,
     /// Every node hosting instances that do not own it (`cpus = N` instances, instances of
     /// `share-nodes`), ascending by node: who is there and how many CPUs of instances each of
     /// its CPUs carries.
@@ -130,6 +133,7 @@ impl Plan {
                     cpus_per_cpu: u.cpus_per_cpu().parse().unwrap_or(0.0),
                 })
                 .collect(),
+            interrupts_on_service_cpus: Vec::new(),
         }
     }
 }

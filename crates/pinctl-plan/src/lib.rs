@@ -12,6 +12,7 @@ mod cpus;
 mod distance;
 mod document;
 mod explain;
+mod interrupts;
 pub mod problem;
 mod search;
 mod sharing;
@@ -27,6 +28,7 @@ pub use distance::{DistanceMeasure, DistanceReport};
 pub use document::{
     NodeUseDocument, PLAN_SCHEMA_VERSION, PlacementDocument, PlanDocument, PlanSchemaVersion,
 };
+pub use interrupts::InterruptLanding;
 pub use problem::{Cost, Load, Problem};
 
 /// What the planner needs from the host besides the topology, resolved by the caller.

@@ -32,13 +32,22 @@ pub fn read_topology_with(root: &Path, scope: &DeviceScope) -> Result<Topology, 
     read_tree_with(&mut fs, scope)
 }
 
-/// Reads the topology of any tree: a directory, or an archive in memory (pinctl-capture).
+/// Reads the topology of any tree: a directory, or an archive in memory (pinctl-capture),
+/// every device and the host's interrupts ([`crate::attach_interrupts`]) included.
 pub fn read_tree(fs: &mut FsRoot) -> Result<Topology, DiscoveryError> {
-    read_tree_with(fs, &DeviceScope::All)
+    read_tree_parts(fs, &DeviceScope::All, true)
 }
 
-/// [`read_tree`] with only the devices of `scope`.
+/// [`read_tree`] with only the devices of `scope`, and no interrupts (the launcher's read).
 pub fn read_tree_with(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryError> {
+    read_tree_parts(fs, scope, false)
+}
+
+fn read_tree_parts(
+    fs: &mut FsRoot,
+    scope: &DeviceScope,
+    interrupts: bool,
+) -> Result<Topology, DiscoveryError> {
     // A root must hold something discovery reads (nodes, CPUs, or devices for the NVMe-only
     // dumps of libnvme): any folder with a `proc/` (or `/proc` itself) would otherwise read as
     // a machine with no nodes and no CPUs.
@@ -49,7 +58,12 @@ pub fn read_tree_with(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, 
     // host) that the kernel's own tools shrug off: one such file costs the facts that depend
     // on it, with a warning, never the whole topology.
     let was_degrading = fs.set_degrading(true);
-    let result = discover(fs, scope);
+    let result = discover(fs, scope).and_then(|mut t| {
+        if interrupts {
+            t.interrupts = crate::interrupts::read_interrupts(fs, &t)?;
+        }
+        Ok(t)
+    });
     fs.set_degrading(was_degrading);
     let warnings = fs.take_warnings();
     let mut topology = result?;
@@ -82,6 +96,7 @@ fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryE
         discovery_warnings: Vec::new(),
         memory_performance: Default::default(),
         caches,
+        interrupts: Default::default(),
     };
     topology.devices = read_devices(fs, &topology, scope)?;
     topology.memory_performance.hmat = crate::hmat::read_hmat(fs, &topology.node_ids())?;

@@ -37,6 +37,15 @@ proptest! {
         let _ = pinctl_sysfs::cgroup::procs::parse(&text);
         let _ = pinctl_sysfs::proc::pid::cmdline::parse(text.as_bytes());
         let _ = pinctl_sysfs::proc::pid::smaps::anon_huge_pages_at(&text, 0x1000);
+        if let Ok(t) = pinctl_sysfs::proc_interrupts::parse(&text) {
+            for l in &t.lines {
+                let _ = l.name();
+            }
+        }
+        let _ = pinctl_sysfs::irq::actions(&text);
+        let _ = pinctl_sysfs::irq::managed_by_name(&text);
+        let _ = pinctl_sysfs::irq::cut(&text);
+        let _ = pinctl_sysfs::irqbalance::pid_of_socket(&text);
     }
 
     #[test]

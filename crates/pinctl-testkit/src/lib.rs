@@ -228,6 +228,7 @@ impl SyntheticTopology {
             discovery_warnings: Vec::new(),
             memory_performance: Default::default(),
             caches,
+            interrupts: Default::default(),
         }
     }
 }

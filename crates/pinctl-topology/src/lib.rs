@@ -10,6 +10,7 @@
 mod cache;
 mod discovery;
 mod idset;
+mod interrupts;
 mod performance;
 mod placement;
 mod policy;
@@ -22,6 +23,7 @@ pub use idset::{
     CpuKind, CpuSet, IdKind, IdSet, MAX_CPU_ID, MAX_ID, MAX_NODE_ID, NodeKind, NodeSet,
     ParseIdSetError,
 };
+pub use interrupts::{Interrupts, Irq, IrqCount, Irqbalance, NetQueues, QueueCpus};
 pub use performance::{
     AccessClass, HmatAccess, MeasuredPair, Measurement, MemoryPerformance, MemoryTier, NotMeasured,
 };
@@ -115,6 +117,10 @@ pub struct Topology {
     /// not say (a dump without `cache/` folders, a snapshot of an older pinctl).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub caches: Vec<Cache>,
+    /// The host's interrupts, network queues and irqbalance (docs/irq.md). Absent from the
+    /// JSON when the source says nothing about them (hwloc XML, older snapshots).
+    #[serde(default, skip_serializing_if = "Interrupts::is_empty")]
+    pub interrupts: Interrupts,
 }
 
 /// One NUMA node.
@@ -466,6 +472,7 @@ mod tests {
                 Cache { level: 3, cpus: "0-3".parse().unwrap(), size_bytes: Some(32 << 20) },
                 Cache { level: 3, cpus: "4-7".parse().unwrap(), size_bytes: None },
             ],
+            interrupts: Interrupts::default(),
         };
         t.refresh_warnings();
         t

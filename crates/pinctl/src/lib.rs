@@ -55,6 +55,9 @@ enum Command {
     Detach(cmd::control::SocketArg),
     /// Watch where the planned instances' memory and threads are; alert, export, rebalance.
     Watch(cmd::watch::WatchArgs),
+    /// Steer interrupts as a service file's plan says, or put them back (for services
+    /// started with `pinctl exec`; `pinctl run` steers by itself).
+    Irq(cmd::irq::IrqArgs),
     /// Measure memory latency and bandwidth between every CPU node and memory node, beside
     /// SLIT and HMAT; save them with the topology for plans.
     Probe(cmd::probe::ProbeArgs),
@@ -80,6 +83,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Reload(a) => cmd::control::reload(a),
         Command::Detach(a) => cmd::control::detach(a),
         Command::Watch(a) => cmd::watch::run(a),
+        Command::Irq(a) => cmd::irq::run(a),
         Command::Probe(a) => cmd::probe::run(a),
     };
     error::report(result)

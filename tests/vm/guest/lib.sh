@@ -44,6 +44,19 @@ mounted() { awk -v dir="$1" '$2 == dir { found = 1 } END { exit !found }' /proc/
 
 # Centiseconds since boot (/proc/uptime): busybox's date has no sub-second format.
 uptime_cs() { cut -d' ' -f1 /proc/uptime | tr -d .; }
+# Whole seconds since boot.
+uptime_s() { cut -d. -f1 /proc/uptime; }
+# wait_until SECONDS COMMAND...: runs COMMAND every 0.3 s until it succeeds (0) or SECONDS of
+# the guest's uptime pass (1).
+wait_until() {
+    _limit=$1
+    shift
+    _t0=$(uptime_s)
+    while ! "$@"; do
+        [ $(($(uptime_s) - _t0)) -ge "$_limit" ] && return 1
+        usleep 300000
+    done
+}
 
 # ---------------------------------------------------------------- id lists
 # Kernel list format (`0-2,5`) to one id per comma, sorted, no ranges: comparable as strings.

@@ -225,6 +225,7 @@ mod tests {
             file: std::sync::Arc::new(crate::SourceFile::new(std::path::Path::new("f"), text)),
             diagnostics: Vec::new(),
             watch: Default::default(),
+            interrupts: Default::default(),
         };
         let mut raw = super::super::RawDocument::default();
         walker.read_table(document.get_ref(), super::super::TOP_READERS, &mut raw);

@@ -61,6 +61,8 @@ impl RawDrift {
             rebalance_rate: get(&self.rebalance_rate, d.rebalance_rate),
             rebalance_stall: get(&self.rebalance_stall, d.rebalance_stall),
             rebalance_cooldown: get(&self.rebalance_cooldown, d.rebalance_cooldown),
+            // Set once the whole file is read: it depends on `[host] steer-interrupts`.
+            quiet_interrupts: d.quiet_interrupts,
         }
     }
 }

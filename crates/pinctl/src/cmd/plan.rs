@@ -103,11 +103,16 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
         None if args.json => {
             let host_warnings = &file.loaded.topology.warnings;
             let config_warnings: Vec<String> = file.diagnostics.iter().map(one_line).collect();
-            serde_json::to_writer_pretty(&mut out, &plan.document(host_warnings, &config_warnings))
-                .context("writing JSON")?;
+            let mut document = plan.document(host_warnings, &config_warnings);
+            document.interrupts_on_service_cpus = super::irq::landing(&file, &plan);
+            serde_json::to_writer_pretty(&mut out, &document).context("writing JSON")?;
             writeln!(out).context("writing to stdout")?;
         }
-        None => render(&mut out, &plan, &args.config, &file.loaded).context("writing to stdout")?,
+        None => {
+            let landing = super::irq::landing(&file, &plan);
+            render(&mut out, &plan, &args.config, &file.loaded, &landing)
+                .context("writing to stdout")?;
+        }
     }
     out.flush().context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
@@ -129,12 +134,14 @@ pub(crate) fn service_file(
 }
 
 /// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and
-/// kept-free nodes, the plan's warnings, then the host's (as `pinctl check` prints them).
+/// kept-free nodes, the interrupts on the instances' CPUs, the plan's warnings, then the
+/// host's (as `pinctl check` prints them).
 fn render(
     out: &mut impl Write,
     plan: &Plan,
     config: &Path,
     loaded: &LoadedTopology,
+    landing: &[pinctl_plan::InterruptLanding],
 ) -> io::Result<()> {
     writeln!(
         out,
@@ -212,6 +219,7 @@ fn render(
             )?;
         }
     }
+    super::irq::render_landing(out, &loaded.topology, landing)?;
     let host = &loaded.topology.warnings;
     if !plan.warnings.is_empty() || !host.is_empty() {
         writeln!(out)?;

@@ -7,6 +7,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use pinctl_irq::observer::{Planned, SteeringObserver};
+use pinctl_supervise::observe::{Observed, Observer};
+use pinctl_supervise::protocol::DriftState;
 use pinctl_supervise::{Options, Outcome, Replan};
 use pinctl_topology::Placement;
 
@@ -40,25 +43,63 @@ pub(crate) struct RunArgs {
 
 /// Plans the file (keeping the instances in `running` where they are when it can: a reload):
 /// the instance specs, the file, and what the file and the plan warn about, one line each, in
-/// `pinctl plan`'s words; or the rendered report of what is wrong (the same diagnostics
-/// `pinctl plan` prints).
+/// `pinctl plan`'s words, with what interrupt steering needs of the plan; or the rendered
+/// report of what is wrong (the same diagnostics `pinctl plan` prints).
 fn replan(
     config_path: &Path,
     topology: Option<&Path>,
     strict: bool,
     running: &BTreeMap<String, Placement>,
-) -> Result<Replan, String> {
+) -> Result<(Replan, Planned), String> {
     let report = |e: Error| e.message().map(|m| m + "\n").unwrap_or_default();
     let file = super::plan::service_file(config_path, topology, strict).map_err(report)?;
     let plan = file.plan_keeping(running).map_err(|e| report(e.into()))?;
     let mut warnings: Vec<String> = file.diagnostics.iter().map(super::plan::one_line).collect();
     warnings.extend(plan.warnings.iter().map(|w| format!("plan: {w}")));
     let specs = pinctl_supervise::launch::specs(&file.config, &plan);
-    Ok(Replan { specs, config: file.config, warnings })
+    let steering = super::irq::planned(&file);
+    Ok((Replan { specs, config: file.config, warnings }, steering))
+}
+
+/// The observers of `pinctl run`: the drift watcher and interrupt steering, each told of the
+/// supervisor's instances and reloads.
+struct Observers {
+    watch: Option<super::watch::SupervisedObserver>,
+    steering: Option<SteeringObserver>,
+}
+
+impl Observer for Observers {
+    fn instances(&mut self, instances: &[Observed]) {
+        if let Some(w) = &mut self.watch {
+            w.instances(instances);
+        }
+        if let Some(s) = &mut self.steering {
+            s.instances(instances);
+        }
+    }
+
+    fn drift(&self, instance: &str) -> Option<DriftState> {
+        self.watch.as_ref()?.drift(instance)
+    }
+
+    fn reloaded(&mut self, config: &pinctl_config::Config) -> Vec<String> {
+        let mut said = Vec::new();
+        if let Some(w) = &mut self.watch {
+            said.extend(w.reloaded(config));
+        }
+        if let Some(s) = &mut self.steering {
+            said.extend(s.reloaded(config));
+        }
+        said
+    }
+}
+
+fn steering_log(line: &str) {
+    pinctl_supervise::relay::log_line(&format!("pinctl: irq: {line}"));
 }
 
 pub(crate) fn run(args: RunArgs) -> CmdResult {
-    let Replan { specs, config, warnings } =
+    let (Replan { specs, config, warnings }, steer_plan) =
         match replan(&args.config, args.topology.as_deref(), args.strict, &BTreeMap::new()) {
             Ok(ok) => ok,
             Err(report) => {
@@ -85,12 +126,42 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     } else {
         Some(super::watch::SupervisedObserver::new(&config).map_err(Error::failure)?)
     };
+    // Interrupts are steered on this machine for the plan (docs/irq.md): not for instances
+    // run unpinned or planned for another topology (tests only). The record of what it
+    // changes sits beside the state file.
+    let steering = if args.unpinned || args.topology.is_some() {
+        None
+    } else {
+        let record = pinctl_irq::record::path_for(&options.state_file, &options.name);
+        Some(pinctl_irq::observer::start(
+            steer_plan,
+            &record,
+            config.watch.interval,
+            Box::new(steering_log),
+        ))
+    };
+    // A reload's plan is left where steering takes it up once the reload is applied.
+    let steer_slot = steering.as_ref().map(|(_, s)| s.plan_slot());
     let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
     let planner = Box::new(move |running: &BTreeMap<String, Placement>| {
-        replan(&path, topology.as_deref(), strict, running)
+        let (replan, steer) = replan(&path, topology.as_deref(), strict, running)?;
+        if let Some(slot) = &steer_slot {
+            slot.set(steer, replan.config.watch.interval);
+        }
+        Ok(replan)
     });
-    let observer = watch.map(|w| Box::new(w) as Box<dyn pinctl_supervise::observe::Observer>);
-    match pinctl_supervise::run_observed(options, specs, planner, observer) {
+    let (steering_observer, steering) = match steering {
+        Some((o, s)) => (Some(o), Some(s)),
+        None => (None, None),
+    };
+    let observer: Box<dyn Observer> = Box::new(Observers { watch, steering: steering_observer });
+    let outcome = pinctl_supervise::run_observed(options, specs, planner, Some(observer));
+    // Stopped: every interrupt, queue and irqbalance setting steering changed is put back.
+    // Detached: left as it is, with its record, for the next supervisor to take over.
+    if let Some(s) = steering {
+        s.finish(matches!(outcome, Ok(Outcome::Stopped { .. })), &steering_log);
+    }
+    match outcome {
         Ok(Outcome::Stopped { clean: true } | Outcome::Detached) => Ok(ExitCode::SUCCESS),
         Ok(Outcome::Stopped { clean: false }) => Err(Error::failure(anyhow::anyhow!(
             "stopped, but some instance needed KILL after its stop-timeout"

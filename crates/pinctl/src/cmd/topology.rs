@@ -57,6 +57,9 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
     }
     let mut loaded = load_topology(&source).map_err(Error::failure)?;
     pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
+    if loaded.is_live {
+        crate::cmd::irq::ask_irqbalance(&mut loaded.topology);
+    }
     if args.json {
         serde_json::to_writer_pretty(&mut out, &loaded.topology).context("writing JSON")?;
         writeln!(out).context("writing to stdout")?;
@@ -175,6 +178,7 @@ pub(crate) fn render(
             writeln!(out, "  {}", describe(d))?;
         }
     }
+    crate::cmd::irq::render_interrupts(out, t)?;
     if !t.warnings.is_empty() {
         writeln!(out, "warnings:")?;
         for w in &t.warnings {

@@ -1,0 +1,62 @@
+//! Which interrupts land on the planned instances' CPUs today (`pinctl plan`), and what
+//! steering does about each.
+
+use pinctl_config::ServiceInterrupts;
+use pinctl_plan::InterruptLanding;
+use pinctl_topology::Topology;
+
+use crate::inputs::SteerInputs;
+
+/// Every interrupt of `topology` that lands on an instance's CPUs (its effective affinity
+/// where the kernel says, else its affinity), by instance in `inputs`' order, then number.
+/// `steer`: whether the file has `steer-interrupts` on.
+pub fn on_service_cpus(
+    topology: &Topology,
+    inputs: &SteerInputs,
+    steer: bool,
+) -> Vec<InterruptLanding> {
+    let mut out = Vec::new();
+    for o in &inputs.owners {
+        for irq in &topology.interrupts.irqs {
+            let Some(lands) = irq.lands_on() else { continue };
+            let on_cpus = lands.intersection(&o.cpus);
+            if on_cpus.is_empty() {
+                continue;
+            }
+            let devices = irq
+                .pci
+                .as_deref()
+                .map(|pci| {
+                    topology
+                        .devices
+                        .iter()
+                        .filter(|d| d.pci.as_deref() == Some(pci))
+                        .map(|d| d.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let steering = if !steer {
+                "steering is off"
+            } else if o.mode == ServiceInterrupts::NicQueues {
+                "allowed (interrupts = \"nic-queues\")"
+            } else if irq.managed {
+                "stays (managed by the kernel)"
+            } else {
+                "moved"
+            };
+            out.push(InterruptLanding {
+                instance: o.instance.clone(),
+                irq: irq.irq,
+                name: irq.name.clone(),
+                devices,
+                affinity: irq.affinity.clone(),
+                effective_affinity: irq.effective_affinity.clone(),
+                fired: irq.fired_on(&o.cpus),
+                on_cpus,
+                managed: irq.managed,
+                steering: steering.to_string(),
+            });
+        }
+    }
+    out
+}
