@@ -75,18 +75,6 @@ check_list fix/starts-on-planned-cpus "$FIX_CPUS" "$(allowed "$FIX")"
 
 "$PINCTL" watch -c "$CONFIG" >"$D/watch.out" 2>"$D/watch.err" &
 WATCH=$!
-uptime_s() { cut -d. -f1 /proc/uptime; }
-# wait_until SECONDS COMMAND...: polls COMMAND every half second until it succeeds or the time
-# (on the guest's uptime clock) is up; its status is the command's last.
-wait_until() {
-    _limit=$1
-    shift
-    _t0=$(uptime_s)
-    while ! "$@"; do
-        [ $(($(uptime_s) - _t0)) -ge "$_limit" ] && return 1
-        usleep 500000
-    done
-}
 logged() { grep -q "$1" "$D/watch.out" 2>/dev/null; }
 alerts_of() { grep -c "^watched cpu start $1\$" "$D/alerts" 2>/dev/null; }
 alert_count() { grep -c "^watched cpu " "$D/alerts" 2>/dev/null; }

@@ -35,17 +35,6 @@ OTHER=$(other_node "$N")
 
 "$PINCTL" run -c "$CONFIG" --socket "$D/sock" --state-file "$D/state.json" >"$D/run.out" 2>"$D/run.err" &
 RUN=$!
-uptime_s() { cut -d. -f1 /proc/uptime; }
-# wait_until SECONDS COMMAND...: polls COMMAND every half second, bounded on the guest's uptime.
-wait_until() {
-    _limit=$1
-    shift
-    _t0=$(uptime_s)
-    while ! "$@"; do
-        [ $(($(uptime_s) - _t0)) -ge "$_limit" ] && return 1
-        usleep 500000
-    done
-}
 said() { grep -q "$1" "$D/run.err" 2>/dev/null; }
 wait_until 60 said "pinctl: db: started as"
 PID=$(sed -n 's/^pinctl: db: started as \([0-9]*\) .*/\1/p' "$D/run.err" | head -n 1)

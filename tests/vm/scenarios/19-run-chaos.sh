@@ -41,7 +41,6 @@ EOT
 }
 write_config 0
 NAMES="c-0 c-1 c-2"
-uptime_s() { cut -d. -f1 /proc/uptime; }
 
 # A small generator (an LCG) from a printed seed, so a failing run can be replayed.
 SEED=${CHAOS_SEED:-$(($(cut -d' ' -f1 /proc/uptime | tr -d .) * 7919 % 1000003 + 1))}

@@ -30,16 +30,6 @@ ip link set lo up
 ip link set "$NIC" up
 ip addr add 10.0.2.15/24 dev "$NIC"
 
-uptime_s() { cut -d. -f1 /proc/uptime; }
-wait_until() {
-    _limit=$1
-    shift
-    _t0=$(uptime_s)
-    while ! "$@"; do
-        [ $(($(uptime_s) - _t0)) -ge "$_limit" ] && return 1
-        usleep 300000
-    done
-}
 # Interrupt numbers of the NIC's vectors the kernel lists (requested once the link is up).
 nic_irqs() {
     for _n in $(ls "/sys/class/net/$NIC/device/msi_irqs"); do
