@@ -58,6 +58,18 @@ wait_until() {
     done
 }
 
+# instance_lines SOCKET: every instance of the `pinctl run` at SOCKET as `NAME STATE PID CPUS`
+# lines (from `status --json`: one field a line, an instance's object closed by a line of four
+# blanks and `}`).
+instance_lines() {
+    "$PINCTL" status --json --socket "$1" 2>/dev/null | awk -F'"' '
+        /^      "name":/ { n = $4 }
+        /^      "state":/ { s = $4 }
+        /^      "pid":/ { p = $3; gsub(/[ :,]/, "", p) }
+        /^      "cpus":/ { c = $4 }
+        /^    }/ { print n, s, p, c }'
+}
+
 # ---------------------------------------------------------------- id lists
 # Kernel list format (`0-2,5`) to one id per comma, sorted, no ranges: comparable as strings.
 list_expand() {

@@ -55,16 +55,7 @@ start_pinctl() {
     RUN=$!
 }
 
-# The status of every instance as `NAME STATE PID CPUS` lines (from --json: one field a line,
-# an instance's object closed by a line of four blanks and `}`).
-status_lines() {
-    "$PINCTL" status --json --socket "$D/sock" 2>/dev/null | awk -F'"' '
-        /^      "name":/ { n = $4 }
-        /^      "state":/ { s = $4 }
-        /^      "pid":/ { p = $3; gsub(/[ :,]/, "", p) }
-        /^      "cpus":/ { c = $4 }
-        /^    }/ { print n, s, p, c }'
-}
+status_lines() { instance_lines "$D/sock"; }
 
 # Waits (bounded) until every instance is active.
 settle() {
