@@ -114,7 +114,7 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s c -l config -d 
 complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s c -l config -d 'The service file whose planned instances are watched' -r -F
-complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l once -d 'Print one sample of every instance and exit'
+complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l once -d 'Print one sample of every instance and exit as a monitoring check: 0 in place, 1 drift, 2 an instance not sampled, 3 a file or plan it cannot use'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l json -d 'JSON: the sample as one object (`--once`), or one object per log line'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s V -l version -d 'Print version'

@@ -193,6 +193,84 @@ fn once_samples_the_probe_and_says_where_its_memory_comes_from() {
     drop(s.dir);
 }
 
+/// `watch --once` exits as a monitoring plugin does: 0 in place (the test above), 1 drift,
+/// 2 an instance not sampled, 3 a file it cannot use, each with its report.
+#[test]
+fn once_exits_with_a_check_s_statuses() {
+    needs_two_cpus();
+    let s = setup("");
+    let once = |config: &std::path::Path| {
+        Command::new(crate::support::PINCTL)
+            .arg("watch")
+            .arg("-c")
+            .arg(config)
+            .args(["--once", "--json"])
+            .output()
+            .unwrap()
+    };
+    taskset(&every_cpu(), s.pid);
+    let out = once(&s.config);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = v["instances"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f[0].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["cpu"], "{v}");
+
+    let missing = s.dir.path().join("missing.toml");
+    std::fs::write(
+        &missing,
+        format!(
+            "[host]\nkeep-free = []\n\n[service.gone]\ncommand = [\"sleep\"]\ncpus = 1\n\
+             pid-file = \"{}\"\n",
+            s.dir.path().join("gone.pid").display()
+        ),
+    )
+    .unwrap();
+    let out = once(&missing);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["instances"][0]["sample"].is_null(), "{v}");
+
+    let out = once(&s.dir.path().join("no-such-file.toml"));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: ") && err.contains("no-such-file.toml"), "{err}");
+    drop(s.probe);
+    drop(s.dir);
+}
+
+/// The loop's `--json` lines carry figures as numbers and PIDs as an array of numbers.
+#[test]
+fn loop_json_lines_carry_numbers_as_numbers() {
+    let s = setup("");
+    let mut child = Command::new(crate::support::PINCTL)
+        .arg("watch")
+        .arg("-c")
+        .arg(&s.config)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(&mut child);
+    let _watch = Guard(child);
+    let mut seen = Vec::new();
+    let watch: serde_json::Value =
+        serde_json::from_str(&wait_for(&rx, &["\"event\":\"watch\""], &mut seen)).unwrap();
+    assert_eq!(watch["instances"], 1, "{watch}");
+    assert!(watch["interval_seconds"].is_number(), "{watch}");
+    let found: serde_json::Value =
+        serde_json::from_str(&wait_for(&rx, &["\"status\":\"found\""], &mut seen)).unwrap();
+    assert_eq!(found["pids"], serde_json::json!([s.pid]), "{found}");
+    assert_eq!(found["instance"], "probe");
+    drop(s.probe);
+}
+
 #[test]
 fn a_thread_moved_with_taskset_is_cpu_drift_and_rebalance_repins_it() {
     needs_two_cpus();
@@ -523,7 +601,8 @@ fn watch_refuses_a_pid_others_could_have_written_or_of_another_user() {
             cmd.arg("--json");
         }
         let out = cmd.output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        // Instances that could not be sampled: the check's status 2.
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
     let text = once(false);

@@ -77,6 +77,12 @@ pub struct Finding {
     pub detail: String,
 }
 
+impl Finding {
+    fn at(value: f64, threshold: f64, detail: String) -> Finding {
+        Finding { value, threshold, detail }
+    }
+}
+
 /// Fraction of an instance's memory on `nodes`; `None` below `min_memory` bytes (too small
 /// to judge) or with no memory at all.
 pub fn local_fraction(memory: &NodeMemory, nodes: &NodeSet, min_memory: u64) -> Option<f64> {
@@ -273,7 +279,8 @@ pub struct Transition {
     pub edge: Edge,
     /// The episode's number for this instance and kind, from 1.
     pub episode: u64,
-    /// For a start, the finding that started it; for an end, the last finding of the episode.
+    /// For a start, the finding that started it; for an end, what the sample that ended it
+    /// shows (the value at the end), or the last finding when the instance is gone.
     pub finding: Finding,
     /// How long the episode lasted (ends only).
     #[serde(skip)]
@@ -298,21 +305,29 @@ pub struct EpisodeTracker {
 }
 
 impl EpisodeTracker {
-    /// Feeds one sample's verdict (`None`: no drift seen).
+    /// Feeds one sample's verdict (`None`: no drift seen). `at_end` is what the sample shows
+    /// of this kind when it does not drift (the locality now, no thread out of place): an
+    /// episode's end reports it, so the end line never repeats the drifting value. Without it
+    /// (the instance is gone) the end reports the last finding, said to be the last seen.
     pub fn observe(
         &mut self,
         now: Duration,
         finding: Option<Finding>,
+        at_end: Option<Finding>,
         hold: Duration,
         cooldown: Duration,
     ) -> Option<Transition> {
         let Some(finding) = finding else {
             self.since = None;
             let (started, last) = self.active.take()?;
+            let finding = at_end.unwrap_or_else(|| Finding {
+                detail: format!("not sampled any more; last seen: {}", last.detail),
+                ..last
+            });
             return Some(Transition {
                 edge: Edge::End,
                 episode: self.episodes,
-                finding: last,
+                finding,
                 lasted: Some(now.saturating_sub(started)),
                 alert: false,
             });
@@ -360,6 +375,9 @@ pub struct Verdicts {
     pub node_pressure: Option<Finding>,
     /// Judged apart from the sample ([`interrupt_drift`]): set by the watcher.
     pub interrupts: Option<Finding>,
+    /// Of each kind that does not drift in this sample, what it shows instead (an episode's
+    /// end reports it): [`Verdicts::of`] fills them, the watcher the interrupts'.
+    pub at_end: Vec<(DriftKind, Finding)>,
 }
 
 impl Verdicts {
@@ -371,13 +389,65 @@ impl Verdicts {
         t: &Thresholds,
         watermark: impl Fn(NodeId, &NodeSample) -> u64,
     ) -> Verdicts {
-        Verdicts {
+        let nodes = planned.memory_home();
+        let mut v = Verdicts {
             locality: locality_drift(s, planned, t),
             cpu: cpu_drift(s, planned),
             policy: policy_drift(s, planned),
-            node_pressure: node_pressure(host, planned, watermark),
+            node_pressure: node_pressure(host, planned, &watermark),
             interrupts: None,
+            at_end: Vec::new(),
+        };
+        if v.locality.is_none() {
+            if let Some(fraction) = local_fraction(&s.memory, nodes, t.min_memory) {
+                let detail = format!(
+                    "{:.1}% of {} on node(s) {nodes}",
+                    fraction * 100.0,
+                    mib(s.memory.total())
+                );
+                v.at_end.push((DriftKind::Locality, Finding::at(fraction, t.min_locality, detail)));
+            }
         }
+        if v.cpu.is_none() {
+            let detail = format!("every thread on CPUs {}", planned.cpus);
+            v.at_end.push((DriftKind::Cpu, Finding::at(0.0, 0.0, detail)));
+        }
+        if v.policy.is_none() {
+            let detail = "no mapping with memory under another policy".to_string();
+            v.at_end.push((DriftKind::Policy, Finding::at(0.0, 0.0, detail)));
+        }
+        if v.node_pressure.is_none() {
+            let least = nodes
+                .iter()
+                .filter_map(|n| host.nodes.get(&n).map(|s| (n, s, watermark(n, s))))
+                .min_by_key(|(_, s, _)| s.free_bytes);
+            if let Some((n, s, w)) = least {
+                let detail = format!(
+                    "node {n} has {} free, above the watermark {}",
+                    mib(s.free_bytes),
+                    mib(w)
+                );
+                v.at_end.push((
+                    DriftKind::NodePressure,
+                    Finding::at(s.free_bytes as f64, w as f64, detail),
+                ));
+            }
+        }
+        v
+    }
+
+    /// Judges interrupts ([`interrupt_drift`]) on `cpus` from the last two samples' counts.
+    pub fn judge_interrupts(&mut self, deltas: &IrqDeltas, cpus: &CpuSet) {
+        self.interrupts = interrupt_drift(deltas, cpus);
+        if self.interrupts.is_none() {
+            let detail = format!("no movable interrupts on CPUs {cpus} in {:.1}s", deltas.seconds);
+            self.at_end.push((DriftKind::Interrupts, Finding::at(0.0, 0.0, detail)));
+        }
+    }
+
+    fn take_at_end(&mut self, kind: DriftKind) -> Option<Finding> {
+        let i = self.at_end.iter().position(|(k, _)| *k == kind)?;
+        Some(self.at_end.swap_remove(i).1)
     }
 
     fn take(&mut self, kind: DriftKind) -> Option<Finding> {
@@ -403,7 +473,10 @@ impl InstanceDrift {
             .iter()
             .filter_map(|&k| {
                 let f = verdicts.take(k);
-                self.trackers[k.index()].observe(now, f, t.hold, t.alert_cooldown).map(|tr| (k, tr))
+                let at_end = verdicts.take_at_end(k);
+                self.trackers[k.index()]
+                    .observe(now, f, at_end, t.hold, t.alert_cooldown)
+                    .map(|tr| (k, tr))
             })
             .collect()
     }
@@ -480,7 +553,7 @@ mod tests {
             .filter_map(|&(at, bad)| {
                 let f = bad.then(|| Finding { value: 0.5, threshold: 0.9, detail: String::new() });
                 tracker
-                    .observe(secs(at), f, t.hold, t.alert_cooldown)
+                    .observe(secs(at), f, None, t.hold, t.alert_cooldown)
                     .map(|tr| (at, tr.edge, tr.episode, tr.alert))
             })
             .collect()
@@ -566,15 +639,28 @@ mod tests {
     }
 
     #[test]
-    fn end_reports_the_last_finding_and_duration() {
+    fn end_reports_the_value_at_the_end_and_duration() {
         let t = Thresholds { hold: secs(5), ..thresholds() };
+        let f = |v| Some(Finding { value: v, threshold: 0.9, detail: format!("{v}") });
+        let episode = |tr: &mut EpisodeTracker| {
+            assert!(tr.observe(secs(0), f(0.5), None, t.hold, t.alert_cooldown).is_none());
+            assert!(tr.observe(secs(5), f(0.6), None, t.hold, t.alert_cooldown).is_some());
+            assert!(tr.observe(secs(9), f(0.8), None, t.hold, t.alert_cooldown).is_none());
+        };
+        // Ended by a sample in place: its value, not the last drifting one.
         let mut tr = EpisodeTracker::default();
-        let f = |v| Some(Finding { value: v, threshold: 0.9, detail: String::new() });
-        assert!(tr.observe(secs(0), f(0.5), t.hold, t.alert_cooldown).is_none());
-        assert!(tr.observe(secs(5), f(0.6), t.hold, t.alert_cooldown).is_some());
-        assert!(tr.observe(secs(9), f(0.8), t.hold, t.alert_cooldown).is_none());
-        let end = tr.observe(secs(12), None, t.hold, t.alert_cooldown).unwrap();
-        assert_eq!((end.edge, end.finding.value, end.lasted), (Edge::End, 0.8, Some(secs(7))));
+        episode(&mut tr);
+        let end = tr.observe(secs(12), None, f(0.95), t.hold, t.alert_cooldown).unwrap();
+        assert_eq!((end.edge, end.finding.value, end.lasted), (Edge::End, 0.95, Some(secs(7))));
+        assert_eq!(end.finding.detail, "0.95");
+        // Ended because the instance is gone: the last finding, said to be the last seen.
+        let mut tr = EpisodeTracker::default();
+        episode(&mut tr);
+        let end = tr.observe(secs(12), None, None, t.hold, t.alert_cooldown).unwrap();
+        assert_eq!(
+            (end.finding.value, end.finding.detail.as_str()),
+            (0.8, "not sampled any more; last seen: 0.8")
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use crate::rebalance::{
     self, Clock, MoveLimits, MoveReport, MoveStop, NodeRoom, ProcessControl, RepinReport,
 };
 use crate::rules::{
-    DriftKind, Edge, Finding, InstanceDrift, Thresholds, Transition, Verdicts, interrupt_drift,
-    local_fraction, threads_out_of_place,
+    DriftKind, Edge, Finding, InstanceDrift, Thresholds, Transition, Verdicts, local_fraction,
+    threads_out_of_place,
 };
 use crate::sample::{HostSample, InstanceSample, NodeSample};
 
@@ -348,9 +348,8 @@ impl Watcher {
                 Ok(s) => {
                     let wm = self.watermark;
                     let mut v = Verdicts::of(&s, &host, &t.planned, &th, |n, ns| wm.of_node(n, ns));
-                    if t.settings.quiet_interrupts {
-                        v.interrupts =
-                            irq_deltas.as_ref().and_then(|d| interrupt_drift(d, &t.planned.cpus));
+                    if let (true, Some(d)) = (t.settings.quiet_interrupts, &irq_deltas) {
+                        v.judge_interrupts(d, &t.planned.cpus);
                     }
                     let tr = drift.observe(now, v.clone(), &th);
                     (Some(s), None, v, tr)

@@ -31,7 +31,8 @@ pub(crate) struct WatchArgs {
     /// The service file whose planned instances are watched.
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     config: PathBuf,
-    /// Print one sample of every instance and exit.
+    /// Print one sample of every instance and exit as a monitoring check: 0 in place, 1
+    /// drift, 2 an instance not sampled, 3 a file or plan it cannot use.
     #[arg(long)]
     once: bool,
     /// JSON: the sample as one object (`--once`), or one object per log line.
@@ -39,7 +40,73 @@ pub(crate) struct WatchArgs {
     json: bool,
 }
 
+/// `watch --once` is a check a cron job or a Nagios/Icinga service runs, so it exits with the
+/// monitoring plugins' statuses (docs/drift.md): nothing wrong, drift, an instance that could
+/// not be sampled, or a file or plan it could not use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CheckStatus {
+    Ok = 0,
+    Drift = 1,
+    NotSampled = 2,
+    Unknown = 3,
+}
+
+impl CheckStatus {
+    /// The worst of the instances': one not sampled outweighs drift elsewhere (it may be
+    /// drifting too, unseen).
+    fn of(report: &CycleReport) -> CheckStatus {
+        let not_sampled = report.instances.iter().any(|i| i.sample.is_none());
+        let drifting = report.instances.iter().any(|i| !i.findings.is_empty());
+        if not_sampled {
+            CheckStatus::NotSampled
+        } else if drifting {
+            CheckStatus::Drift
+        } else {
+            CheckStatus::Ok
+        }
+    }
+}
+
 pub(crate) fn run(args: WatchArgs) -> CmdResult {
+    if !args.once {
+        return watch(args);
+    }
+    // A file, topology or plan `--once` cannot use is "unknown" to a monitoring system, not
+    // drift: said on stderr as any other command says it, with status 3.
+    once(&args).or_else(|e| {
+        if let Some(m) = e.message() {
+            let _ = writeln!(io::stderr().lock(), "{m}");
+        }
+        Ok(ExitCode::from(CheckStatus::Unknown as u8))
+    })
+}
+
+/// One sample of every planned instance, printed, and the check's status.
+fn once(args: &WatchArgs) -> CmdResult {
+    let file = super::plan::service_file(&args.config, None, false)?;
+    let plan = file.plan()?;
+    let config = &file.config;
+    let settings = WatchSettings::of(config);
+    let mut watcher = Watcher::new(
+        Path::new("/"),
+        targets(config, &plan, &system_uid),
+        settings.watch.interval,
+        settings.watermark,
+    );
+    let report = watcher.cycle(std::time::Duration::ZERO, None);
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report).context("writing to stdout")?;
+        writeln!(out).context("writing to stdout")?;
+    } else {
+        render_once(&mut out, &report).context("writing to stdout")?;
+    }
+    out.flush().context("writing to stdout")?;
+    Ok(ExitCode::from(CheckStatus::of(&report) as u8))
+}
+
+/// The watch loop: a cycle every `watch-interval` until stopped.
+fn watch(args: WatchArgs) -> CmdResult {
     let file = super::plan::service_file(&args.config, None, false)?;
     let plan = file.plan()?;
     let config = &file.config;
@@ -50,19 +117,6 @@ pub(crate) fn run(args: WatchArgs) -> CmdResult {
         settings.watch.interval,
         settings.watermark,
     );
-    if args.once {
-        let mut watcher = watcher;
-        let report = watcher.cycle(std::time::Duration::ZERO, None);
-        let mut out = io::BufWriter::new(io::stdout().lock());
-        if args.json {
-            serde_json::to_writer_pretty(&mut out, &report).context("writing to stdout")?;
-            writeln!(out).context("writing to stdout")?;
-        } else {
-            render_once(&mut out, &report).context("writing to stdout")?;
-        }
-        out.flush().context("writing to stdout")?;
-        return Ok(ExitCode::SUCCESS);
-    }
     let to = LogTo::Stdout { json: args.json };
     let mut watching = WatchLoop::new(
         watcher,
@@ -116,7 +170,7 @@ fn log_to(to: LogTo, kind: &str, fields: &[(&str, String)]) {
         let mut m = serde_json::Map::new();
         m.insert("event".into(), kind.into());
         for (k, v) in fields {
-            m.insert((*k).into(), v.clone().into());
+            m.insert((*k).into(), json_value(k, v));
         }
         serde_json::Value::Object(m).to_string()
     } else {
@@ -131,6 +185,24 @@ fn log_to(to: LogTo, kind: &str, fields: &[(&str, String)]) {
         line
     };
     line_to(to, &line);
+}
+
+/// A log field as JSON: the figures as numbers (`instances`, `interval_seconds`, `pid`), the
+/// PIDs as an array of numbers, `reloaded` as `true`; every other field, text.
+fn json_value(key: &str, text: &str) -> serde_json::Value {
+    use serde_json::Value;
+    let number = |t: &str| {
+        t.parse::<u64>().map(Value::from).ok().or_else(|| {
+            t.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number)
+        })
+    };
+    let typed = match key {
+        "instances" | "interval_seconds" | "pid" => number(text),
+        "pids" => text.split(',').map(number).collect::<Option<Vec<_>>>().map(Value::Array),
+        "reloaded" => Some(Value::Bool(text == "yes")),
+        _ => None,
+    };
+    typed.unwrap_or_else(|| Value::String(text.to_string()))
 }
 
 fn line_to(to: LogTo, line: &str) {
