@@ -193,6 +193,80 @@ fn emit_numactl_prints_a_command_line_per_instance() {
         ));
 }
 
+/// Scaling a service down and emitting again removes the drop-ins the earlier emit wrote for
+/// the instances that are gone, and nothing else: not another file's, not one a user wrote,
+/// not a link.
+#[test]
+fn emit_systemd_removes_the_drop_ins_of_instances_that_are_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let units = dir.path().join("units");
+    let config = dir.path().join("web.toml");
+    let write = |n: u32| {
+        let text = format!(
+            "[host]\nkeep-free = []\n[service.web]\ncommand = [\"/bin/web\"]\ninstances = {n}\ncpus = 1\n"
+        );
+        std::fs::write(&config, text).unwrap();
+    };
+    let emit = || {
+        let out = pinctl()
+            .args(["plan", "--topology", EPYC, "--emit", "systemd"])
+            .arg(&units)
+            .arg("-c")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    write(3);
+    emit();
+    // Beside them: a drop-in of the same name that a user wrote, and one from another file.
+    let mine = units.join("web-5.service.d");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("50-pinctl.conf"), "[Service]\nCPUAffinity=0\n").unwrap();
+    let other = units.join("db-0.service.d");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("50-pinctl.conf"),
+        "# Written by `pinctl plan -c /etc/db.toml --emit systemd`: instance `db-0`.\n",
+    )
+    .unwrap();
+    write(1);
+    let printed = emit();
+    let gone = |i: u32| units.join(format!("web-{i}.service.d"));
+    assert!(units.join("web.service.d/50-pinctl.conf").is_file(), "{printed}");
+    assert!(!gone(1).exists() && !gone(2).exists(), "{printed}");
+    assert!(printed.contains(&format!("removed {}", gone(1).join("50-pinctl.conf").display())));
+    // web-0's was written for `instances = 3` too: the single instance is `web` now.
+    assert!(!gone(0).exists(), "{printed}");
+    assert!(mine.join("50-pinctl.conf").is_file() && other.join("50-pinctl.conf").is_file());
+}
+
+/// `--emit numactl` names, per instance, the settings a numactl line cannot carry.
+#[test]
+fn emit_numactl_says_what_a_line_cannot_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[host]\nkeep-free = []\n[service.db]\ncommand = [\"/bin/db\"]\ncpus = 1\n\
+         user = \"nobody\"\nworking-dir = \"/srv\"\nenv = { A = \"1\" }\nlimits = { nofile = 1024 }\n\
+         [service.plain]\ncommand = [\"/bin/plain\"]\ncpus = 1\n",
+    );
+    let out = pinctl()
+        .args(["plan", "--topology", EPYC, "--emit", "numactl", "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (stdout, stderr) =
+        (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+    let said = "db: a numactl line does not carry `env`, `user`, `working-dir`, `limits`: set \
+                them where the line runs, or start it with `pinctl exec -c FILE --service db`";
+    assert!(stderr.contains(&format!("warning: {said}")), "{stderr}");
+    assert!(stdout.contains(&format!("# warning: {said}\n# db\nnumactl")), "{stdout}");
+    assert!(!stderr.contains("plain:") && !stdout.contains("# warning: plain"), "{stdout}");
+}
+
 #[test]
 fn emit_rejects_unknown_formats() {
     pinctl()

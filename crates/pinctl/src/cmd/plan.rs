@@ -98,7 +98,7 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
             emit_systemd(&mut out, &file.config, &plan, &args.config, &dir)?;
         }
         Some(Emit::Numactl) => {
-            emit_numactl(&mut out, &file.config, &plan).context("writing to stdout")?;
+            emit_numactl(&mut out, &mut err, &file.config, &plan).context("writing the lines")?;
         }
         None if args.json => {
             let host_warnings = &file.loaded.topology.warnings;
@@ -307,9 +307,9 @@ fn emit_systemd(
             )));
         }
         let mut text = format!(
-            "# Written by `pinctl plan -c {} --emit systemd`: instance `{}` of service `{}`.\n\
+            "{} instance `{}` of service `{}`.\n\
              [Service]\nCPUAffinity={}\nNUMAPolicy={}\n",
-            escaped(&config_path.display().to_string()),
+            written_by(config_path),
             escaped(&p.instance),
             escaped(&p.service),
             p.placement.cpus,
@@ -333,12 +333,96 @@ fn emit_systemd(
         file_staged.commit().with_context(|| format!("cannot write `{}`", file.display()))?;
         writeln!(out, "{}", escaped(&file.display().to_string())).context("writing to stdout")?;
     }
+    let current: Vec<&Path> = drop_ins.iter().map(|(f, _)| f.as_path()).collect();
+    for stale in stale_drop_ins(dir, config_path, &current) {
+        fs::remove_file(&stale).with_context(|| format!("cannot remove `{}`", stale.display()))?;
+        // The unit's `.d` folder goes too when the drop-in was all it held.
+        if let Some(unit_dir) = stale.parent() {
+            let _ = fs::remove_dir(unit_dir);
+        }
+        writeln!(out, "removed {}", escaped(&stale.display().to_string()))
+            .context("writing to stdout")?;
+    }
     Ok(())
 }
 
-/// A numactl command line per instance, preceded by a comment naming it.
-fn emit_numactl(out: &mut impl Write, config: &Config, plan: &Plan) -> io::Result<()> {
+/// The first line of every drop-in written for the service file at `config_path`.
+fn written_by(config_path: &Path) -> String {
+    format!(
+        "# Written by `pinctl plan -c {} --emit systemd`:",
+        escaped(&config_path.display().to_string())
+    )
+}
+
+/// The drop-ins in `dir` that an earlier `--emit systemd` of the same file wrote for instances
+/// the plan no longer has (a service scaled down or removed): `<unit>.d/50-pinctl.conf` whose
+/// first line names the same `-c` path, a regular file of this user in a real folder (a link
+/// is never followed). Anything else is left alone, another file's drop-ins included.
+fn stale_drop_ins(dir: &Path, config_path: &Path, current: &[&Path]) -> Vec<PathBuf> {
+    use std::io::{BufRead as _, BufReader};
+    use std::os::unix::fs::MetadataExt as _;
+    let header = written_by(config_path);
+    let me = pinctl_sysfs::trust::euid();
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut stale: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".service.d"))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path().join("50-pinctl.conf"))
+        .filter(|f| !current.contains(&f.as_path()))
+        .filter(|f| fs::symlink_metadata(f).is_ok_and(|m| m.file_type().is_file() && m.uid() == me))
+        .filter(|f| {
+            // Only the first line is read, and at most 4 KiB of it.
+            let Ok(file) = fs::File::open(f) else { return false };
+            let mut first = String::new();
+            let read = BufReader::new(io::Read::take(file, 4096)).read_line(&mut first);
+            read.is_ok() && first.starts_with(&header)
+        })
+        .collect();
+    stale.sort();
+    stale
+}
+
+/// A numactl command line per instance, preceded by a comment naming it, and by one naming
+/// the settings a numactl line cannot carry (also said on `err`): they belong to whatever runs
+/// the line, or to `pinctl exec -c`, which applies them.
+fn emit_numactl(
+    out: &mut impl Write,
+    err: &mut impl Write,
+    config: &Config,
+    plan: &Plan,
+) -> io::Result<()> {
     for p in &plan.placements {
+        if let Some((service, instance)) = config.instance(&p.instance) {
+            let limits = &service.limits;
+            let dropped: Vec<&str> = [
+                (!instance.env.is_empty(), "env"),
+                (service.user.is_some(), "user"),
+                (service.group.is_some(), "group"),
+                (instance.working_dir.is_some(), "working-dir"),
+                (instance.output.is_some(), "output"),
+                (
+                    [limits.nofile, limits.nproc, limits.memlock, limits.core, limits.stack]
+                        .iter()
+                        .any(Option::is_some),
+                    "limits",
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(set, key)| set.then_some(key))
+            .collect();
+            if !dropped.is_empty() {
+                let what = format!(
+                    "{}: a numactl line does not carry `{}`: set them where the line runs, or \
+                     start it with `pinctl exec -c FILE --service {}`",
+                    escaped(&p.instance),
+                    dropped.join("`, `"),
+                    escaped(&p.instance)
+                );
+                writeln!(err, "warning: {what}")?;
+                writeln!(out, "# warning: {what}")?;
+            }
+        }
         let nodes = p.placement.memory_nodes.to_string();
         let policy = match p.placement.memory_policy {
             MemoryPolicy::Default => String::new(),
