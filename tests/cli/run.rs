@@ -650,10 +650,27 @@ cpus = 1
 memory-policy = "bind"
 min-memory = "4KiB"
 drift-hold = "200ms"
+
+[service.small]
+command = ["sleep", "100012"]
+cpus = 1
+min-memory = "1GiB"
 "#,
     );
     run.start(&[]);
     let pid = run.status()["db"]["pid"].as_i64().unwrap();
+    // Under min-memory: LOCAL says so, and why, instead of a bare `-`.
+    let small = wait_for("a first sample of small", || {
+        let d = run.status()["small"]["drift"].clone();
+        d.is_object().then_some(d)
+    });
+    assert!(small["local_fraction"].is_null(), "{small}");
+    let why = small["locality_not_judged"].as_str().unwrap().to_string();
+    assert!(why.ends_with("resident, under min-memory 1024.0MiB"), "{why}");
+    let text = String::from_utf8_lossy(&run.ctl(&["status"]).stdout).to_string();
+    let row = text.lines().position(|l| l.starts_with("small ")).unwrap();
+    assert!(text.lines().nth(row).unwrap().contains("<min"), "{text}");
+    assert_eq!(text.lines().nth(row + 1).unwrap(), format!("    locality not judged: {why}"));
     let planned = run.status()["db"]["cpus"].as_str().unwrap().to_string();
     let in_place = wait_for("a first sample", || {
         let s = run.status();

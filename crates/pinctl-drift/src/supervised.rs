@@ -38,6 +38,8 @@ pub struct SupervisedInstance {
 pub struct LastSample {
     /// Share of its memory on its planned nodes; `None` under `min-memory` or unsampled.
     pub local_fraction: Option<f64>,
+    /// Why a sampled instance's locality is not judged (under `min-memory`).
+    pub locality_not_judged: Option<String>,
     /// Kinds with an episode going on.
     pub drifting: Vec<DriftKind>,
     /// Threads allowed or running outside the planned CPUs.
@@ -50,6 +52,7 @@ impl LastSample {
     fn of(i: &InstanceReport) -> LastSample {
         LastSample {
             local_fraction: i.local_fraction,
+            locality_not_judged: i.locality_not_judged.clone(),
             drifting: i.drifting.clone(),
             threads_out_of_place: i.threads_out_of_place,
             error: i.error.clone(),

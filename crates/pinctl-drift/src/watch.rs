@@ -177,6 +177,10 @@ pub struct InstanceReport {
     pub refused: bool,
     /// Fraction of memory on the planned nodes (`None` under `min-memory` or unsampled).
     pub local_fraction: Option<f64>,
+    /// Why a sampled instance's locality is not judged (`3.2MiB resident, under min-memory
+    /// 64.0MiB`): what `pinctl status` shows for its LOCAL `-`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locality_not_judged: Option<String>,
     pub threads_out_of_place: usize,
     /// Movable interrupts per second on its CPUs since the last cycle (`None` the first
     /// cycle).
@@ -409,6 +413,14 @@ impl Watcher {
                 planned_nodes: p.memory_home().to_string(),
                 planned_policy: p.memory_policy.to_string(),
                 local_fraction: fraction,
+                locality_not_judged: sample.as_ref().filter(|_| fraction.is_none()).map(|s| {
+                    let mib = |b: u64| format!("{:.1}MiB", b as f64 / f64::from(1 << 20));
+                    format!(
+                        "{} resident, under min-memory {}",
+                        mib(s.memory.total()),
+                        mib(th.min_memory)
+                    )
+                }),
                 threads_out_of_place: sample
                     .as_ref()
                     .map_or(0, |s| threads_out_of_place(s, &p.cpus).len()),

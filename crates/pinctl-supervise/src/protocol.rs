@@ -69,6 +69,10 @@ pub struct InstanceStatus {
 pub struct DriftState {
     /// Share of its memory on its planned nodes; `None` under `min-memory` or unsampled.
     pub local_fraction: Option<f64>,
+    /// Why a sampled instance's locality is not judged (`3.2MiB resident, under min-memory
+    /// 64.0MiB`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locality_not_judged: Option<String>,
     /// Kinds with an episode going on (`locality`, `cpu`, `policy`, `node-pressure`); empty
     /// when the instance is where it was planned.
     pub drifting: Vec<String>,

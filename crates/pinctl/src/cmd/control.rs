@@ -228,8 +228,12 @@ fn rss(bytes: u64) -> String {
 }
 
 /// The share of memory on the planned nodes at the watcher's last sample.
+/// `<min` where the instance holds less than `min-memory` (the reason is on a line below).
 fn local(drift: Option<&DriftState>) -> String {
-    drift.and_then(|d| d.local_fraction).map_or("-".into(), |f| format!("{:.1}%", f * 100.0))
+    match drift {
+        Some(d) if d.locality_not_judged.is_some() => "<min".into(),
+        d => d.and_then(|d| d.local_fraction).map_or("-".into(), |f| format!("{:.1}%", f * 100.0)),
+    }
 }
 
 /// `in-place`, the kinds of drift going on, or `-` where nothing watched the instance.
@@ -308,6 +312,9 @@ fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> 
         }
         if let Some(error) = i.drift.as_ref().and_then(|d| d.error.as_ref()) {
             writeln!(out, "    not sampled: {error}")?;
+        }
+        if let Some(why) = i.drift.as_ref().and_then(|d| d.locality_not_judged.as_ref()) {
+            writeln!(out, "    locality not judged: {why}")?;
         }
     }
     Ok(())

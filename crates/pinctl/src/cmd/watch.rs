@@ -360,6 +360,7 @@ impl Observer for SupervisedObserver {
         let last = self.watch.last_sample(instance)?;
         Some(DriftState {
             local_fraction: last.local_fraction,
+            locality_not_judged: last.locality_not_judged,
             drifting: last.drifting.iter().map(|k| k.name().to_string()).collect(),
             threads_out_of_place: last.threads_out_of_place,
             error: last.error,
