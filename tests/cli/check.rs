@@ -98,3 +98,40 @@ fn syntax_errors_are_reported_all_at_once() {
         .stderr(predicate::str::contains("pinctl.toml:3:"))
         .stderr(predicate::str::contains("pinctl.toml:4:1"));
 }
+
+/// On the live machine, a file whose instances could not start fails the check: a program
+/// that does not exist or is not executable, an `alert-command` that does not exist, a user or
+/// group that does not exist; each at its value, all at once. Against another host's topology
+/// none of it is known, and the same file passes.
+#[test]
+fn a_file_that_cannot_start_here_fails_the_check_on_the_live_machine() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = format!(
+        "[host]\nkeep-free = []\n\n\
+         [service.a]\ncommand = [\"/no/such/program\"]\ncpus = 1\n\n\
+         [service.b]\ncommand = [\"{}\"]\ncpus = 1\nuser = \"no-such-user-pinctl\"\n\
+         group = \"no-such-group-pinctl\"\n\n\
+         [service.c]\ncommand = [\"sleep\", \"1\"]\ncpus = 1\non-drift = \"alert\"\n\
+         alert-command = [\"no-such-alerter-pinctl\"]\n",
+        plain.display()
+    );
+    let config = write_config(dir.path(), &text);
+    let out = pinctl().arg("check").arg("-c").arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for said in [
+        "a: `/no/such/program` does not exist: it cannot start (exit status 127)",
+        "is not an executable file: it cannot start (exit status 126)",
+        "b: unknown user `no-such-user-pinctl`: it cannot start (exit status 217)",
+        "b: unknown group `no-such-group-pinctl`: it cannot start (exit status 216)",
+        "c: `alert-command`: `no-such-alerter-pinctl` not found in PATH",
+    ] {
+        assert!(err.contains(said), "missing `{said}` in:\n{err}");
+    }
+    assert!(err.contains("pinctl.toml:5:11"), "the command's place: {err}");
+    pinctl().args(["check", "--topology", EPYC, "-c"]).arg(&config).assert().success();
+}

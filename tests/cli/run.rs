@@ -495,7 +495,16 @@ fn output_lines_are_prefixed_with_the_instance_name() {
 fn the_shipped_units_pass_systemd_analyze_verify() {
     for (name, keys) in [
         ("pinctl.service", &["Type=notify", "Delegate=yes", "KillMode=process", "ExecReload="][..]),
-        ("pinctl-irq.service", &["Type=oneshot", "RemainAfterExit=yes", "ExecStop="][..]),
+        (
+            "pinctl-irq.service",
+            &[
+                "Type=oneshot",
+                "RemainAfterExit=yes",
+                "PartOf=irqbalance.service",
+                "ExecStart=pinctl irq apply -c ",
+                "ExecStop=pinctl irq restore -c ",
+            ][..],
+        ),
     ] {
         let unit =
             std::fs::read_to_string(format!("{}/systemd/{name}", env!("CARGO_MANIFEST_DIR")))

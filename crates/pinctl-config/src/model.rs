@@ -118,6 +118,8 @@ pub struct ServiceSpans {
     pub near: Vec<Span>,
     pub command: Option<Span>,
     pub unit: Option<Span>,
+    pub user: Option<Span>,
+    pub group: Option<Span>,
 }
 
 /// The `[host]` table.

@@ -1566,6 +1566,8 @@ impl Walker {
             near: merged.near.iter().flatten().map(|(_, s)| s.clone()).collect(),
             command: Some(command_span),
             unit: merged.unit.as_ref().map(|(_, s)| s.clone()),
+            user: merged.user.as_ref().map(|(_, s)| s.clone()),
+            group: merged.group.as_ref().map(|(_, s)| s.clone()),
         };
         Some((service, spans))
     }

@@ -17,6 +17,7 @@ mod planned;
 mod policies;
 mod request;
 pub mod spec;
+mod startable;
 mod status;
 
 pub use apply::{Launch, LaunchSetup, Warning, apply_to_self, exec, explain, setup};
@@ -28,4 +29,5 @@ pub use planned::{
 };
 pub use policies::probe_memory_policies;
 pub use request::{CpuTarget, Nodes, Request, ResolveError, Resolved, device_nodes};
+pub use startable::{DEFAULT_PATH, NotStartable, lookup_group, lookup_user, resolve_program};
 pub use status::ExitStatus;

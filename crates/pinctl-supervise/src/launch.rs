@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -32,7 +31,6 @@ use crate::spec::{InstanceSpec, LimitsSpec};
 const EXIT_CHDIR: i32 = ExitStatus::WorkingDir as i32;
 const EXIT_EXEC: i32 = ExitStatus::Exec as i32;
 const EXIT_STDOUT: i32 = ExitStatus::Output as i32;
-const EXIT_GROUP: i32 = ExitStatus::Group as i32;
 const EXIT_USER: i32 = ExitStatus::User as i32;
 
 /// The spec of every planned instance, in plan order.
@@ -333,57 +331,17 @@ fn spawn_error(spec: &InstanceSpec, e: &io::Error) -> SpawnFailure {
     }
 }
 
-/// The path `program` runs from: as given when it has a `/`, else the first executable in
-/// `PATH`.
+/// [`pinctl_launch::resolve_program`], as the instance's failure.
 fn resolve_program(program: &str, path_var: Option<&str>) -> Result<PathBuf, SpawnFailure> {
-    let executable = |p: &Path| {
-        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        if !p.exists() {
-            return Err(fail(status(ExitStatus::NotFound), format!("`{program}` does not exist")));
-        }
-        if !executable(&p) {
-            return Err(fail(
-                status(ExitStatus::NotExecutable),
-                format!("`{program}` is not an executable file"),
-            ));
-        }
-        return Ok(p);
-    }
-    let path_var =
-        path_var.unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    for dir in path_var.split(':').filter(|d| !d.is_empty()) {
-        let candidate = Path::new(dir).join(program);
-        if executable(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err(fail(status(ExitStatus::NotFound), format!("`{program}` not found in PATH")))
+    pinctl_launch::resolve_program(program, path_var).map_err(|(s, why)| fail(status(s), why))
 }
 
 fn lookup_user(name: &str) -> Result<User, SpawnFailure> {
-    let found = match name.parse::<u32>() {
-        Ok(id) => pinctl_sys::user_by_id(id),
-        Err(_) => pinctl_sys::user_by_name(name),
-    };
-    match found {
-        Ok(Some(u)) => Ok(u),
-        Ok(None) => Err(fail(EXIT_USER, format!("unknown user `{name}`"))),
-        Err(e) => Err(fail(EXIT_USER, format!("cannot look up user `{name}`: {e}"))),
-    }
+    pinctl_launch::lookup_user(name).map_err(|(s, why)| fail(status(s), why))
 }
 
 fn lookup_group(name: &str) -> Result<u32, SpawnFailure> {
-    if let Ok(id) = name.parse::<u32>() {
-        return Ok(id);
-    }
-    match pinctl_sys::group_by_name(name) {
-        Ok(Some(gid)) => Ok(gid),
-        Ok(None) => Err(fail(EXIT_GROUP, format!("unknown group `{name}`"))),
-        Err(e) => Err(fail(EXIT_GROUP, format!("cannot look up group `{name}`: {e}"))),
-    }
+    pinctl_launch::lookup_group(name).map_err(|(s, why)| fail(status(s), why))
 }
 
 /// The child setup `pinctl exec` would apply for this placement, built by the same launcher
@@ -550,6 +508,7 @@ pub fn own_cgroup() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn this_process_as_proc_shows_it() {

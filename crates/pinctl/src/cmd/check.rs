@@ -1,5 +1,6 @@
 //! `pinctl check`: validates a service file against a topology (the live machine by default):
-//! the file itself, each value against the machine, `near` entries, then whether a plan exists.
+//! the file itself, each value against the machine, `near` entries, whether its programs, users
+//! and groups exist (on the live machine), then whether a plan exists.
 //! Prints every warning and the host's warnings on stdout with the verdict, errors on stderr
 //! (as every command does), and exits 0 (usable) or 1.
 
@@ -42,6 +43,14 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
         }
         Err(e) => return Err(e),
     };
+    // On the live machine: what would keep instances from starting (a missing program, user
+    // or group) is an error, said as every error in the file is.
+    let unstartable = file.unstartable();
+    if !unstartable.is_empty() {
+        let report = pinctl_config::render_all(&unstartable, Some(&args.config), false);
+        writeln!(io::stderr().lock(), "{report}").context("writing to stderr")?;
+        return Ok(failed);
+    }
     let mut warnings = file.diagnostics.len();
     if !file.diagnostics.is_empty() {
         let text = pinctl_config::render_all(&file.diagnostics, Some(&args.config), false);
