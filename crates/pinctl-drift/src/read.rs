@@ -761,9 +761,28 @@ impl Reader {
                 Err(e) => return Err(e),
             }
         }
-        let (memory, source, policies) = match &cgroup {
-            Some(dir) => {
-                let memory = self.cgroup_memory(dir)?;
+        // A cgroup without the memory controller (its parent's `cgroup.subtree_control` lacks
+        // `memory`: a container, a unit without `Delegate=yes`) has no counters: the instance
+        // is sampled through numa_maps instead, and that is said once.
+        let counted = match &cgroup {
+            Some(dir) => self.cgroup_memory(dir).map(Some),
+            None => Ok(None),
+        };
+        let counted = match (counted, &cgroup) {
+            (Err(SampleError::Read(DiscoveryError::Io { source, .. })), Some(dir))
+                if source.kind() == io::ErrorKind::NotFound =>
+            {
+                self.notices.once(format!(
+                    "`/{dir}` has no memory controller (its parent's `cgroup.subtree_control` \
+                     lacks `memory`): {instance}'s memory is sampled from /proc/PID/numa_maps \
+                     (a page-table walk, at most once per interval)"
+                ));
+                None
+            }
+            (counted, _) => counted?,
+        };
+        let (memory, source, policies) = match (&cgroup, counted) {
+            (Some(_), Some(memory)) => {
                 // Policies only come from numa_maps: a walk at a much lower rate, else the
                 // last walk's.
                 let last = self.walks.get(instance);
@@ -786,7 +805,7 @@ impl Reader {
                 };
                 (memory, MemorySource::Cgroup, policies)
             }
-            None => self.walked(instance, &pids, now, budget)?,
+            _ => self.walked(instance, &pids, now, budget)?,
         };
         Ok(InstanceSample {
             at: now,
@@ -1186,6 +1205,26 @@ pub(crate) mod tests {
         assert_eq!((s.pids.as_slice(), s.source), (&[100][..], MemorySource::Cgroup));
         assert_eq!(budget, before, "no walk was made");
         assert_eq!(s.policies.len(), 2, "the last walk's policies are kept");
+    }
+
+    /// A cgroup v2 host whose cgroup has no memory controller (no `memory.numa_stat`): the
+    /// instance is sampled through numa_maps, never "missing", and that is said once.
+    #[test]
+    fn a_cgroup_without_the_memory_controller_falls_back_to_numa_maps_said_once() {
+        let d = tree(true);
+        fs::remove_file(d.path().join("sys/fs/cgroup/system.slice/db.service/memory.numa_stat"))
+            .unwrap();
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        let mut budget = Duration::from_secs(1);
+        let unit = Locator { unit: Some("db.service".into()), ..Locator::default() };
+        for at in [0, 20] {
+            let s = r.sample("db", &unit, None, Duration::from_secs(at), &mut budget).unwrap();
+            assert_eq!((s.pids.as_slice(), s.source), (&[100][..], MemorySource::NumaMaps));
+            assert_eq!(s.memory.0[&0].anon, 2 * 4096, "from numa_maps");
+        }
+        let notes = r.notices.take();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("has no memory controller"), "{notes:?}");
     }
 
     #[test]
