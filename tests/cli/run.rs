@@ -961,3 +961,31 @@ fn clients_find_their_supervisor_from_its_file_or_the_environment_and_take_servi
     assert!(run.terminate().success(), "{}", run.stderr());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
+
+/// `pinctl watch -c FILE` sees the instances that `pinctl run -c FILE` supervises (no
+/// `pid-file` or `unit` needed): it asks the file's supervisor, over its socket, which process
+/// and cgroup each instance is.
+#[test]
+fn watch_asks_the_supervisor_of_its_file_for_its_instances() {
+    let mut run = Run::new("");
+    let text = format!(
+        "[host]\nkeep-free = []\nsocket = \"{}\"\n\n[service.db]\ncommand = [\"sleep\", \"100014\"]\n\
+         cpus = 1\nmin-memory = \"4KiB\"\n",
+        run.socket().display()
+    );
+    std::fs::write(run.config(), text).unwrap();
+    run.start(&[]);
+    let pid = run.status()["db"]["pid"].as_i64().unwrap();
+    let out = Command::new(BIN)
+        .args(["watch", "--once", "--json", "-c"])
+        .arg(run.config())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v}\n{}", String::from_utf8_lossy(&out.stderr));
+    let db = &v["instances"][0];
+    assert_eq!(db["instance"], "db");
+    assert_eq!(db["sample"]["pids"][0].as_i64(), Some(pid), "{db}");
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}

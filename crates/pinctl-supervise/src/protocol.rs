@@ -51,6 +51,10 @@ pub struct InstanceStatus {
     pub cpus: String,
     pub memory_policy: String,
     pub memory_nodes: String,
+    /// Its own cgroup v2 path (`/pinctl/db/db-0`) while it runs in one: every process in it is
+    /// the instance's (`pinctl watch` samples it there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
     /// CPU time (user + system) of the running process so far, in seconds: every thread, and
     /// the children it has waited for. `None` when nothing runs or `/proc` cannot tell.
     #[serde(default)]

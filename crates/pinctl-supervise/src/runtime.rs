@@ -1263,6 +1263,7 @@ impl Supervisor {
                     cpus: p.cpus.to_string(),
                     memory_policy: p.memory_policy.to_string(),
                     memory_nodes: p.memory_nodes.to_string(),
+                    cgroup: inst.cgroup.clone().filter(|_| pid.is_some()),
                     cpu_s: usage.map(|(cpu, _)| cpu),
                     rss_bytes: usage.and_then(|(_, rss)| rss),
                     drift: self.observer.as_ref().and_then(|o| o.drift(n)),

@@ -100,7 +100,15 @@ pub(crate) enum Verb {
 const MAX_ANSWER_BYTES: u64 = 64 << 20;
 
 fn ask(socket: &SocketArg, request: &Request) -> Result<Response, Error> {
-    let path = &socket.path()?;
+    ask_at(&socket.path()?, request)
+}
+
+/// Every instance of the supervisor at `path`, as `pinctl status` gets them.
+pub(crate) fn instances_at(path: &std::path::Path) -> Result<Vec<InstanceStatus>, Error> {
+    Ok(ask_at(path, &Request::Status { names: Vec::new() })?.instances.unwrap_or_default())
+}
+
+fn ask_at(path: &std::path::Path, request: &Request) -> Result<Response, Error> {
     // The folder must be root's, the path a socket, and whoever serves it root (or us).
     let mut stream = pinctl_supervise::socket::connect(path)
         .map_err(|e| Error::failure(anyhow::anyhow!("{e}")))?;

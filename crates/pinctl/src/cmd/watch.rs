@@ -17,7 +17,9 @@ use anyhow::Context;
 use pinctl_drift::metrics::{self, Metrics};
 use pinctl_drift::rebalance::{LinuxControl, SystemClock};
 use pinctl_drift::supervised::{SupervisedInstance, SupervisedWatch};
-use pinctl_drift::watch::{CycleReport, RebalanceReport, Watcher, system_uid, targets};
+use pinctl_drift::read::Supervised;
+use pinctl_drift::watch::{CycleReport, RebalanceReport, Target, Watcher, system_uid, targets};
+use pinctl_topology::Placement;
 use pinctl_drift::watch_loop::{Presence, Said, Sink, WatchLoop, WatchSettings};
 use pinctl_drift::{DriftKind, Edge};
 use pinctl_supervise::observe::{Observed, Observer};
@@ -81,6 +83,48 @@ pub(crate) fn run(args: WatchArgs) -> CmdResult {
     })
 }
 
+/// The planned instances to watch. Those that neither a `pid-file` nor a `unit` locates are
+/// asked of the `pinctl run` that supervises this file, when one runs: its answer (over its
+/// socket, served by root) names each one's process, cgroup and placement, which stands as the
+/// proof a PID file gives otherwise. Instances it does not name stay unlocated.
+fn watched(config: &pinctl_config::Config, plan: &pinctl_plan::Plan) -> Vec<Target> {
+    let mut targets = targets(config, plan, &system_uid);
+    let unlocated = |t: &Target| t.locator.pid_file.is_none() && t.locator.unit.is_none();
+    if !targets.iter().any(unlocated) {
+        return targets;
+    }
+    let Ok(socket) = config.supervisor().map(|s| s.socket) else { return targets };
+    if !socket.exists() {
+        return targets;
+    }
+    let running = match super::control::instances_at(&socket) {
+        Ok(running) => running,
+        Err(e) => {
+            let why = e.message().unwrap_or_default();
+            let _ = writeln!(io::stderr().lock(), "warning: {}: {why}", socket.display());
+            return targets;
+        }
+    };
+    for t in targets.iter_mut().filter(|t| unlocated(t)) {
+        let Some(i) = running.iter().find(|i| i.name == t.instance) else { continue };
+        t.locator.supervised = Some(Supervised {
+            pid: i.pid.and_then(|p| u32::try_from(p).ok()),
+            cgroup: i.cgroup.clone(),
+        });
+        // Where the supervisor put it (a reload keeps instances where they run).
+        let placed = (
+            i.nodes.parse(),
+            i.cpus.parse(),
+            i.memory_policy.parse(),
+            if i.memory_nodes.is_empty() { Ok(Default::default()) } else { i.memory_nodes.parse() },
+        );
+        if let (Ok(nodes), Ok(cpus), Ok(memory_policy), Ok(memory_nodes)) = placed {
+            t.planned = Placement { nodes, cpus, memory_policy, memory_nodes };
+        }
+    }
+    targets
+}
+
 /// One sample of every planned instance, printed, and the check's status.
 fn once(args: &WatchArgs) -> CmdResult {
     let file = super::plan::service_file(&args.config, None, false)?;
@@ -89,7 +133,7 @@ fn once(args: &WatchArgs) -> CmdResult {
     let settings = WatchSettings::of(config);
     let mut watcher = Watcher::new(
         Path::new("/"),
-        targets(config, &plan, &system_uid),
+        watched(config, &plan),
         settings.watch.interval,
         settings.watermark,
     );
@@ -113,7 +157,7 @@ fn watch(args: WatchArgs) -> CmdResult {
     let settings = WatchSettings::of(config);
     let watcher = Watcher::new(
         Path::new("/"),
-        targets(config, &plan, &system_uid),
+        watched(config, &plan),
         settings.watch.interval,
         settings.watermark,
     );
