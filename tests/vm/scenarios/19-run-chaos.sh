@@ -98,7 +98,7 @@ round=0
 # Rounds stop early past BUDGET s (a slow host with other guests beside this one): the rounds
 # done are reported, and at least MIN_ROUNDS must run for the counts to mean something.
 BUDGET=${CHAOS_BUDGET:-400}
-MIN_ROUNDS=4
+MIN_ROUNDS=3
 T_ROUNDS=$(uptime_s)
 while [ $round -lt "$ROUNDS" ] && [ $(($(uptime_s) - T_ROUNDS)) -lt "$BUDGET" ]; do
     round=$((round + 1))
