@@ -594,6 +594,35 @@ fn detach_leaves_instances_running_for_the_next_supervisor() {
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
+/// An instance that writes to its output (the relay of the pinctl that started it) survives a
+/// detach: its writes fail instead of killing it (SIGPIPE is ignored, as systemd does), and
+/// the supervisor that adopts it says its output is lost until it restarts.
+#[test]
+fn a_talking_instance_survives_detach_and_its_lost_output_is_said() {
+    let mut run = Run::new(
+        "[host]\nkeep-free = []\n[service.talker]\ncommand = [\"sh\", \"-c\", \"while :; do echo tick; sleep 0.05; done\", \"talker-100015\"]\ncpus = 1\n",
+    );
+    run.start(&unpinned());
+    let pid = run.status()["talker"]["pid"].as_i64().unwrap() as i32;
+    let out = run.ctl(&["detach"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut old = run.child.take().unwrap();
+    assert!(wait_for("the old supervisor to exit", || old.try_wait().unwrap()).success());
+    // Twenty writes to a pipe nobody reads.
+    std::thread::sleep(Duration::from_millis(1000));
+    let state = stat(pid).map(|s| s.state);
+    assert!(state.is_some_and(|s| s != 'Z'), "talker {pid} died after detach: {state:?}");
+    run.start(&unpinned());
+    assert_eq!(run.status()["talker"]["pid"].as_i64(), Some(i64::from(pid)));
+    let said = wait_for("the lost output said", || {
+        let e = run.stderr();
+        e.contains("its output went through the pinctl that started it").then_some(e)
+    });
+    assert!(said.contains("set `output = \"FILE\"` to keep it across a detach"), "{said}");
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
 #[test]
 fn an_adopted_instance_killed_from_outside_is_noticed_through_its_pidfd_and_restarted() {
     let config = r#"

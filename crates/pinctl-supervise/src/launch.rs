@@ -14,7 +14,7 @@ use pinctl_launch::{ExitStatus, Launch, LaunchError, Resolved};
 use pinctl_plan::Plan;
 use pinctl_sys::{
     ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandOutput,
-    CommandPlacement, LinuxKernel, OutputError, Rlimit, SetupError, User,
+    CommandPlacement, CommandSignals, LinuxKernel, OutputError, Rlimit, SetupError, User,
 };
 use pinctl_sysfs::proc::pid as process;
 use pinctl_sysfs::proc::uptime;
@@ -229,6 +229,8 @@ pub fn spawn(
     }
     // Its own process group, so a stop reaches the helpers it forks.
     cmd.process_group(0);
+    // As systemd: a write to a relay that is gone (after `detach`) must not kill it.
+    cmd.ignore_sigpipe();
     // Into its cgroup first: before privileges are dropped, and before the placement, which
     // joining a cpuset cgroup would otherwise reset.
     if let Some(procs) = cgroup_procs {

@@ -617,6 +617,16 @@ impl Supervisor {
             next_spec: None,
             last_exited_start: None,
         };
+        // Its output went to the relay of the supervisor that started it, which is gone: what
+        // it writes now fails (EPIPE; SIGPIPE is ignored in instances) and is lost.
+        if inst.spec.output.is_none() {
+            log(
+                &entry.name,
+                "its output went through the pinctl that started it, which is gone: what it \
+                 writes now is lost until it restarts (set `output = \"FILE\"` to keep it \
+                 across a detach)",
+            );
+        }
         self.instances.insert(entry.name.clone(), inst);
         match launch::pidfd_open(pid) {
             Ok(pidfd) => {

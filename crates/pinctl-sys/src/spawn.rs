@@ -117,6 +117,29 @@ impl CommandCgroup for Command {
     }
 }
 
+/// Signal dispositions of a child, set between `fork` and `exec`.
+pub trait CommandSignals {
+    /// The child starts with `SIGPIPE` ignored, as systemd starts services (`IgnoreSIGPIPE=`,
+    /// default yes): a write to a pipe nobody reads any more (the output relay of a supervisor
+    /// that was detached) fails with `EPIPE` instead of killing the service.
+    fn ignore_sigpipe(&mut self) -> &mut Self;
+}
+
+impl CommandSignals for Command {
+    fn ignore_sigpipe(&mut self) -> &mut Self {
+        let hook = || {
+            // SAFETY: signal(2) is async-signal-safe and takes no memory of the parent's; it
+            // runs after the standard library reset SIGPIPE to its default for the child.
+            if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) } == libc::SIG_ERR {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        // SAFETY: the hook runs in the forked child and makes one async-signal-safe call.
+        unsafe { self.pre_exec(hook) }
+    }
+}
+
 /// Marks a spawn error as the output file's: real errnos are below 4096.
 const OUTPUT_MARK: i32 = 0x5e90_0000;
 /// With [`OUTPUT_MARK`]: the file opened, but is not a regular file (or character device)

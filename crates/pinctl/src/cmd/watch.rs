@@ -15,15 +15,15 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use pinctl_drift::metrics::{self, Metrics};
+use pinctl_drift::read::Supervised;
 use pinctl_drift::rebalance::{LinuxControl, SystemClock};
 use pinctl_drift::supervised::{SupervisedInstance, SupervisedWatch};
-use pinctl_drift::read::Supervised;
 use pinctl_drift::watch::{CycleReport, RebalanceReport, Target, Watcher, system_uid, targets};
-use pinctl_topology::Placement;
 use pinctl_drift::watch_loop::{Presence, Said, Sink, WatchLoop, WatchSettings};
 use pinctl_drift::{DriftKind, Edge};
 use pinctl_supervise::observe::{Observed, Observer};
 use pinctl_supervise::protocol::DriftState;
+use pinctl_topology::Placement;
 
 use crate::error::CmdResult;
 
