@@ -405,7 +405,7 @@ fn cycle_of_64_cgroup() {
     let rels: Vec<String> =
         files.iter().map(|f| f.to_string_lossy().trim_start_matches('/').to_string()).collect();
     use pinctl_sysfs::KernelFiles as _;
-    let mut holder = pinctl_sysfs::held::Held::new();
+    let mut holder = pinctl_sysfs::held::KeptOpen::new();
     let (mut by_path, mut by_held) = (Vec::new(), Vec::new());
     for _ in 0..500 {
         by_path.push(time(|| {

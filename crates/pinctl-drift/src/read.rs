@@ -3,7 +3,7 @@
 //! cgroup v2 `memory.numa_stat` when it has one, otherwise `/proc/PID/numa_maps` under a time
 //! budget), and the nodes' free memory and counters. Every file is read through pinctl-sysfs's
 //! reader of that file; on the live machine the files read every cycle go through
-//! [`Held`] descriptors.
+//! [`KeptOpen`] descriptors.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
-use pinctl_sysfs::held::Held;
+use pinctl_sysfs::held::KeptOpen;
 use pinctl_sysfs::proc::pid::numa_maps::{self, NumaMapsEntry};
 use pinctl_sysfs::proc::pid::{self, Pid, stat, status, task};
 use pinctl_sysfs::trust::{self, CheckedReadError, Untrusted};
@@ -273,8 +273,8 @@ pub struct Reader {
     /// (`sched_getaffinity`) instead of read from `status`; `None` under any other root.
     affinity_bits: Option<usize>,
     /// On the live machine, the kernel files and thread lists read every cycle, kept open
-    /// ([`Held`]); `None` under any other root, whose files tests rewrite and remove.
-    held: Option<Held>,
+    /// ([`KeptOpen`]); `None` under any other root, whose files tests rewrite and remove.
+    held: Option<KeptOpen>,
     /// The cgroup folder each main process was last found in, with the cycle it was.
     cgroup_of: BTreeMap<u32, (String, u64)>,
     /// On the live machine, each PID file's stamp, PID and why it is not trusted when last
@@ -301,7 +301,7 @@ impl Reader {
             affinity_bits: (root == Path::new("/"))
                 .then(|| LinuxKernel.cpu_mask_bits().ok())
                 .flatten(),
-            held: (root == Path::new("/")).then(Held::new),
+            held: (root == Path::new("/")).then(KeptOpen::new),
             cgroup_of: BTreeMap::new(),
             pid_files: BTreeMap::new(),
             cycle: 0,
@@ -311,7 +311,7 @@ impl Reader {
     /// Whether kernel files are kept open between cycles (the live machine's default; the
     /// benchmark compares both).
     pub fn hold_files(&mut self, on: bool) {
-        self.held = (on && self.fs.root() == Path::new("/")).then(Held::new);
+        self.held = (on && self.fs.root() == Path::new("/")).then(KeptOpen::new);
     }
 
     /// Ends a cycle: held files it did not read are closed.

@@ -510,7 +510,7 @@ impl<'t> FsRoot<'t> {
 
 /// Where the per-file readers ([`crate::proc`], [`crate::cgroup`], [`crate::node`]) get the
 /// kernel's files: an [`FsRoot`] (the live `/` or a captured tree), or the live machine's files
-/// kept open between reads ([`crate::held::Held`]). Paths are relative to the root.
+/// kept open between reads ([`crate::held::KeptOpen`]). Paths are relative to the root.
 pub trait KernelFiles {
     /// The text of the file at `rel`, `None` when there is none.
     fn text(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError>;

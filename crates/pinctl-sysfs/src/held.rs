@@ -36,9 +36,10 @@ use crate::fsroot::{KernelFiles, max_file_bytes, open_regular, read_all};
 /// At most this many descriptors are kept open.
 pub const MAX_HELD: usize = 1024;
 
-/// Held files and folders of the live machine.
+/// The live machine's kernel files and folders a watcher reads every cycle, kept open between
+/// reads (re-read from offset 0).
 #[derive(Debug)]
-pub struct Held {
+pub struct KeptOpen {
     files: HashMap<String, Entry<File>>,
     dirs: HashMap<String, Entry<rustix::fs::Dir>>,
     /// Each `/proc` folder as listed this cycle.
@@ -69,19 +70,19 @@ fn is_absent(e: &io::Error) -> bool {
     is_gone(e) || Errno::from_io_error(e) == Some(Errno::NOTDIR)
 }
 
-impl Default for Held {
+impl Default for KeptOpen {
     fn default() -> Self {
-        Held::new()
+        KeptOpen::new()
     }
 }
 
-impl Held {
+impl KeptOpen {
     /// An empty set, bounded by [`MAX_HELD`] and by a quarter of this process's soft
     /// `RLIMIT_NOFILE` (the rest is the supervisor's and its instances').
-    pub fn new() -> Held {
+    pub fn new() -> KeptOpen {
         let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         let limit = soft.map_or(MAX_HELD, |s| (s / 4).min(MAX_HELD as u64) as usize);
-        Held {
+        KeptOpen {
             files: HashMap::new(),
             dirs: HashMap::new(),
             listed: HashMap::new(),
@@ -204,7 +205,7 @@ impl Held {
     }
 }
 
-impl KernelFiles for Held {
+impl KernelFiles for KeptOpen {
     fn text(&mut self, rel: &str) -> Result<Option<&str>, DiscoveryError> {
         match self.load(rel) {
             Ok(false) => Ok(None),
@@ -294,9 +295,9 @@ mod tests {
     /// process that exits is seen gone through its held thread list.
     #[test]
     fn held_files_read_what_a_fresh_open_reads() {
-        let mut held = Held::new();
+        let mut held = KeptOpen::new();
         let me = std::process::id();
-        let rss = |held: &mut Held| status::read(held, me).unwrap().unwrap().rss_bytes.unwrap();
+        let rss = |held: &mut KeptOpen| status::read(held, me).unwrap().unwrap().rss_bytes.unwrap();
         let before = rss(&mut held);
         held.end_cycle();
         // The process's resident set grows by 64 MiB; the held file says so, as a fresh open
@@ -329,7 +330,7 @@ mod tests {
     /// What a cycle does not read is closed at its end.
     #[test]
     fn a_cycle_closes_what_it_did_not_read() {
-        let mut held = Held::new();
+        let mut held = KeptOpen::new();
         held.text("proc/self/stat").unwrap().unwrap();
         held.text("proc/self/statm").unwrap().unwrap();
         held.end_cycle();
