@@ -213,15 +213,10 @@ pub fn buffer_bytes(quick: bool, llc_bytes: Option<u64>) -> u64 {
     want.div_ceil(huge) * huge
 }
 
-/// The largest last-level cache of the first CPU of each CPU node, read under `root` (`/`
-/// for this machine); `None` when no CPU has cache folders (some VMs, old kernels).
-pub fn last_level_cache(root: &std::path::Path, topology: &Topology) -> Option<u64> {
-    topology
-        .nodes
-        .iter()
-        .filter_map(|n| n.cpus.first())
-        .filter_map(|cpu| pinctl_sysfs::cpu_cache::read_last_level_cache(root, cpu).ok().flatten())
-        .max()
+/// The largest last-level cache of the topology (discovery reads them for the planner,
+/// `caches`); `None` when it has none (some VMs, old kernels).
+pub fn last_level_cache(topology: &Topology) -> Option<u64> {
+    topology.caches.iter().filter_map(|c| c.size_bytes).max()
 }
 
 /// The first CPU of each core among `cpus` (a CPU of unknown core is a core of its own).
@@ -263,6 +258,17 @@ mod tests {
         assert_eq!((p8.pairs(), p8.budget), (64, Duration::from_secs(96)));
         let one = ProbePlan::new(&nodes(1), None, &ProbeOptions::default()).unwrap();
         assert_eq!(one.pairs(), 1, "one node: its one pair");
+    }
+
+    #[test]
+    fn the_last_level_cache_is_the_largest_the_topology_knows() {
+        let mut t = nodes(2);
+        assert_eq!(last_level_cache(&t), None);
+        t.caches = [Some(32 << 20), None, Some(96 << 20)]
+            .into_iter()
+            .map(|size_bytes| pinctl_topology::Cache { level: 3, cpus: CpuSet::new(), size_bytes })
+            .collect();
+        assert_eq!(last_level_cache(&t), Some(96 << 20));
     }
 
     #[test]

@@ -27,8 +27,7 @@ fn bound_mappings() -> Vec<String> {
 #[test]
 fn measures_every_pair_of_this_machine_and_leaves_the_process_as_it_was() {
     let topology = LoadedTopology::live().unwrap().topology;
-    let cpu = topology.nodes.iter().find_map(|n| n.cpus.first()).unwrap();
-    let llc = pinctl_sysfs::cpu_cache::read_last_level_cache(Path::new("/"), cpu).unwrap();
+    let llc = pinctl_probe::last_level_cache(&topology);
     let plan = ProbePlan::new(&topology, llc, &ProbeOptions { quick: true, budget: None }).unwrap();
     let expected = topology.nodes.iter().filter(|n| !n.cpus.is_empty()).count()
         * topology.nodes.iter().filter(|n| n.has_memory).count();

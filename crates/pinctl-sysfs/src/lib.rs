@@ -18,7 +18,6 @@
 pub mod atomic;
 mod caches;
 pub mod cgroup;
-pub mod cpu_cache;
 mod devices;
 mod discover;
 mod error;

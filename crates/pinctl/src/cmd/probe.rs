@@ -87,7 +87,7 @@ pub(crate) fn run(args: ProbeArgs) -> CmdResult {
     let mut loaded = LoadedTopology::live().map_err(Error::failure)?;
     pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
     let topology = &mut loaded.topology;
-    let llc = pinctl_probe::last_level_cache(Path::new("/"), topology);
+    let llc = pinctl_probe::last_level_cache(topology);
     let options = ProbeOptions { quick: args.quick, budget: args.budget };
     let plan = ProbePlan::new(topology, llc, &options).map_err(Error::failure)?;
 
