@@ -181,7 +181,7 @@ fn watch(args: WatchArgs) -> CmdResult {
                 .block_on(metrics::bind(addr))
                 .with_context(|| format!("cannot listen on `{addr}` (metrics-listen)"))?;
             let bound = listener.local_addr().context("reading the metrics address")?;
-            log_to(to, "metrics", &[("listen", format!("http://{bound}/metrics"))]);
+            log_to(to, "metrics", &[("listen", format!("http://{bound}/metrics").into())]);
             rt.spawn(metrics::serve(listener, watching.metrics.server()));
             Some(rt)
         }
@@ -207,19 +207,70 @@ impl LogTo {
     }
 }
 
+/// A log field's value: text, or a figure that `--json` writes as a JSON number, array or
+/// boolean rather than as the text the line shows.
+#[derive(Debug, Clone, PartialEq)]
+enum Field {
+    Text(String),
+    Count(u64),
+    Seconds(f64),
+    Pids(Vec<u32>),
+    Yes,
+}
+
+impl From<String> for Field {
+    fn from(text: String) -> Field {
+        Field::Text(text)
+    }
+}
+
+impl From<&str> for Field {
+    fn from(text: &str) -> Field {
+        Field::Text(text.to_string())
+    }
+}
+
+impl Field {
+    fn text(&self) -> String {
+        match self {
+            Field::Text(t) => t.clone(),
+            Field::Count(n) => n.to_string(),
+            Field::Seconds(s) => s.to_string(),
+            Field::Pids(p) => p.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+            Field::Yes => "yes".into(),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        match self {
+            Field::Text(t) => t.clone().into(),
+            Field::Count(n) => (*n).into(),
+            Field::Seconds(s) => (*s).into(),
+            Field::Pids(p) => p.clone().into(),
+            Field::Yes => true.into(),
+        }
+    }
+}
+
+/// Text fields as log fields (the drift and rebalance lines' text form).
+fn texts(fields: Vec<(&'static str, String)>) -> Vec<(&'static str, Field)> {
+    fields.into_iter().map(|(k, v)| (k, Field::Text(v))).collect()
+}
+
 /// One line: `kind key=value ...` (values with blanks quoted), or a JSON object with
 /// `"event": kind` under `--json`.
-fn log_to(to: LogTo, kind: &str, fields: &[(&str, String)]) {
+fn log_to(to: LogTo, kind: &str, fields: &[(&str, Field)]) {
     let line = if to.json() {
         let mut m = serde_json::Map::new();
         m.insert("event".into(), kind.into());
         for (k, v) in fields {
-            m.insert((*k).into(), json_value(k, v));
+            m.insert((*k).into(), v.json());
         }
         serde_json::Value::Object(m).to_string()
     } else {
         let mut line = kind.to_string();
         for (k, v) in fields {
+            let v = v.text();
             if v.is_empty() || v.contains(|c: char| c.is_whitespace() || c == '"' || c == '=') {
                 line.push_str(&format!(" {k}={v:?}"));
             } else {
@@ -229,24 +280,6 @@ fn log_to(to: LogTo, kind: &str, fields: &[(&str, String)]) {
         line
     };
     line_to(to, &line);
-}
-
-/// A log field as JSON: the figures as numbers (`instances`, `interval_seconds`, `pid`), the
-/// PIDs as an array of numbers, `reloaded` as `true`; every other field, text.
-fn json_value(key: &str, text: &str) -> serde_json::Value {
-    use serde_json::Value;
-    let number = |t: &str| {
-        t.parse::<u64>().map(Value::from).ok().or_else(|| {
-            t.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number)
-        })
-    };
-    let typed = match key {
-        "instances" | "interval_seconds" | "pid" => number(text),
-        "pids" => text.split(',').map(number).collect::<Option<Vec<_>>>().map(Value::Array),
-        "reloaded" => Some(Value::Bool(text == "yes")),
-        _ => None,
-    };
-    typed.unwrap_or_else(|| Value::String(text.to_string()))
 }
 
 fn line_to(to: LogTo, line: &str) {
@@ -271,41 +304,40 @@ impl Sink for LogTo {
                 to,
                 "watch",
                 &[
-                    ("instances", instances.to_string()),
-                    ("interval_seconds", interval.as_secs_f64().to_string()),
+                    ("instances", Field::Count(instances as u64)),
+                    ("interval_seconds", Field::Seconds(interval.as_secs_f64())),
                 ],
             ),
             Said::Reloaded { interval } => log_to(
                 to,
                 "watch",
                 &[
-                    ("reloaded", "yes".into()),
-                    ("interval_seconds", interval.as_secs_f64().to_string()),
+                    ("reloaded", Field::Yes),
+                    ("interval_seconds", Field::Seconds(interval.as_secs_f64())),
                 ],
             ),
             Said::Drift(e) if to.json() => {
                 line_to(to, &serde_json::json!({ "drift": e }).to_string())
             }
-            Said::Drift(e) => log_to(to, "drift", &event_fields(e)),
+            Said::Drift(e) => log_to(to, "drift", &texts(event_fields(e))),
             Said::Instance { instance, presence } => {
-                let mut fields = vec![("instance", instance.to_string())];
+                let mut fields: Vec<(&str, Field)> = vec![("instance", instance.into())];
                 match presence {
                     Presence::Found { pids, source, refused } => {
                         fields.push(("status", "found".into()));
-                        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
-                        fields.push(("pids", pids.join(",")));
-                        fields.push(("source", source.to_string()));
+                        fields.push(("pids", Field::Pids(pids.to_vec())));
+                        fields.push(("source", source.to_string().into()));
                         if !refused.is_empty() {
-                            fields.push(("refused", refused_text(refused)));
+                            fields.push(("refused", refused_text(refused).into()));
                         }
                     }
                     Presence::Refused { reason } => {
                         fields.push(("status", "refused".into()));
-                        fields.push(("reason", reason.clone()));
+                        fields.push(("reason", reason.as_str().into()));
                     }
                     Presence::Missing { reason } => {
                         fields.push(("status", "missing".into()));
-                        fields.push(("reason", reason.clone()));
+                        fields.push(("reason", reason.as_str().into()));
                     }
                 }
                 log_to(to, "instance", &fields);
@@ -313,14 +345,14 @@ impl Sink for LogTo {
             Said::Rebalance(r) if to.json() => {
                 line_to(to, &serde_json::json!({ "rebalance": r }).to_string())
             }
-            Said::Rebalance(r) => log_to(to, "rebalance", &rebalance_fields(r)),
-            Said::Notice(n) => log_to(to, "notice", &[("message", n.to_string())]),
+            Said::Rebalance(r) => log_to(to, "rebalance", &texts(rebalance_fields(r))),
+            Said::Notice(n) => log_to(to, "notice", &[("message", n.to_string().into())]),
             Said::AlertError { instance, message } => {
-                let mut fields = Vec::new();
+                let mut fields: Vec<(&str, Field)> = Vec::new();
                 if let Some(i) = instance {
-                    fields.push(("instance", i.to_string()));
+                    fields.push(("instance", i.into()));
                 }
-                fields.push(("message", message));
+                fields.push(("message", message.into()));
                 log_to(to, "alert-error", &fields);
             }
         }
@@ -383,7 +415,7 @@ impl SupervisedObserver {
                 log_to(
                     LogTo::Supervisor,
                     "metrics",
-                    &[("listen", format!("http://{bound}/metrics"))],
+                    &[("listen", format!("http://{bound}/metrics").into())],
                 );
                 Some(l)
             }
@@ -436,7 +468,7 @@ impl Observer for SupervisedObserver {
                 Err(e) => log_to(
                     LogTo::Supervisor,
                     "metrics-error",
-                    &[("message", format!("cannot serve metrics: {e}"))],
+                    &[("message", format!("cannot serve metrics: {e}").into())],
                 ),
             }
         }
@@ -455,7 +487,7 @@ impl Observer for SupervisedObserver {
             log_to(
                 LogTo::Supervisor,
                 "watch-error",
-                &[("message", format!("cannot start the watcher's thread: {e}"))],
+                &[("message", format!("cannot start the watcher's thread: {e}").into())],
             );
         }
     }
