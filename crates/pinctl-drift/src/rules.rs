@@ -95,27 +95,27 @@ pub fn local_fraction(memory: &NodeMemory, nodes: &NodeSet, min_memory: u64) -> 
 
 /// Memory locality: drift when the fraction on the planned nodes is under `min-locality`.
 pub fn locality_drift(s: &InstanceSample, planned: &Placement, t: &Thresholds) -> Option<Finding> {
+    locality(s, planned, t).filter(|f| f.value < f.threshold)
+}
+
+/// The fraction of the instance's memory on its planned nodes against `min-locality`, with
+/// where the rest is; `None` under `min-memory`.
+fn locality(s: &InstanceSample, planned: &Placement, t: &Thresholds) -> Option<Finding> {
     let nodes = planned.memory_home();
     let fraction = local_fraction(&s.memory, nodes, t.min_memory)?;
-    (fraction < t.min_locality).then(|| {
-        let remote: Vec<String> = s
-            .memory
-            .0
-            .iter()
-            .filter(|(n, b)| !nodes.contains(**n) && b.total() > 0)
-            .map(|(n, b)| format!("node {n} {}", mib(b.total())))
-            .collect();
-        Finding {
-            value: fraction,
-            threshold: t.min_locality,
-            detail: format!(
-                "{:.1}% of {} on node(s) {nodes}; elsewhere: {}",
-                fraction * 100.0,
-                mib(s.memory.total()),
-                remote.join(", ")
-            ),
-        }
-    })
+    let remote: Vec<String> = s
+        .memory
+        .0
+        .iter()
+        .filter(|(n, b)| !nodes.contains(**n) && b.total() > 0)
+        .map(|(n, b)| format!("node {n} {}", mib(b.total())))
+        .collect();
+    let mut detail =
+        format!("{:.1}% of {} on node(s) {nodes}", fraction * 100.0, mib(s.memory.total()));
+    if fraction < t.min_locality || !remote.is_empty() {
+        detail.push_str(&format!("; elsewhere: {}", remote.join(", ")));
+    }
+    Some(Finding { value: fraction, threshold: t.min_locality, detail })
 }
 
 fn mib(bytes: u64) -> String {
@@ -217,18 +217,30 @@ pub fn node_pressure(
     planned: &Placement,
     watermark: impl Fn(NodeId, &NodeSample) -> u64,
 ) -> Option<Finding> {
+    least_free_node(host, planned, watermark, true)
+}
+
+/// The planned node with the least free memory (`under`: among those under their watermark),
+/// against its watermark.
+fn least_free_node(
+    host: &HostSample,
+    planned: &Placement,
+    watermark: impl Fn(NodeId, &NodeSample) -> u64,
+    under: bool,
+) -> Option<Finding> {
     planned
         .memory_home()
         .iter()
         .filter_map(|n| host.nodes.get(&n).map(|s| (n, s, watermark(n, s))))
-        .filter(|(_, s, w)| s.free_bytes < *w)
+        .filter(|(_, s, w)| !under || s.free_bytes < *w)
         .min_by_key(|(_, s, _)| s.free_bytes)
         .map(|(n, s, w)| Finding {
             value: s.free_bytes as f64,
             threshold: w as f64,
             detail: format!(
-                "node {n} has {} free, under the watermark {}",
+                "node {n} has {} free, {} the watermark {}",
                 mib(s.free_bytes),
+                if s.free_bytes < w { "under" } else { "above" },
                 mib(w)
             ),
         })
@@ -389,24 +401,18 @@ impl Verdicts {
         t: &Thresholds,
         watermark: impl Fn(NodeId, &NodeSample) -> u64,
     ) -> Verdicts {
-        let nodes = planned.memory_home();
         let mut v = Verdicts {
-            locality: locality_drift(s, planned, t),
+            locality: None,
             cpu: cpu_drift(s, planned),
             policy: policy_drift(s, planned),
             node_pressure: node_pressure(host, planned, &watermark),
             interrupts: None,
             at_end: Vec::new(),
         };
-        if v.locality.is_none() {
-            if let Some(fraction) = local_fraction(&s.memory, nodes, t.min_memory) {
-                let detail = format!(
-                    "{:.1}% of {} on node(s) {nodes}",
-                    fraction * 100.0,
-                    mib(s.memory.total())
-                );
-                v.at_end.push((DriftKind::Locality, Finding::at(fraction, t.min_locality, detail)));
-            }
+        match locality(s, planned, t) {
+            Some(f) if f.value < f.threshold => v.locality = Some(f),
+            Some(f) => v.at_end.push((DriftKind::Locality, f)),
+            None => {}
         }
         if v.cpu.is_none() {
             let detail = format!("every thread on CPUs {}", planned.cpus);
@@ -417,20 +423,8 @@ impl Verdicts {
             v.at_end.push((DriftKind::Policy, Finding::at(0.0, 0.0, detail)));
         }
         if v.node_pressure.is_none() {
-            let least = nodes
-                .iter()
-                .filter_map(|n| host.nodes.get(&n).map(|s| (n, s, watermark(n, s))))
-                .min_by_key(|(_, s, _)| s.free_bytes);
-            if let Some((n, s, w)) = least {
-                let detail = format!(
-                    "node {n} has {} free, above the watermark {}",
-                    mib(s.free_bytes),
-                    mib(w)
-                );
-                v.at_end.push((
-                    DriftKind::NodePressure,
-                    Finding::at(s.free_bytes as f64, w as f64, detail),
-                ));
+            if let Some(f) = least_free_node(host, planned, &watermark, false) {
+                v.at_end.push((DriftKind::NodePressure, f));
             }
         }
         v
