@@ -196,7 +196,7 @@ proptest! {
             }),
     ]) {
         let (_, peak) = peak_of(|| {
-            if let Ok(t) = pinctl_sysfs::proc_interrupts::parse(&text) {
+            if let Ok(t) = pinctl_sysfs::proc::interrupts::parse(&text) {
                 for l in &t.lines {
                     let _ = l.name();
                     let _ = t.fired(l);

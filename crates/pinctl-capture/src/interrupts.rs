@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use pinctl_sysfs::net_queues::MAX_QUEUES;
-use pinctl_sysfs::proc_interrupts::MAX_IRQ;
+use pinctl_sysfs::proc::interrupts::MAX_IRQ;
 use pinctl_topology::text::{has_control, shown};
 use pinctl_topology::{Interrupts, MAX_CPU_ID, MAX_NODE_ID, QueueCpus};
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use pinctl_sysfs::proc_interrupts::{self, InterruptTable};
+use pinctl_sysfs::proc::interrupts::{self as proc_interrupts, InterruptTable};
 use pinctl_sysfs::{DiscoveryError, FsRoot};
 use pinctl_topology::{CpuId, CpuSet};
 use serde::Serialize;

@@ -610,7 +610,7 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             return Ok(report);
         }
         let mut fs = FsRoot::new(&self.root);
-        let table = pinctl_sysfs::proc_interrupts::read(&mut fs)?.unwrap_or_default();
+        let table = pinctl_sysfs::proc::interrupts::read(&mut fs)?.unwrap_or_default();
         for (irq, original) in std::mem::take(&mut record.irqs) {
             let name = match pinctl_sysfs::irq::read(&mut fs, irq) {
                 Ok(files) => {

@@ -1,5 +1,5 @@
 //! The host's interrupts ([`pinctl_topology::Interrupts`]), composed from one reader per
-//! kernel file: `/proc/interrupts` ([`crate::proc_interrupts`]) for the interrupts and where
+//! kernel file: `/proc/interrupts` ([`crate::proc::interrupts`]) for the interrupts and where
 //! they fired, `/proc/irq/N` and `/sys/kernel/irq/N` ([`crate::irq`]) for affinities, node and
 //! name, each listed device's PCI function ([`crate::msi_irqs`]) for whose interrupts they
 //! are, each NIC's queues ([`crate::net_queues`]) and irqbalance's socket
@@ -15,7 +15,7 @@ use pinctl_topology::{DeviceKind, Interrupts, Irq, Topology};
 
 use crate::error::DiscoveryError;
 use crate::fsroot::FsRoot;
-use crate::proc_interrupts::{self, FILE};
+use crate::proc::interrupts::{self as proc_interrupts, FILE};
 
 /// Reads the interrupts of the tree under `fs` for the devices of `topology`. A tree without
 /// `proc/interrupts` has none; a broken file costs what depends on it, with a warning (when

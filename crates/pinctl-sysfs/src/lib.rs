@@ -36,7 +36,6 @@ pub mod node;
 pub mod parse;
 pub mod pci;
 pub mod proc;
-pub mod proc_interrupts;
 mod source;
 pub mod thp;
 pub mod trust;

@@ -5,7 +5,7 @@
 use crate::error::DiscoveryError;
 use crate::fsroot::FsRoot;
 use crate::parse;
-use crate::proc_interrupts::MAX_IRQ;
+use crate::proc::interrupts::MAX_IRQ;
 
 const PCI_DIR: &str = "sys/bus/pci/devices";
 

@@ -37,7 +37,7 @@ proptest! {
         let _ = pinctl_sysfs::cgroup::procs::parse(&text);
         let _ = pinctl_sysfs::proc::pid::cmdline::parse(text.as_bytes());
         let _ = pinctl_sysfs::proc::pid::smaps::anon_huge_pages_at(&text, 0x1000);
-        if let Ok(t) = pinctl_sysfs::proc_interrupts::parse(&text) {
+        if let Ok(t) = pinctl_sysfs::proc::interrupts::parse(&text) {
             for l in &t.lines {
                 let _ = l.name();
             }

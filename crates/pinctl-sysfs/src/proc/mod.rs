@@ -4,6 +4,7 @@
 //! root, so a captured tree stands in for the machine. (`/proc/meminfo` has the format of a
 //! node's `meminfo`: [`crate::node::meminfo`].)
 
+pub mod interrupts;
 pub mod pid;
 pub mod uptime;
 pub mod vmstat;
