@@ -125,18 +125,23 @@ fn watched(config: &pinctl_config::Config, plan: &pinctl_plan::Plan) -> Vec<Targ
     targets
 }
 
-/// One sample of every planned instance, printed, and the check's status.
-fn once(args: &WatchArgs) -> CmdResult {
+/// The file's watch settings and a watcher of its planned instances on this machine.
+fn watcher_of(args: &WatchArgs) -> Result<(WatchSettings, Watcher), crate::error::Error> {
     let file = super::plan::service_file(&args.config, None, false)?;
     let plan = file.plan()?;
-    let config = &file.config;
-    let settings = WatchSettings::of(config);
-    let mut watcher = Watcher::new(
+    let settings = WatchSettings::of(&file.config);
+    let watcher = Watcher::new(
         Path::new("/"),
-        watched(config, &plan),
+        watched(&file.config, &plan),
         settings.watch.interval,
         settings.watermark,
     );
+    Ok((settings, watcher))
+}
+
+/// One sample of every planned instance, printed, and the check's status.
+fn once(args: &WatchArgs) -> CmdResult {
+    let (_, mut watcher) = watcher_of(args)?;
     let report = watcher.cycle(std::time::Duration::ZERO, None);
     let mut out = io::BufWriter::new(io::stdout().lock());
     if args.json {
@@ -151,16 +156,7 @@ fn once(args: &WatchArgs) -> CmdResult {
 
 /// The watch loop: a cycle every `watch-interval` until stopped.
 fn watch(args: WatchArgs) -> CmdResult {
-    let file = super::plan::service_file(&args.config, None, false)?;
-    let plan = file.plan()?;
-    let config = &file.config;
-    let settings = WatchSettings::of(config);
-    let watcher = Watcher::new(
-        Path::new("/"),
-        watched(config, &plan),
-        settings.watch.interval,
-        settings.watermark,
-    );
+    let (settings, watcher) = watcher_of(&args)?;
     let to = LogTo::Stdout { json: args.json };
     let mut watching = WatchLoop::new(
         watcher,
