@@ -55,28 +55,36 @@ struct FileArg {
     state_file: Option<PathBuf>,
 }
 
+/// The steering settings of a service file: its keys, its instances' `interrupts`, the NICs it
+/// keeps free.
+fn steer_settings(file: &ServiceFile) -> SteerSettings {
+    SteerSettings::of(
+        &file.config,
+        &file.loaded.topology,
+        &file.inputs.near,
+        &file.inputs.default_keep_free,
+    )
+}
+
 /// The steering of a service file's plan: its settings and the topology it was made on.
-pub(crate) fn planned(prepared: &ServiceFile) -> Planned {
-    Planned {
-        settings: SteerSettings::of(
-            &prepared.config,
-            &prepared.loaded.topology,
-            &prepared.inputs.near,
-            &prepared.inputs.default_keep_free,
-        ),
-        topology: Arc::new(prepared.loaded.topology.clone()),
-    }
+pub(crate) fn planned(file: &ServiceFile) -> Planned {
+    Planned { settings: steer_settings(file), topology: Arc::new(file.loaded.topology.clone()) }
 }
 
 /// Interrupts of `topology` on the CPUs of `plan`'s instances.
-pub(crate) fn landing(prepared: &ServiceFile, plan: &Plan) -> Vec<InterruptLanding> {
-    let settings = planned(prepared).settings;
-    let inputs = settings.inputs(
+pub(crate) fn landing(file: &ServiceFile, plan: &Plan) -> Vec<InterruptLanding> {
+    let settings = steer_settings(file);
+    let inputs = planned_inputs(&settings, plan);
+    pinctl_irq::landing::on_service_cpus(&file.loaded.topology, &inputs, settings.steer)
+}
+
+/// What steering needs of `plan`: each instance with its service and CPUs.
+fn planned_inputs(settings: &SteerSettings, plan: &Plan) -> pinctl_irq::SteerInputs {
+    settings.inputs(
         plan.placements
             .iter()
             .map(|p| (p.instance.as_str(), p.service.as_str(), &p.placement.cpus)),
-    );
-    pinctl_irq::landing::on_service_cpus(&prepared.loaded.topology, &inputs, settings.steer)
+    )
 }
 
 /// Where the record of the supervisor of `config` is.
@@ -129,24 +137,19 @@ fn apply(args: ApplyArgs) -> CmdResult {
         )));
     }
     let plan = prepared.plan()?;
-    let planned = planned(&prepared);
-    let inputs = planned.settings.inputs(
-        plan.placements
-            .iter()
-            .map(|p| (p.instance.as_str(), p.service.as_str(), &p.placement.cpus)),
-    );
+    let inputs = planned_inputs(&steer_settings(&prepared), &plan);
+    let topology = &prepared.loaded.topology;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if args.dry_run {
-        let d = pinctl_irq::decide(&planned.topology, &planned.topology.interrupts, &inputs);
-        render_decision(&mut out, &d, &planned.topology).context("writing to stdout")?;
+        let d = pinctl_irq::decide(topology, &topology.interrupts, &inputs);
+        render_decision(&mut out, &d, topology).context("writing to stdout")?;
         out.flush().context("writing to stdout")?;
         return Ok(ExitCode::SUCCESS);
     }
     needs_root("apply")?;
     let (record, state) = record_path(&prepared.config, args.file.state_file)?;
     let _lock = lock(&state)?;
-    let report =
-        Steerer::live(&record).apply(&planned.topology, &inputs).map_err(Error::failure)?;
+    let report = Steerer::live(&record).apply(topology, &inputs).map_err(Error::failure)?;
     for line in report.lines() {
         writeln!(out, "{}", escaped(&line)).context("writing to stdout")?;
     }
