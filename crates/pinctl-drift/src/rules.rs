@@ -387,19 +387,22 @@ pub struct Verdicts {
     pub node_pressure: Option<Finding>,
     /// Judged apart from the sample ([`interrupt_drift`]): set by the watcher.
     pub interrupts: Option<Finding>,
-    /// Of each kind that does not drift in this sample, what it shows instead (an episode's
-    /// end reports it): [`Verdicts::of`] fills them, the watcher the interrupts'.
+    /// Of each kind with an episode going on that does not drift in this sample, what it
+    /// shows instead (the episode's end reports it): [`Verdicts::of`] fills them, the watcher
+    /// the interrupts'. Not made for the kinds with nothing to end (most, most cycles).
     pub at_end: Vec<(DriftKind, Finding)>,
 }
 
 impl Verdicts {
-    /// Runs every rule on a sample.
+    /// Runs every rule on a sample. `ending` tells the kinds with an episode going on, whose
+    /// value now an end would report.
     pub fn of(
         s: &InstanceSample,
         host: &HostSample,
         planned: &Placement,
         t: &Thresholds,
         watermark: impl Fn(NodeId, &NodeSample) -> u64,
+        ending: impl Fn(DriftKind) -> bool,
     ) -> Verdicts {
         let mut v = Verdicts {
             locality: None,
@@ -411,18 +414,18 @@ impl Verdicts {
         };
         match locality(s, planned, t) {
             Some(f) if f.value < f.threshold => v.locality = Some(f),
-            Some(f) => v.at_end.push((DriftKind::Locality, f)),
-            None => {}
+            Some(f) if ending(DriftKind::Locality) => v.at_end.push((DriftKind::Locality, f)),
+            _ => {}
         }
-        if v.cpu.is_none() {
+        if v.cpu.is_none() && ending(DriftKind::Cpu) {
             let detail = format!("every thread on CPUs {}", planned.cpus);
             v.at_end.push((DriftKind::Cpu, Finding::at(0.0, 0.0, detail)));
         }
-        if v.policy.is_none() {
+        if v.policy.is_none() && ending(DriftKind::Policy) {
             let detail = "no mapping with memory under another policy".to_string();
             v.at_end.push((DriftKind::Policy, Finding::at(0.0, 0.0, detail)));
         }
-        if v.node_pressure.is_none() {
+        if v.node_pressure.is_none() && ending(DriftKind::NodePressure) {
             if let Some(f) = least_free_node(host, planned, &watermark, false) {
                 v.at_end.push((DriftKind::NodePressure, f));
             }
@@ -430,10 +433,11 @@ impl Verdicts {
         v
     }
 
-    /// Judges interrupts ([`interrupt_drift`]) on `cpus` from the last two samples' counts.
-    pub fn judge_interrupts(&mut self, deltas: &IrqDeltas, cpus: &CpuSet) {
+    /// Judges interrupts ([`interrupt_drift`]) on `cpus` from the last two samples' counts;
+    /// `ending`: an interrupts episode is going on.
+    pub fn judge_interrupts(&mut self, deltas: &IrqDeltas, cpus: &CpuSet, ending: bool) {
         self.interrupts = interrupt_drift(deltas, cpus);
-        if self.interrupts.is_none() {
+        if self.interrupts.is_none() && ending {
             let detail = format!("no movable interrupts on CPUs {cpus} in {:.1}s", deltas.seconds);
             self.at_end.push((DriftKind::Interrupts, Finding::at(0.0, 0.0, detail)));
         }
@@ -747,7 +751,7 @@ mod tests {
         bad.threads[0].last_cpu = Some(7);
         for at in [0, 10] {
             bad.at = secs(at);
-            let v = Verdicts::of(&bad, &host, &planned(), &t, |_, _| 0);
+            let v = Verdicts::of(&bad, &host, &planned(), &t, |_, _| 0, |_| false);
             let got = d.observe(secs(at), v, &t);
             if at == 10 {
                 let kinds: Vec<_> = got.iter().map(|(k, tr)| (*k, tr.edge)).collect();

@@ -351,9 +351,11 @@ impl Watcher {
             let (sample, error, verdicts, transitions) = match sampled {
                 Ok(s) => {
                     let wm = self.watermark;
-                    let mut v = Verdicts::of(&s, &host, &t.planned, &th, |n, ns| wm.of_node(n, ns));
+                    let ending = |k: DriftKind| drift.tracker(k).is_active();
+                    let mut v =
+                        Verdicts::of(&s, &host, &t.planned, &th, |n, ns| wm.of_node(n, ns), ending);
                     if let (true, Some(d)) = (t.settings.quiet_interrupts, &irq_deltas) {
-                        v.judge_interrupts(d, &t.planned.cpus);
+                        v.judge_interrupts(d, &t.planned.cpus, ending(DriftKind::Interrupts));
                     }
                     let tr = drift.observe(now, v.clone(), &th);
                     (Some(s), None, v, tr)
@@ -815,11 +817,11 @@ pub(crate) mod tests {
         assert!(!starts.iter().any(|(_, i, k)| i == "other" && *k == DriftKind::Interrupts));
         // Quiet again: the episode ends.
         let r = w.cycle(Duration::from_secs(40), None);
-        assert!(
-            r.events.iter().any(|e| e.kind == DriftKind::Interrupts && e.edge == Edge::End),
-            "{:?}",
-            r.events
-        );
+        let end = r.events.iter().find(|e| e.kind == DriftKind::Interrupts && e.edge == Edge::End);
+        let end = end.unwrap_or_else(|| panic!("{:?}", r.events));
+        // The end says what the quiet sample shows, not the last drifting rate.
+        assert_eq!(end.value, 0.0);
+        assert!(end.detail.starts_with("no movable interrupts on CPUs 0-1"), "{}", end.detail);
     }
 
     #[test]
