@@ -3,7 +3,6 @@
 //! and leaves the process as it found it: the same memory policy and CPU affinity, no thread
 //! left behind, no memory still bound to a node.
 
-
 use pinctl_probe::{
     Labels, LinuxMeasurer, MonotonicClock, ProbeOptions, ProbePlan, Silent, run_probe,
 };
