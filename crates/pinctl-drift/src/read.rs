@@ -143,6 +143,10 @@ struct Located {
 /// When to walk a process's numa_maps again: at most once per interval, less often for
 /// processes whose walks are slow (the walk takes at most 1/[`WALK_COST_SHARE`] of the time
 /// between two walks), and not when this cycle's budget is spent and a previous walk exists.
+/// A walk that costs more than what is left of the budget is still made while some is left:
+/// the cost share already bounds it, and a walk dearer than a whole cycle's budget (a large
+/// process, a slow machine) would otherwise never be made again, its first figures standing
+/// for the instance for ever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalkScheduler {
     /// The watch interval.
@@ -172,7 +176,7 @@ impl WalkScheduler {
         let Some(last) = last else { return true };
         // A little slack so samples that come a hair early do not skip a whole interval.
         let spacing = (self.interval - self.interval / 10).max(last.cost * WALK_COST_SHARE);
-        now.saturating_sub(last.at) >= spacing && last.cost <= budget_left
+        now.saturating_sub(last.at) >= spacing && !budget_left.is_zero()
     }
 
     /// Whether to walk an instance sampled through its cgroup, for its mappings' policies
@@ -190,7 +194,7 @@ impl WalkScheduler {
         let Some(last) = last else { return !budget_left.is_zero() };
         let every = self.interval * POLICY_WALK_INTERVALS;
         let spacing = (every - self.interval / 10).max(last.cost * WALK_COST_SHARE);
-        now.saturating_sub(last.at) >= spacing && last.cost <= budget_left
+        now.saturating_sub(last.at) >= spacing && !budget_left.is_zero()
     }
 }
 
@@ -869,6 +873,19 @@ impl Reader {
         Ok((memory, policies))
     }
 
+    /// Walks the numa_maps of an instance's processes now, outside any cycle's budget (a
+    /// rebalance measuring what it moved), and remembers the walk as its last, so that the
+    /// next sample starts from these figures rather than from the ones before the move.
+    pub fn walk_now(
+        &mut self,
+        instance: &str,
+        pids: &[u32],
+        now: Duration,
+    ) -> Result<NodeMemory, SampleError> {
+        let mut unbounded = Duration::MAX;
+        self.walk(instance, pids, now, &mut unbounded).map(|(memory, _)| memory)
+    }
+
     /// Forgets an instance's last walk (it exited or restarted).
     pub fn forget(&mut self, instance: &str) {
         self.walks.remove(instance);
@@ -1306,6 +1323,23 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_walk_made_after_a_move_is_what_the_next_samples_start_from() {
+        let d = tree(false);
+        let mut r = Reader::new(d.path(), Duration::from_secs(10));
+        let mut budget = Duration::from_secs(1);
+        let s = r.sample("db", &by_pid_file(), None, Duration::ZERO, &mut budget).unwrap();
+        assert_eq!(s.memory.0[&1].anon, 4096);
+        // A rebalance moved the remote page back and walked again.
+        write(d.path(), "proc/100/numa_maps", "1000 bind:0 anon=3 N0=3 kernelpagesize_kB=4\n");
+        let walked = r.walk_now("db", &s.pids, Duration::from_secs(1)).unwrap();
+        assert_eq!(walked.0[&0].anon, 3 * 4096);
+        // The next sample, within the interval, is the walk after the move, not the one before.
+        let s = r.sample("db", &by_pid_file(), None, Duration::from_secs(2), &mut budget).unwrap();
+        assert_eq!(s.source, MemorySource::NumaMapsCached);
+        assert_eq!(s.memory, walked);
+    }
+
+    #[test]
     fn walks_back_off_for_slow_processes_and_spent_budgets() {
         let s = WalkScheduler { interval: Duration::from_secs(10) };
         let last = |cost_ms| LastWalk {
@@ -1322,10 +1356,18 @@ pub(crate) mod tests {
         assert!(!s.should_walk(Duration::from_secs(40), Some(&last(500)), big));
         assert!(s.should_walk(Duration::from_secs(50), Some(&last(500)), big));
         // Budget spent: deferred.
-        assert!(!s.should_walk(
+        assert!(!s.should_walk(Duration::from_secs(60), Some(&last(500)), Duration::ZERO));
+        // A walk dearer than what is left of the cycle's budget (10 ms, the least) is made
+        // while some is left: never walking again would keep its first figures for ever.
+        assert!(s.should_walk(
             Duration::from_secs(60),
             Some(&last(500)),
-            Duration::from_millis(100)
+            Duration::from_millis(10)
+        ));
+        assert!(s.should_walk_for_policies(
+            Duration::from_secs(600),
+            Some(&last(500)),
+            Duration::from_millis(10)
         ));
     }
 
