@@ -207,6 +207,12 @@ pub struct Range {
     /// The size of a transparent huge page where one may back this range (0 where none can):
     /// a block of this size with no page on the planned nodes is asked for as one.
     pub huge_page: u64,
+    /// Whether the locality measure counts this range's pages, so that moving them counts
+    /// towards restoring it. A cgroup's counters count the pages charged to it: every
+    /// anonymous page of its processes, but of a file's pages only those it faulted in first
+    /// (a shared library's page cache is charged to whoever read it first), so under them a
+    /// file mapping's pages move without being counted. numa_maps counts every mapped page.
+    pub counted: bool,
 }
 
 impl Range {
@@ -216,28 +222,44 @@ impl Range {
     }
 }
 
+/// Which pages the locality measure counts: what a move may count towards restoring it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// The cgroup's counters: anonymous mappings' pages (file pages may be charged elsewhere).
+    AnonymousPages,
+    /// numa_maps: every mapped page.
+    MappedPages,
+}
+
 /// The ranges worth looking at: mappings (by numa_maps, matched to maps by start address) with
-/// resident pages on nodes outside `nodes`. hugetlbfs mappings (pages larger than the smallest
-/// in the file) are left out. `huge_page` is the size of a transparent huge page, if any.
+/// resident pages on nodes outside `nodes`, the ones whose pages the measure counts first (a
+/// move that restores locality with them leaves the others alone). hugetlbfs mappings (pages
+/// larger than the smallest in the file) are left out. `huge_page` is the size of a
+/// transparent huge page, if any.
 pub fn ranges_off(
     maps: &[MapsEntry],
     numa_maps: &[NumaMapsEntry],
     nodes: &NodeSet,
     huge_page: Option<u64>,
+    counted: Counted,
 ) -> Vec<Range> {
     let base_kb = numa_maps.iter().filter_map(|m| m.page_size_kb).min().unwrap_or(4);
     let page_size = base_kb * 1024;
     let huge_page = huge_page.filter(|h| h % page_size == 0 && *h > page_size).unwrap_or(0);
-    numa_maps
+    let mut ranges: Vec<Range> = numa_maps
         .iter()
         .filter(|n| n.page_size_kb.unwrap_or(base_kb) == base_kb)
         .filter(|n| n.pages.iter().any(|&(node, p)| p > 0 && !nodes.contains(node)))
         .filter_map(|n| {
             let m = maps.iter().find(|m| m.start == n.address)?;
             let has_local = n.pages.iter().any(|&(node, p)| p > 0 && nodes.contains(node));
-            Some(Range { start: m.start, end: m.end, page_size, has_local, huge_page })
+            let counted = counted == Counted::MappedPages || n.file.is_none();
+            Some(Range { start: m.start, end: m.end, page_size, has_local, huge_page, counted })
         })
-        .collect()
+        .collect();
+    // Stable: address order within each kind.
+    ranges.sort_by_key(|r| !r.counted);
+    ranges
 }
 
 /// Sizes `move_pages` batches from what the last batches cost, so that no batch holds the
@@ -385,7 +407,8 @@ pub struct MoveLimits {
     /// Bytes per second.
     pub rate: u64,
     /// The drift threshold: a move stops once this fraction of `total_bytes`, plus
-    /// [`LOCALITY_MARGIN`], is local.
+    /// [`LOCALITY_MARGIN`], is local by its own count (only pages of ranges the measure
+    /// counts); whoever moves reads the measure again to know.
     pub min_locality: f64,
     /// The instance's memory and the part on its planned nodes, from the last sample.
     pub total_bytes: u64,
@@ -396,8 +419,13 @@ pub struct MoveLimits {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "reason")]
 pub enum MoveStop {
-    /// Locality is back above the threshold.
+    /// Locality is back above the threshold: the move's count reached the aim, and the measure
+    /// read again after it agrees.
     LocalityRestored,
+    /// The move's count reached the aim on every pass, yet the measure read again stays under
+    /// the threshold: what is off the planned nodes is memory no move of the processes' pages
+    /// reaches (page cache charged to the cgroup that no process maps, hugetlbfs pages).
+    MeasuredShort,
     /// Every page found off the planned nodes was tried.
     NothingLeft,
     /// No planned node has the free memory for the next batch: alert instead of moving.
@@ -411,6 +439,14 @@ pub enum MoveStop {
 pub struct MoveReport {
     pub pages_moved: u64,
     pub bytes_moved: u64,
+    /// The part of `bytes_moved` from ranges the locality measure counts.
+    pub bytes_counted: u64,
+    /// Moves made: a pass is read again by the measure, and a pass whose count reached the
+    /// aim while the measure stayed short is followed by another.
+    pub passes: u32,
+    /// The fraction of the instance's memory on its planned nodes, measured again after the
+    /// last pass (`None` when it could not be read).
+    pub locality_after: Option<f64>,
     /// Pages the kernel would not move (pinned, shared with other processes, busy).
     pub pages_failed: u64,
     /// Blocks the size of a transparent huge page asked for by their first pages, and how
@@ -435,6 +471,27 @@ pub struct MoveReport {
     #[serde(serialize_with = "crate::sample::seconds")]
     pub page_cost: Duration,
     pub stop: MoveStop,
+}
+
+impl MoveReport {
+    /// Adds the next pass's move to this one: the counts add up, the costs and the stop are
+    /// the later pass's.
+    pub fn absorb(&mut self, next: MoveReport) {
+        self.pages_moved += next.pages_moved;
+        self.bytes_moved += next.bytes_moved;
+        self.bytes_counted += next.bytes_counted;
+        self.pages_failed += next.pages_failed;
+        self.blocks += next.blocks;
+        self.blocks_whole += next.blocks_whole;
+        self.batches += next.batches;
+        self.passes += next.passes;
+        self.took += next.took;
+        self.lookup += next.lookup;
+        self.worst_stall = self.worst_stall.max(next.worst_stall);
+        (self.call_cost, self.page_cost) = (next.call_cost, next.page_cost);
+        self.locality_after = next.locality_after.or(self.locality_after);
+        self.stop = next.stop;
+    }
 }
 
 /// Pages looked up per `move_pages` query (a lookup holds no page, but each call walks the
@@ -530,6 +587,9 @@ pub fn move_memory(
     let mut report = MoveReport {
         pages_moved: 0,
         bytes_moved: 0,
+        bytes_counted: 0,
+        passes: 1,
+        locality_after: None,
         pages_failed: 0,
         blocks: 0,
         blocks_whole: 0,
@@ -553,7 +613,7 @@ pub fn move_memory(
         let mut asks = Asks { range, next: range.start, queue: Default::default(), weight: 0 };
         loop {
             if asks.next < range.end && asks.weight < sizer.size {
-                if restored(report.bytes_moved) {
+                if restored(report.bytes_counted) {
                     report.stop = MoveStop::LocalityRestored;
                     break 'ranges;
                 }
@@ -651,12 +711,15 @@ pub fn move_memory(
             report.pages_moved += outcome.moved;
             report.pages_failed += outcome.failed;
             report.bytes_moved += moved_bytes;
+            if range.counted {
+                report.bytes_counted += moved_bytes;
+            }
             used[i] += moved_bytes;
             // What a block's first page did not settle goes first in the next batch.
             for ask in outcome.again.into_iter().rev() {
                 asks.push_front(ask);
             }
-            if restored(report.bytes_moved) {
+            if restored(report.bytes_counted) {
                 report.stop = MoveStop::LocalityRestored;
                 break 'ranges;
             }
@@ -784,7 +847,12 @@ fn settle(
 /// Reads `/proc/PID/maps` and `/proc/PID/numa_maps` under `root` and returns the ranges with
 /// pages off `nodes`. A process's mappings are read whole or not at all, up to the bound for
 /// /proc files (64 MiB; numa_maps of 65530 mappings is about 10 MB).
-pub fn read_ranges(root: &Path, pid: u32, nodes: &NodeSet) -> Result<Vec<Range>, RebalanceError> {
+pub fn read_ranges(
+    root: &Path,
+    pid: u32,
+    nodes: &NodeSet,
+    counted: Counted,
+) -> Result<Vec<Range>, RebalanceError> {
     let mut fs = FsRoot::new(root);
     let failed = |e| call_error(pid, "read the mappings", io_error(e));
     let maps = maps::read(&mut fs, pid).map_err(failed)?.ok_or(RebalanceError::Vanished { pid })?;
@@ -792,7 +860,7 @@ pub fn read_ranges(root: &Path, pid: u32, nodes: &NodeSet) -> Result<Vec<Range>,
         numa_maps::read(&mut fs, pid).map_err(failed)?.ok_or(RebalanceError::Vanished { pid })?;
     // The size of a transparent huge page (2 MiB on x86-64), when the kernel has them.
     let huge_page = thp::read_huge_page_size(&mut fs).ok().flatten();
-    Ok(ranges_off(&maps, &numa, nodes, huge_page))
+    Ok(ranges_off(&maps, &numa, nodes, huge_page, counted))
 }
 
 #[cfg(test)]
@@ -1065,6 +1133,7 @@ pub(crate) mod tests {
             page_size: 4096,
             has_local: true,
             huge_page: 0,
+            counted: true,
         }
     }
 
@@ -1209,7 +1278,7 @@ pub(crate) mod tests {
         };
         let r = run(&mut ctl, &[range(1010)], &rooms, &l);
         assert_eq!(r.stop, MoveStop::LocalityRestored);
-        let locality = (l.local_bytes + r.bytes_moved) as f64 / l.total_bytes as f64;
+        let locality = (l.local_bytes + r.bytes_counted) as f64 / l.total_bytes as f64;
         assert!(locality >= 0.9 + LOCALITY_MARGIN, "{locality} after {} pages", r.pages_moved);
     }
 
@@ -1241,8 +1310,9 @@ pub(crate) mod tests {
         assert!(matches!(e, RebalanceError::Vanished { .. }), "{e}");
         // This process's own mappings: nothing is off its node's set.
         let nodes: NodeSet = [node].into_iter().collect();
-        assert!(read_ranges(Path::new("/"), pid, &nodes).unwrap().is_empty());
-        assert!(!read_ranges(Path::new("/"), pid, &NodeSet::new()).unwrap().is_empty());
+        let counted = Counted::MappedPages;
+        assert!(read_ranges(Path::new("/"), pid, &nodes, counted).unwrap().is_empty());
+        assert!(!read_ranges(Path::new("/"), pid, &NodeSet::new(), counted).unwrap().is_empty());
     }
 
     #[test]
@@ -1255,7 +1325,7 @@ pub(crate) mod tests {
              7000 default huge N1=1 kernelpagesize_kB=2048\n",
         )
         .unwrap();
-        let r = ranges_off(&maps, &numa, &"0".parse().unwrap(), None);
+        let r = ranges_off(&maps, &numa, &"0".parse().unwrap(), None, Counted::AnonymousPages);
         assert_eq!(
             r,
             vec![Range {
@@ -1263,11 +1333,69 @@ pub(crate) mod tests {
                 end: 0x3000,
                 page_size: 4096,
                 has_local: true,
-                huge_page: 0
+                huge_page: 0,
+                counted: true,
             }]
         );
-        let r = ranges_off(&maps, &numa, &"2".parse().unwrap(), None);
+        let r = ranges_off(&maps, &numa, &"2".parse().unwrap(), None, Counted::AnonymousPages);
         assert!(r.iter().all(|r| !r.has_local) && r.len() == 2, "{r:?}");
+    }
+
+    #[test]
+    fn file_pages_count_only_where_the_measure_counts_them() {
+        // A shared library's pages (charged to whoever read the file first) come before the
+        // heap in address order.
+        let maps = maps::parse(
+            "1000-3000 r-xp 0 8:1 7 /usr/lib/libc.so.6
+5000-9000 rw-p 0 0:0 0
+",
+        )
+        .unwrap();
+        let numa = numa_maps::parse(
+            "1000 default file=/usr/lib/libc.so.6 mapped=2 N1=2 kernelpagesize_kB=4
+             5000 default anon=4 N0=1 N1=3 kernelpagesize_kB=4
+",
+        )
+        .unwrap();
+        let node0: NodeSet = "0".parse().unwrap();
+        let cgroup = ranges_off(&maps, &numa, &node0, None, Counted::AnonymousPages);
+        // Under the cgroup's counters the heap goes first and the library's pages do not count.
+        assert_eq!(
+            cgroup.iter().map(|r| (r.start, r.counted)).collect::<Vec<_>>(),
+            vec![(0x5000, true), (0x1000, false)]
+        );
+        let walked = ranges_off(&maps, &numa, &node0, None, Counted::MappedPages);
+        assert_eq!(
+            walked.iter().map(|r| (r.start, r.counted)).collect::<Vec<_>>(),
+            vec![(0x1000, true), (0x5000, true)]
+        );
+    }
+
+    #[test]
+    fn pages_the_measure_does_not_count_do_not_stop_a_move() {
+        // 900 of 1000 counted pages local against 0.9: the aim (0.92) needs 20 more. The first
+        // range's 500 remote pages are a file's, not counted: a move that counted them would
+        // stop inside it with the instance's own memory untouched.
+        let mut ctl = FakeControl::default();
+        for i in 0..500usize {
+            ctl.pages.insert(0x10000 + i * 4096, 1);
+        }
+        for i in 0..100usize {
+            ctl.pages.insert(0x100_0000 + i * 4096, 1);
+        }
+        let file = Range { counted: false, ..range(500) };
+        let heap = Range { start: 0x100_0000, end: 0x100_0000 + 100 * 4096, ..range(100) };
+        let rooms = [NodeRoom { node: 0, free: 1 << 30, keep: 0 }];
+        let l = MoveLimits {
+            min_locality: 0.9,
+            total_bytes: 1000 * 4096,
+            local_bytes: 900 * 4096,
+            ..limits(0)
+        };
+        let r = run(&mut ctl, &[file, heap], &rooms, &l);
+        assert_eq!(r.stop, MoveStop::LocalityRestored);
+        assert!(r.bytes_counted >= 20 * 4096, "{r:?}");
+        assert_eq!(r.bytes_moved - r.bytes_counted, 500 * 4096, "{r:?}");
     }
 
     #[test]
@@ -1305,6 +1433,7 @@ pub(crate) mod tests {
             page_size: 4096,
             has_local: false,
             huge_page,
+            counted: true,
         }
     }
 

@@ -132,6 +132,9 @@ fn report() -> CycleReport {
             memory: Some(MoveReport {
                 pages_moved: 1000,
                 bytes_moved: 4_096_000,
+                bytes_counted: 4_096_000,
+                passes: 1,
+                locality_after: Some(0.93),
                 pages_failed: 2,
                 blocks: 0,
                 blocks_whole: 0,

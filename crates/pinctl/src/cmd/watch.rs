@@ -372,6 +372,10 @@ fn rebalance_fields(r: &RebalanceReport) -> Vec<(&'static str, String)> {
         f.push(("worst_batch_stall_ms", format!("{:.2}", m.worst_stall.as_secs_f64() * 1000.0)));
         f.push(("call_cost_ms", format!("{:.2}", m.call_cost.as_secs_f64() * 1000.0)));
         f.push(("page_cost_us", format!("{:.2}", m.page_cost.as_secs_f64() * 1e6)));
+        f.push(("passes", m.passes.to_string()));
+        if let Some(after) = m.locality_after {
+            f.push(("locality_after", format!("{after:.3}")));
+        }
         f.push((
             "stop",
             serde_json::to_value(&m.stop)
