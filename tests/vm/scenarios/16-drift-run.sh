@@ -83,6 +83,17 @@ if [ "${pages:-0}" -gt 0 ]; then pass watch/rebalance-reported-pages; else
     fail watch/rebalance-reported-pages "no rebalance line with moved pages: $(grep 'rebalance' "$D/run.err" | head -3 | tr '\n' ' ')"
 fi
 
+# The move reads the cgroup's counters again before it says locality is back (it once counted
+# pages of shared files that other cgroups are charged for), and the episode ends.
+line=$(grep "pinctl: watch: rebalance instance=db" "$D/run.err" | head -n 1)
+after=$(echo "$line" | sed -n 's/.* locality_after=\([0-9.]*\).*/\1/p')
+if [ -n "$after" ] && awk -v a="$after" 'BEGIN { exit !(a >= 0.9) }'; then pass rebalance/locality-measured-after; else
+    fail rebalance/locality-measured-after "rebalance line without locality_after >= 0.9: \`$line\`"
+fi
+if wait_until 30 said "pinctl: watch: drift edge=end instance=db .*kind=locality"; then pass watch/episode-ended; else
+    fail watch/episode-ended "no locality edge=end after the rebalance: $(grep 'instance=db' "$D/run.err" | tail -4 | tr '\n' ' ')"
+fi
+
 # SIGTERM stops the supervisor and its instance; bounded, then KILL by PID.
 kill "$RUN" 2>/dev/null
 _t0=$(uptime_s)
