@@ -40,5 +40,7 @@ pub use range::{get_mempolicy_at, mbind};
 pub use setup::{
     Applied, ChildSetup, SetupError, Stage, default_cpu_mask_bits, default_node_mask_bits,
 };
-pub use spawn::{CommandCgroup, CommandOutput, CommandPlacement, CommandSignals, OutputError};
+pub use spawn::{
+    CommandCgroup, CommandOutput, CommandPlacement, CommandSignals, OutputError, OutputUse,
+};
 pub use users::{User, group_by_name, group_list, user_by_id, user_by_name};

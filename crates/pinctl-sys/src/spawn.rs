@@ -171,10 +171,21 @@ impl OutputError {
     }
 }
 
+/// What the child does with its output file once it opened and checked it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputUse {
+    /// Makes it the child's stdout and stderr.
+    Place,
+    /// Closes it again: the file is one the child's user may write, and someone else (pinctl's
+    /// supervisor, as that user) writes it.
+    Check,
+}
+
 /// An instance's output file for a [`Command`] about to be spawned.
 pub trait CommandOutput {
     /// In the child, after `fork` and before `exec`, opens `path` for appending (creating it
-    /// with mode 0640) and makes it the child's stdout and stderr. Register it after
+    /// with mode 0640) and, with [`OutputUse::Place`], makes it the child's stdout and stderr
+    /// ([`OutputUse::Check`] closes it again). Register it after
     /// [`CommandCredentials`](crate::CommandCredentials): the file is then opened as the
     /// service's user, with that user's rights, so a link or file that user placed can give
     /// it nothing it could not write anyway. The last component is never followed
@@ -182,11 +193,11 @@ pub trait CommandOutput {
     /// file owned by the user the child runs as (or a character device of root's, such as
     /// `/dev/null`). A failure makes `spawn` fail; [`OutputError::from_spawn_error`] tells why.
     /// `Err`: the path cannot be passed to the kernel (it holds a NUL byte).
-    fn output_file(&mut self, path: &std::path::Path) -> io::Result<&mut Self>;
+    fn output_file(&mut self, path: &std::path::Path, how: OutputUse) -> io::Result<&mut Self>;
 }
 
 impl CommandOutput for Command {
-    fn output_file(&mut self, path: &std::path::Path) -> io::Result<&mut Self> {
+    fn output_file(&mut self, path: &std::path::Path, how: OutputUse) -> io::Result<&mut Self> {
         use std::os::unix::ffi::OsStrExt as _;
         let path = std::ffi::CString::new(path.as_os_str().as_bytes())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -218,9 +229,10 @@ impl CommandOutput for Command {
             // child's own, replaced by dup2.
             let placed = stated
                 && owned
-                && unsafe { libc::fcntl(fd, libc::F_SETFL, cleared & !libc::O_CLOEXEC) } == 0
-                && unsafe { libc::dup2(fd, 1) } == 1
-                && unsafe { libc::dup2(fd, 2) } == 2;
+                && (how == OutputUse::Check
+                    || unsafe { libc::fcntl(fd, libc::F_SETFL, cleared & !libc::O_CLOEXEC) } == 0
+                        && unsafe { libc::dup2(fd, 1) } == 1
+                        && unsafe { libc::dup2(fd, 2) } == 2);
             let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0) & 0x0fff;
             // SAFETY: closes the descriptor opened above (1 and 2 keep their duplicates).
             unsafe { libc::close(fd) };
@@ -307,21 +319,27 @@ mod tests {
         let log = dir.join("out.log");
         let status = Command::new("sh")
             .args(["-c", "echo to-stdout; echo to-stderr >&2"])
-            .output_file(&log)
+            .output_file(&log, OutputUse::Place)
             .unwrap()
             .status()
             .unwrap();
         assert!(status.success());
         assert_eq!(std::fs::read_to_string(&log).unwrap(), "to-stdout\nto-stderr\n");
         // Appended, not truncated.
-        Command::new("echo").arg("again").output_file(&log).unwrap().status().unwrap();
+        Command::new("echo")
+            .arg("again")
+            .output_file(&log, OutputUse::Place)
+            .unwrap()
+            .status()
+            .unwrap();
         assert!(std::fs::read_to_string(&log).unwrap().ends_with("again\n"));
         // A link at the path is not followed: the spawn fails with ELOOP.
         let target = dir.join("victim");
         std::fs::write(&target, "keep").unwrap();
         let link = dir.join("link.log");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let e = Command::new("true").output_file(&link).unwrap().spawn().unwrap_err();
+        let e =
+            Command::new("true").output_file(&link, OutputUse::Place).unwrap().spawn().unwrap_err();
         assert_eq!(OutputError::from_spawn_error(&e), Some(OutputError::Open(libc::ELOOP)));
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         // A FIFO neither blocks nor passes.
@@ -329,11 +347,32 @@ mod tests {
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let e = Command::new("true").output_file(&fifo).unwrap().spawn().unwrap_err();
+        let e =
+            Command::new("true").output_file(&fifo, OutputUse::Place).unwrap().spawn().unwrap_err();
         assert!(OutputError::from_spawn_error(&e).is_some(), "{e}");
+        // A check opens and checks the same way, and leaves stdout alone.
+        let checked = dir.join("checked.log");
+        let out = Command::new("echo")
+            .arg("on-stdout")
+            .output_file(&checked, OutputUse::Check)
+            .unwrap()
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"on-stdout\n");
+        assert_eq!(std::fs::read_to_string(&checked).unwrap(), "");
+        let e =
+            Command::new("true").output_file(&link, OutputUse::Check).unwrap().spawn().unwrap_err();
+        assert_eq!(OutputError::from_spawn_error(&e), Some(OutputError::Open(libc::ELOOP)));
         // /dev/null is a device of root's.
         let null = std::path::Path::new("/dev/null");
-        assert!(Command::new("true").output_file(null).unwrap().status().unwrap().success());
+        assert!(
+            Command::new("true")
+                .output_file(null, OutputUse::Place)
+                .unwrap()
+                .status()
+                .unwrap()
+                .success()
+        );
         assert_eq!(OutputError::from_spawn_error(&io::Error::from_raw_os_error(2)), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
