@@ -37,6 +37,9 @@ _pinctl() {
             pinctl,reload)
                 cmd="pinctl__subcmd__reload"
                 ;;
+            pinctl,reopen-logs)
+                cmd="pinctl__subcmd__reopen__subcmd__logs"
+                ;;
             pinctl,restart)
                 cmd="pinctl__subcmd__restart"
                 ;;
@@ -71,7 +74,7 @@ _pinctl() {
 
     case "${cmd}" in
         pinctl)
-            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach watch irq probe"
+            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach reopen-logs watch irq probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -362,6 +365,32 @@ _pinctl() {
             ;;
         pinctl__subcmd__reload)
             opts="-c -h -V --dry-run --socket --config --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pinctl__subcmd__reopen__subcmd__logs)
+            opts="-c -h -V --socket --config --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -37,6 +37,7 @@ complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "stop" -d 'Stop instan
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "restart" -d 'Stop and start instances of the running supervisor'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "reload" -d 'Re-read the service file and apply the difference (`--dry-run`: only show it)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "detach" -d 'Make the supervisor exit, leaving its instances running for the next one to adopt'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "reopen-logs" -d 'Open every instance\'s `output` file again at its path (after logrotate moved it)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "watch" -d 'Watch where the planned instances\' memory and threads are; alert, export, rebalance'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "irq" -d 'Steer interrupts as a service file\'s plan says, or put them back (for services started with `pinctl exec`; `pinctl run` steers by itself)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "probe" -d 'Measure memory latency and bandwidth between every CPU node and memory node, beside SLIT and HMAT; save them with the topology for plans'
@@ -113,6 +114,10 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -l socket -d 'The 
 complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand detach" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand reopen-logs" -l socket -d 'The supervisor\'s control socket' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand reopen-logs" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand reopen-logs" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand reopen-logs" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -s c -l config -d 'The service file whose planned instances are watched' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l once -d 'Print one sample of every instance and exit as a monitoring check: 0 in place, 1 drift, 2 an instance not sampled, 3 a file or plan it cannot use'
 complete -c pinctl -n "__fish_pinctl_using_subcommand watch" -l json -d 'JSON: the sample as one object (`--once`), or one object per log line'

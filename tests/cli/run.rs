@@ -594,13 +594,13 @@ fn detach_leaves_instances_running_for_the_next_supervisor() {
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
-/// An instance that writes to its output (the relay of the pinctl that started it) survives a
-/// detach: its writes fail instead of killing it (SIGPIPE is ignored, as systemd does), and
-/// the supervisor that adopts it says its output is lost until it restarts.
+/// An instance that writes to its output survives a detach: while no supervisor reads its FIFO
+/// its writes fail instead of killing it (SIGPIPE is ignored, as systemd does), and the
+/// supervisor that adopts it reads the FIFO again: its output goes on.
 #[test]
-fn a_talking_instance_survives_detach_and_its_lost_output_is_said() {
+fn a_talking_instance_survives_detach_and_its_output_goes_on_after_adoption() {
     let mut run = Run::new(
-        "[host]\nkeep-free = []\n[service.talker]\ncommand = [\"sh\", \"-c\", \"while :; do echo tick; sleep 0.05; done\", \"talker-100015\"]\ncpus = 1\n",
+        "[host]\nkeep-free = []\n[service.talker]\ncommand = [\"sh\", \"-c\", \"n=0; while :; do n=$((n+1)); echo tick $n; sleep 0.05; done\", \"talker-100015\"]\ncpus = 1\n",
     );
     run.start(&unpinned());
     let pid = run.status()["talker"]["pid"].as_i64().unwrap() as i32;
@@ -608,17 +608,125 @@ fn a_talking_instance_survives_detach_and_its_lost_output_is_said() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mut old = run.child.take().unwrap();
     assert!(wait_for("the old supervisor to exit", || old.try_wait().unwrap()).success());
-    // Twenty writes to a pipe nobody reads.
+    // Twenty writes to a FIFO nobody reads.
     std::thread::sleep(Duration::from_millis(1000));
     let state = stat(pid).map(|s| s.state);
     assert!(state.is_some_and(|s| s != 'Z'), "talker {pid} died after detach: {state:?}");
     run.start(&unpinned());
     assert_eq!(run.status()["talker"]["pid"].as_i64(), Some(i64::from(pid)));
-    let said = wait_for("the lost output said", || {
+    let said = wait_for("the output followed again", || {
         let e = run.stderr();
-        e.contains("its output went through the pinctl that started it").then_some(e)
+        e.contains("its output is read again from its FIFO").then_some(e)
     });
-    assert!(said.contains("set `output = \"FILE\"` to keep it across a detach"), "{said}");
+    assert!(!said.contains("is lost until it restarts"), "{said}");
+    // The same process's lines reach the new supervisor's stdout.
+    let out = wait_for("lines of the adopted talker", || {
+        let o = std::fs::read_to_string(run.path("stdout")).unwrap_or_default();
+        (o.lines().filter(|l| l.starts_with("talker: tick ")).count() >= 3).then_some(o)
+    });
+    assert!(out.lines().all(|l| l.starts_with("talker: tick ")), "{out}");
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+    // Stopped for good: its FIFO and their folder are gone.
+    assert!(!run.path("state.output").exists());
+}
+
+/// logrotate's `create` mode: the output file is renamed, and `pinctl reopen-logs` (or
+/// SIGUSR1) makes the supervisor write a new one at the path; the file also keeps being written
+/// after a detach and adoption.
+#[test]
+fn output_files_are_reopened_for_logrotate_and_kept_across_a_detach() {
+    let config = r#"
+[host]
+keep-free = []
+
+[service.talker]
+command = ["sh", "-c", "n=0; while :; do n=$((n+1)); echo tick $n; sleep 0.02; done", "talker-100016"]
+cpus = 1
+output = "LOG"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("talker.log");
+    let mut run = Run::new(&config.replace("LOG", log.to_str().unwrap()));
+    run.start(&unpinned());
+    let ticks = |path: &std::path::Path| -> Vec<u64> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+            .collect()
+    };
+    let grown = |path: &std::path::Path, n: usize| {
+        wait_for("lines in the output file", || (ticks(path).len() >= n).then_some(()))
+    };
+    grown(&log, 5);
+    let first = dir.path().join("talker.log.1");
+    std::fs::rename(&log, &first).unwrap();
+    let out = run.ctl(&["reopen-logs"]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{said} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(said, format!("talker: reopened {}\n", log.display()));
+    grown(&log, 5);
+    // Every line is in one of the two files, in order, none twice: the rotated file ends
+    // where the new one starts.
+    let (old, new) = (ticks(&first), ticks(&log));
+    assert_eq!(old.windows(2).find(|w| w[1] != w[0] + 1), None, "{old:?}");
+    assert_eq!(new[0], old[old.len() - 1] + 1, "old ends {:?}, new starts {:?}", old.last(), new);
+    // SIGUSR1 does the same.
+    let second = dir.path().join("talker.log.2");
+    std::fs::rename(&log, &second).unwrap();
+    signal(run.pid(), Signal::USR1).unwrap();
+    grown(&log, 3);
+    // Across a detach, the file keeps being written by the next supervisor.
+    let pid = run.status()["talker"]["pid"].as_i64().unwrap();
+    assert!(run.ctl(&["detach"]).status.success());
+    let mut old = run.child.take().unwrap();
+    assert!(wait_for("the old supervisor to exit", || old.try_wait().unwrap()).success());
+    let before = ticks(&log).len();
+    run.start(&unpinned());
+    assert_eq!(run.status()["talker"]["pid"].as_i64(), Some(pid));
+    grown(&log, before + 5);
+    let third = dir.path().join("talker.log.3");
+    std::fs::rename(&log, &third).unwrap();
+    let out = run.ctl(&["reopen-logs"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    grown(&log, 3);
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
+/// A file that cannot be opened again is said, with the instance, and the command fails; the
+/// writer keeps the file it had.
+#[test]
+fn a_reopen_that_fails_is_said_and_the_old_file_kept() {
+    let config = r#"
+[host]
+keep-free = []
+
+[service.talker]
+command = ["sh", "-c", "while :; do echo tick; sleep 0.02; done", "talker-100017"]
+cpus = 1
+output = "LOG"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let log = logs.join("talker.log");
+    let mut run = Run::new(&config.replace("LOG", log.to_str().unwrap()));
+    run.start(&unpinned());
+    wait_for("lines in the output file", || log.exists().then_some(()));
+    // Where the file was, a link now: never followed.
+    let moved = dir.path().join("talker.log.1");
+    std::fs::rename(&log, &moved).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", &log).unwrap();
+    let out = run.ctl(&["reopen-logs"]);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with(&format!("talker: cannot reopen {}: ", log.display())), "{said}");
+    let size = std::fs::metadata(&moved).unwrap().len();
+    wait_for("the old file to grow", || {
+        (std::fs::metadata(&moved).unwrap().len() > size).then_some(())
+    });
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }

@@ -5,6 +5,7 @@
 
 use std::fs;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,7 +15,8 @@ use pinctl_launch::{ExitStatus, Launch, LaunchError, Resolved};
 use pinctl_plan::Plan;
 use pinctl_sys::{
     ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandOutput,
-    CommandPlacement, CommandSignals, LinuxKernel, OutputError, Rlimit, SetupError, User,
+    CommandPlacement, CommandSignals, LinuxKernel, OutputError, OutputUse, Rlimit, SetupError,
+    User,
 };
 use pinctl_sysfs::proc::pid as process;
 use pinctl_sysfs::proc::uptime;
@@ -25,6 +27,7 @@ use rustix::process::Signal as S;
 
 use crate::adopt::Observed;
 use crate::lifecycle::{Pid, Policy, Restart, StartLimit};
+use crate::output::FileOwner;
 use crate::spec::{InstanceSpec, LimitsSpec};
 
 /// An instance's failures before its program ran, as the lifecycle's `i32` codes.
@@ -130,17 +133,20 @@ fn fail(code: i32, reason: String) -> SpawnFailure {
     SpawnFailure { reason, code }
 }
 
-/// Where a child's stdout and stderr go.
+/// A spawned instance, and who its output file (if any) is written as.
 #[derive(Debug)]
-pub enum Output {
-    /// Pipes the runtime reads and prefixes.
-    Piped,
-    /// Appended to this file.
-    File(PathBuf),
+pub struct Spawned {
+    pub child: tokio::process::Child,
+    /// The user, group and groups the instance runs as, when its file names any: its output
+    /// file's writer takes them (`None`: pinctl's own).
+    pub output_owner: Option<FileOwner>,
 }
 
-/// Spawns the instance: stdin from /dev/null, its own process group, limits and credentials,
-/// then its placement (affinity, memory policy, read back and compared) between fork and exec.
+/// Spawns the instance: stdin from /dev/null, stdout and stderr into `output` (the write end
+/// of its FIFO), its own process group, limits and credentials, then its placement (affinity,
+/// memory policy, read back and compared) between fork and exec. An `output` file is opened and
+/// checked by the child as its user, so a file it could not write fails the start as before
+/// (209); the supervisor's writer writes it.
 /// Checks what it can in the parent first so the failure names its cause. `pin = false`
 /// leaves the placement out (testing only). `nofile` is the `RLIMIT_NOFILE` (soft, hard) the
 /// supervisor started with, given back to an instance whose file sets no `nofile` (pinctl
@@ -150,7 +156,8 @@ pub fn spawn(
     pin: bool,
     cgroup_procs: Option<fs::File>,
     nofile: Option<(u64, u64)>,
-) -> Result<tokio::process::Child, SpawnFailure> {
+    output: OwnedFd,
+) -> Result<Spawned, SpawnFailure> {
     let program = &spec.command[0];
     let path_var = spec.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok());
     let resolved = resolve_program(program, path_var.as_deref())?;
@@ -163,7 +170,6 @@ pub fn spawn(
         }
     }
     let mut credentials = ChildCredentials::default();
-    let mut user_env = Vec::new();
     for (limit, value) in [
         (Rlimit::Nofile, spec.limits.nofile),
         (Rlimit::Nproc, spec.limits.nproc),
@@ -178,28 +184,12 @@ pub fn spawn(
     if let (None, Some((soft, hard))) = (spec.limits.nofile, nofile) {
         credentials.limits.push((Rlimit::Nofile, soft, hard));
     }
-    let mut primary_gid = None;
-    if let Some(name) = &spec.user {
-        let user = lookup_user(name)?;
-        primary_gid = Some(user.gid);
-        let groups = pinctl_sys::group_list(&user.name, user.gid).map_err(|e| {
-            fail(EXIT_USER, format!("cannot list the groups of user `{name}`: {e}"))
-        })?;
-        credentials.groups = Some(groups);
-        credentials.uid = Some(user.uid);
-        user_env = vec![
-            ("USER", user.name.clone()),
-            ("LOGNAME", user.name.clone()),
-            ("HOME", user.home.display().to_string()),
-        ];
-    }
-    if let Some(name) = &spec.group {
-        primary_gid = Some(lookup_group(name)?);
-    }
-    credentials.gid = primary_gid;
-    if credentials.groups.is_none() && primary_gid.is_some() {
-        credentials.groups = primary_gid.map(|g| vec![g]);
-    }
+    let identity = identity(spec)?;
+    credentials.uid = identity.uid;
+    credentials.gid = identity.gid;
+    credentials.groups = identity.groups;
+    let user_env = identity.env;
+    let output_owner = output_owner_of(&credentials);
 
     let mut cmd = std::process::Command::new(&resolved);
     cmd.arg0(program).args(&spec.command[1..]);
@@ -217,16 +207,13 @@ pub fn spawn(
         cmd.current_dir(dir);
     }
     cmd.stdin(Stdio::null());
-    match &spec.output {
-        None => {
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        }
-        Some(path) => {
-            check_output_folder(path, spec.user.as_deref())?;
-            // Opened by the child, after it became the service's user (below).
-            cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        }
+    if let Some(path) = &spec.output {
+        check_output_folder(path, spec.user.as_deref())?;
     }
+    let second = output
+        .try_clone()
+        .map_err(|e| fail(1, format!("cannot start `{program}` for now: {e}")))?;
+    cmd.stdout(Stdio::from(output)).stderr(Stdio::from(second));
     // Its own process group, so a stop reaches the helpers it forks.
     cmd.process_group(0);
     // As systemd: a write to a relay that is gone (after `detach`) must not kill it.
@@ -238,7 +225,8 @@ pub fn spawn(
     }
     cmd.credentials(credentials);
     if let Some(path) = &spec.output {
-        cmd.output_file(path).map_err(|e| {
+        // Checked by the child, after it became the service's user (above).
+        cmd.output_file(path, OutputUse::Check).map_err(|e| {
             fail(EXIT_STDOUT, format!("cannot open output `{}`: {e}", path.display()))
         })?;
     }
@@ -247,7 +235,60 @@ pub fn spawn(
     }
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(false);
-    cmd.spawn().map_err(|e| spawn_error(spec, &e))
+    let child = cmd.spawn().map_err(|e| spawn_error(spec, &e))?;
+    Ok(Spawned { child, output_owner })
+}
+
+/// Who an instance runs as, from its `user` and `group`: `None` fields are pinctl's own.
+struct Identity {
+    uid: Option<u32>,
+    gid: Option<u32>,
+    groups: Option<Vec<u32>>,
+    /// `USER`, `LOGNAME` and `HOME` of its user.
+    env: Vec<(&'static str, String)>,
+}
+
+fn identity(spec: &InstanceSpec) -> Result<Identity, SpawnFailure> {
+    let mut id = Identity { uid: None, gid: None, groups: None, env: Vec::new() };
+    if let Some(name) = &spec.user {
+        let user = lookup_user(name)?;
+        id.gid = Some(user.gid);
+        let groups = pinctl_sys::group_list(&user.name, user.gid).map_err(|e| {
+            fail(EXIT_USER, format!("cannot list the groups of user `{name}`: {e}"))
+        })?;
+        id.groups = Some(groups);
+        id.uid = Some(user.uid);
+        id.env = vec![
+            ("USER", user.name.clone()),
+            ("LOGNAME", user.name.clone()),
+            ("HOME", user.home.display().to_string()),
+        ];
+    }
+    if let Some(name) = &spec.group {
+        id.gid = Some(lookup_group(name)?);
+    }
+    if id.groups.is_none() && id.gid.is_some() {
+        id.groups = id.gid.map(|g| vec![g]);
+    }
+    Ok(id)
+}
+
+/// Who an instance's output file is written as: the credentials it runs with, when its file
+/// sets any (`None`: pinctl's own).
+fn output_owner_of(c: &ChildCredentials) -> Option<FileOwner> {
+    (c.uid.is_some() || c.gid.is_some()).then(|| FileOwner {
+        uid: c.uid.unwrap_or_else(|| rustix::process::geteuid().as_raw()),
+        gid: c.gid.unwrap_or_else(|| rustix::process::getegid().as_raw()),
+        groups: c.groups.clone().unwrap_or_default(),
+    })
+}
+
+/// Who the output file of an instance started earlier (adopted) is written as, looked up
+/// again from its spec.
+pub fn output_owner(spec: &InstanceSpec) -> Result<Option<FileOwner>, SpawnFailure> {
+    let id = identity(spec)?;
+    let c = ChildCredentials { uid: id.uid, gid: id.gid, groups: id.groups, ..Default::default() };
+    Ok(output_owner_of(&c))
 }
 
 /// The output file's folder: with a `user`, the file is opened as that user, who may own the

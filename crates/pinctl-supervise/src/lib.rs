@@ -9,7 +9,9 @@
 //! timers and socket replies. Around it, what makes it safe as root: [`statefile`] (a locked
 //! state file read only when root alone could have written it), [`socket`] (the control
 //! socket, bounded, peers checked), a cgroup subtree of its own (the `cgroup` module), and
-//! [`relay`] (its output, never blocking the loop). This crate must not contain `unsafe` (the
+//! [`relay`] (its output, never blocking the loop) and [`output`] (each instance's output
+//! through a FIFO that outlives a detach, and its file written as its user and reopened for
+//! logrotate). This crate must not contain `unsafe` (the
 //! child setup between fork and exec lives in `pinctl-sys`), and every call into `pinctl-sys`
 //! and `pinctl-plan` goes through its `launch` module.
 #![forbid(unsafe_code)]
@@ -20,6 +22,7 @@ pub mod launch;
 pub mod lifecycle;
 pub mod notify;
 pub mod observe;
+pub mod output;
 pub mod protocol;
 pub mod relay;
 pub mod runtime;

@@ -27,6 +27,9 @@ pub enum Request {
     },
     /// Exit, leaving every instance running for the next supervisor to adopt.
     Detach,
+    /// Open every instance's `output` file again at its path (logrotate moved it); answers
+    /// once each is reopened or could not be.
+    ReopenLogs,
 }
 
 /// One instance as `pinctl status` shows it.
@@ -116,6 +119,19 @@ pub struct Response {
     /// each with why (their last exit, or that they failed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_to_start: Vec<StartFailure>,
+    /// Output files a `reopen-logs` opened again, or could not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reopened: Vec<ReopenedOutput>,
+}
+
+/// An instance's output file after a `reopen-logs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReopenedOutput {
+    pub name: String,
+    pub path: String,
+    /// Why it could not be opened again (its writer keeps the file it had).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// An instance that did not survive its start.
@@ -144,6 +160,8 @@ mod tests {
         let r: Request = serde_json::from_str(r#"{"cmd":"reload","dry_run":true}"#).unwrap();
         assert_eq!(r, Request::Reload { dry_run: true });
         assert_eq!(serde_json::to_string(&Request::Detach).unwrap(), r#"{"cmd":"detach"}"#);
+        let r: Request = serde_json::from_str(r#"{"cmd":"reopen-logs"}"#).unwrap();
+        assert_eq!(r, Request::ReopenLogs);
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
     }
 

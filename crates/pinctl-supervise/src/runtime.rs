@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use pinctl_topology::Placement;
@@ -34,7 +35,8 @@ use crate::launch;
 use crate::lifecycle::{self, Action, Event, Exit, Pid, State, Time, Unit};
 use crate::notify::Notifier;
 use crate::observe::{Observed, Observer};
-use crate::protocol::{InstanceStatus, Request, Response, StartFailure};
+use crate::output::{Fifos, FileOwner, OutputFile};
+use crate::protocol::{InstanceStatus, ReopenedOutput, Request, Response, StartFailure};
 use crate::relay;
 use crate::socket::{self, SocketError};
 use crate::spec::{Change, InstanceSpec, diff};
@@ -344,20 +346,25 @@ struct Supervisor {
     nofile: Option<(u64, u64)>,
     /// A reload being applied.
     applying: Option<Applying>,
+    /// The instances' output FIFOs.
+    fifos: Fifos,
+    /// The writers of the instances' `output` files, by instance.
+    outputs: HashMap<String, Arc<OutputFile>>,
 }
 
-/// A line of pinctl's log, through the relay: never blocks the loop.
 /// Whether a name in a request is a shell-style pattern: instance names never hold these.
 fn is_pattern(name: &str) -> bool {
     name.contains(['*', '?', '['])
 }
 
+/// A line of pinctl's log, through the relay: never blocks the loop.
 fn log(name: &str, message: &str) {
     relay::log_line(&format!("pinctl: {name}: {message}"));
 }
 
 impl Supervisor {
     fn new(options: Options, tx: mpsc::UnboundedSender<Input>, planner: Planner) -> Supervisor {
+        let options_state_file = options.state_file.clone();
         Supervisor {
             options,
             order: Vec::new(),
@@ -379,6 +386,8 @@ impl Supervisor {
             observed: Vec::new(),
             nofile: None,
             applying: None,
+            fifos: Fifos::beside(&options_state_file),
+            outputs: HashMap::new(),
         }
     }
 
@@ -617,16 +626,7 @@ impl Supervisor {
             next_spec: None,
             last_exited_start: None,
         };
-        // Its output went to the relay of the supervisor that started it, which is gone: what
-        // it writes now fails (EPIPE; SIGPIPE is ignored in instances) and is lost.
-        if inst.spec.output.is_none() {
-            log(
-                &entry.name,
-                "its output went through the pinctl that started it, which is gone: what it \
-                 writes now is lost until it restarts (set `output = \"FILE\"` to keep it \
-                 across a detach)",
-            );
-        }
+        self.follow_output(&entry.name, &inst.spec);
         self.instances.insert(entry.name.clone(), inst);
         match launch::pidfd_open(pid) {
             Ok(pidfd) => {
@@ -665,10 +665,12 @@ impl Supervisor {
         mut rx: mpsc::UnboundedReceiver<Input>,
         signals: Signals,
     ) -> Outcome {
-        let Signals { mut term, mut int, mut hup, mut usr2 } = signals;
+        let Signals { mut term, mut int, mut hup, mut usr1, mut usr2 } = signals;
         let mut watchdog = self.notifier.watchdog_interval().map(tokio::time::interval);
         loop {
             if self.shutting_down && self.instances.values().all(|i| i.unit.state.pid().is_none()) {
+                self.close_outputs();
+                self.fifos.remove_all();
                 let _ = std::fs::remove_file(&self.options.state_file);
                 if let Some(cgroups) = &self.cgroups {
                     cgroups.remove_all();
@@ -701,6 +703,10 @@ impl Supervisor {
                 Some(()) = recv_signal(&mut hup) => {
                     self.request_reload(PendingReload { dry_run: false, reply: None });
                 }
+                Some(()) = recv_signal(&mut usr1) => {
+                    // logrotate's `postrotate`: each writer says in the log how it went.
+                    self.reopen_outputs();
+                }
                 Some(()) = recv_signal(&mut usr2) => {
                     self.detach();
                     return Outcome::Detached;
@@ -731,6 +737,63 @@ impl Supervisor {
     fn detach(&mut self) {
         log("detach", "exiting and leaving every instance running for the next supervisor");
         self.write_state();
+        // Their FIFOs stay for the next supervisor; what the writers hold goes out first.
+        self.close_outputs();
+    }
+
+    /// Reads the output of an adopted instance again from its FIFO, where it has one: what it
+    /// wrote while no supervisor read is lost (its writes failed with EPIPE; SIGPIPE is
+    /// ignored in instances), what it writes from now on goes where its spec says.
+    fn follow_output(&mut self, name: &str, spec: &InstanceSpec) {
+        let reader = match self.fifos.reopen(name) {
+            Some(Ok(reader)) => reader,
+            Some(Err(e)) => {
+                return log(name, &format!("cannot read its output again: {e}: it is lost"));
+            }
+            None => {
+                return log(
+                    name,
+                    "its output went through a pipe of the pinctl that started it, which is \
+                     gone: what it writes is lost until it restarts (instances started by this \
+                     pinctl write into a FIFO that outlives a detach)",
+                );
+            }
+        };
+        let owner = if spec.output.is_some() {
+            match launch::output_owner(spec) {
+                Ok(owner) => owner,
+                Err(f) => {
+                    return log(name, &format!("its output is not written: {}", f.reason));
+                }
+            }
+        } else {
+            None
+        };
+        let sink = output_sink(&mut self.outputs, name, spec.output.clone(), owner);
+        tokio::spawn(pump(name.to_string(), reader, sink));
+        log(
+            name,
+            "its output is read again from its FIFO (what it wrote while no supervisor read it \
+             is lost)",
+        );
+    }
+
+    /// Ends every output file's writer, giving them together at most 2 s to write what they
+    /// hold (a file system that does not answer must not keep pinctl from exiting).
+    fn close_outputs(&mut self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        for (_, file) in self.outputs.drain() {
+            file.close(deadline.saturating_duration_since(std::time::Instant::now()));
+        }
+    }
+
+    /// Asks every output file's writer to open its file again at its path (logrotate moved
+    /// it): what to wait for, by instance.
+    fn reopen_outputs(&self) -> Vec<(String, Arc<OutputFile>, u64)> {
+        let mut asked: Vec<_> =
+            self.outputs.iter().map(|(n, f)| (n.clone(), f.clone(), f.ask_reopen())).collect();
+        asked.sort_by(|a, b| a.0.cmp(&b.0));
+        asked
     }
 
     fn shutdown(&mut self, why: &str) {
@@ -930,14 +993,24 @@ impl Supervisor {
             }
         }
         let (cgroup_path, procs) = cgroup.unzip();
-        let mut child = match launch::spawn(&inst.spec, !self.options.unpinned, procs, self.nofile)
-        {
-            Ok(child) => child,
+        let (reader, writer) = match self.fifos.create(name) {
+            Ok(ends) => ends,
+            Err(e) => {
+                let reason = format!("cannot make its output FIFO: {e}");
+                return self
+                    .dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
+            }
+        };
+        let spawned = launch::spawn(&inst.spec, !self.options.unpinned, procs, self.nofile, writer);
+        let launch::Spawned { mut child, output_owner } = match spawned {
+            Ok(spawned) => spawned,
             Err(f) => {
                 let e = Event::StartFailed { pid: None, reason: f.reason, code: f.code, jitter };
                 return self.dispatch(name, e);
             }
         };
+        let sink = output_sink(&mut self.outputs, name, inst.spec.output.clone(), output_owner);
+        tokio::spawn(pump(name.to_string(), reader, sink));
         let Some(pid) = child.id().map(|p| p as Pid) else { return };
         // It joined its cgroup itself, before exec (a failure there failed the spawn).
         inst.cgroup = cgroup_path;
@@ -946,12 +1019,6 @@ impl Supervisor {
         inst.cmdline = observed.map(|o| o.cmdline).unwrap_or_default();
         inst.started = Some(Instant::now());
         inst.adopted = false;
-        if let Some(out) = child.stdout.take() {
-            tokio::spawn(pump(name.to_string(), out));
-        }
-        if let Some(err) = child.stderr.take() {
-            tokio::spawn(pump(name.to_string(), err));
-        }
         let tx = self.tx.clone();
         let task_name = name.to_string();
         tokio::spawn(async move {
@@ -1057,6 +1124,10 @@ impl Supervisor {
         for name in gone {
             self.instances.remove(&name);
             self.order.retain(|n| *n != name);
+            if let Some(file) = self.outputs.remove(&name) {
+                file.close(Duration::ZERO);
+            }
+            self.fifos.remove(&name);
         }
         let mut pids: Vec<(String, Pid)> = self
             .order
@@ -1220,6 +1291,33 @@ impl Supervisor {
                 return;
             }
             Request::Detach => return,
+            Request::ReopenLogs => {
+                let asked = self.reopen_outputs();
+                // Waited for off the loop: a file system that does not answer holds only this.
+                tokio::task::spawn_blocking(move || {
+                    let deadline = std::time::Instant::now() + REOPEN_PATIENCE;
+                    let reopened: Vec<ReopenedOutput> = asked
+                        .into_iter()
+                        .map(|(name, file, asked)| {
+                            let left =
+                                deadline.saturating_duration_since(std::time::Instant::now());
+                            let error = match file.wait_reopened(asked, left) {
+                                Some(Ok(())) => None,
+                                Some(Err(e)) => Some(e),
+                                None => Some(format!(
+                                    "not reopened within {} s (its file system does not \
+                                     answer?)",
+                                    REOPEN_PATIENCE.as_secs()
+                                )),
+                            };
+                            ReopenedOutput { name, path: file.path().display().to_string(), error }
+                        })
+                        .collect();
+                    // Each file's outcome is in the answer; the request itself was served.
+                    let _ = reply.send(Response { ok: true, reopened, ..Response::default() });
+                });
+                return;
+            }
             Request::Start { names } => (names, Event::Start),
             Request::Stop { names } => (names, Event::Stop),
             Request::Restart { names } => (names, Event::Restart),
@@ -1484,6 +1582,12 @@ impl Supervisor {
         inst.unit.policy = spec.policy.clone();
         inst.spec = spec;
         self.instances.insert(to.to_string(), inst);
+        // Its FIFO and output writer follow it (its lines keep the old name's prefix on
+        // pinctl's stdout until it restarts).
+        self.fifos.rename(from, to);
+        if let Some(file) = self.outputs.remove(from) {
+            self.outputs.insert(to.to_string(), file);
+        }
         self.order.iter_mut().filter(|n| *n == from).for_each(|n| *n = to.to_string());
         // Its exit watchers (a task or a pidfd thread) still know it by its old name: an exit
         // is matched by PID (see `exited`).
@@ -1550,6 +1654,7 @@ struct Signals {
     term: Option<tokio::signal::unix::Signal>,
     int: Option<tokio::signal::unix::Signal>,
     hup: Option<tokio::signal::unix::Signal>,
+    usr1: Option<tokio::signal::unix::Signal>,
     usr2: Option<tokio::signal::unix::Signal>,
 }
 
@@ -1559,6 +1664,7 @@ impl Signals {
             term: signal(SignalKind::terminate()).ok(),
             int: signal(SignalKind::interrupt()).ok(),
             hup: signal(SignalKind::hangup()).ok(),
+            usr1: signal(SignalKind::user_defined1()).ok(),
             usr2: signal(SignalKind::user_defined2()).ok(),
         }
     }
@@ -1580,18 +1686,62 @@ async fn tick(interval: &mut Option<tokio::time::Interval>) {
     }
 }
 
-/// Copies a child's output to pinctl's stdout, each line prefixed with the instance's name,
-/// through the relay: lines are cut at [`relay::LINE_MAX`] and never wait for pinctl's reader.
-async fn pump(name: String, mut pipe: impl tokio::io::AsyncRead + Unpin) {
+/// How long `reopen-logs` waits for the output files to be opened again.
+const REOPEN_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Where the output of instance `name` goes: its `output` file's writer (kept while the
+/// path and owner stay the same), or pinctl's stdout.
+fn output_sink(
+    outputs: &mut HashMap<String, Arc<OutputFile>>,
+    name: &str,
+    output: Option<PathBuf>,
+    owner: Option<FileOwner>,
+) -> Sink {
+    let Some(path) = output else {
+        if let Some(old) = outputs.remove(name) {
+            old.close(Duration::ZERO);
+        }
+        return Sink::Stdout;
+    };
+    if let Some(file) = outputs.get(name).filter(|f| f.writes(&path, owner.as_ref())) {
+        return Sink::File(file.clone());
+    }
+    let file = OutputFile::start(name, &path, owner);
+    if let Some(old) = outputs.insert(name.to_string(), file.clone()) {
+        old.close(Duration::ZERO);
+    }
+    Sink::File(file)
+}
+
+/// Where an instance's output lines go.
+enum Sink {
+    /// pinctl's stdout, each line prefixed with the instance's name.
+    Stdout,
+    /// Its `output` file.
+    File(Arc<OutputFile>),
+}
+
+impl Sink {
+    fn line(&self, name: &str, line: &[u8]) {
+        match self {
+            Sink::Stdout => relay::instance_line(name, line),
+            Sink::File(file) => file.line(line),
+        }
+    }
+}
+
+/// Copies what a child writes into its FIFO to `sink`, line by line: lines are cut at
+/// [`relay::LINE_MAX`] and never wait for whoever reads or writes them next.
+async fn pump(name: String, mut pipe: impl tokio::io::AsyncRead + Unpin, sink: Sink) {
     let mut splitter = relay::LineSplitter::default();
     let mut chunk = vec![0u8; 16 * 1024];
     loop {
         match pipe.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => splitter.feed(&chunk[..n], |line| relay::instance_line(&name, line)),
+            Ok(n) => splitter.feed(&chunk[..n], |line| sink.line(&name, line)),
         }
     }
-    splitter.finish(|line| relay::instance_line(&name, line));
+    splitter.finish(|line| sink.line(&name, line));
 }
 
 /// How often an adopted process is polled where pidfds are missing.

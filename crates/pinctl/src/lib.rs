@@ -53,6 +53,8 @@ enum Command {
     Reload(cmd::control::ReloadArgs),
     /// Make the supervisor exit, leaving its instances running for the next one to adopt.
     Detach(cmd::control::SocketArg),
+    /// Open every instance's `output` file again at its path (after logrotate moved it).
+    ReopenLogs(cmd::control::SocketArg),
     /// Watch where the planned instances' memory and threads are; alert, export, rebalance.
     Watch(cmd::watch::WatchArgs),
     /// Steer interrupts as a service file's plan says, or put them back (for services
@@ -82,6 +84,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Restart(a) => cmd::control::names(cmd::control::Verb::Restart, a),
         Command::Reload(a) => cmd::control::reload(a),
         Command::Detach(a) => cmd::control::detach(a),
+        Command::ReopenLogs(a) => cmd::control::reopen_logs(a),
         Command::Watch(a) => cmd::watch::run(a),
         Command::Irq(a) => cmd::irq::run(a),
         Command::Probe(a) => cmd::probe::run(a),

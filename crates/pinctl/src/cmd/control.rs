@@ -216,6 +216,30 @@ pub(crate) fn detach(args: SocketArg) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
+pub(crate) fn reopen_logs(args: SocketArg) -> CmdResult {
+    let response = ask(&args, &Request::ReopenLogs)?;
+    let mut out = io::stdout().lock();
+    if response.reopened.is_empty() {
+        writeln!(out, "no instance writes to an output file").context("writing to stdout")?;
+    }
+    let mut failed = Vec::new();
+    for r in &response.reopened {
+        match &r.error {
+            None => writeln!(out, "{}: reopened {}", r.name, r.path),
+            Some(e) => {
+                failed.push(r.name.clone());
+                writeln!(out, "{}: cannot reopen {}: {e}", r.name, r.path)
+            }
+        }
+        .context("writing to stdout")?;
+    }
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(Error::failure(anyhow::anyhow!("not reopened: {}", failed.join(", "))))
+    }
+}
+
 fn uptime(s: f64) -> String {
     let s = s as u64;
     match s {
