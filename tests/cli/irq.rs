@@ -228,9 +228,10 @@ fn irq_is_refused_while_another_holds_the_supervisor_s_lock() {
     let state = run_dir.join("pinctl.state.json");
     let lock = run_dir.join("pinctl.state.json.lock");
     std::fs::write(&lock, "").unwrap();
-    // util-linux's flock holds the same flock(2) lock a `pinctl run` holds.
+    // util-linux's flock holds the same flock(2) lock a `pinctl run` holds; `--no-fork` makes
+    // the holder the `sleep` itself, so killing it by PID leaves nothing behind.
     let mut holder = std::process::Command::new("flock")
-        .args(["-x", lock.to_str().unwrap(), "sleep", "30"])
+        .args(["-x", "--no-fork", lock.to_str().unwrap(), "sleep", "30"])
         .spawn()
         .expect("flock (util-linux) is installed");
     let waited = std::time::Instant::now();
