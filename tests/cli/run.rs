@@ -695,6 +695,33 @@ output = "LOG"
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
+/// What an instance writes as it stops (a database's `Shutdown complete`) reaches its file
+/// before the supervisor exits.
+#[test]
+fn the_last_lines_of_a_stopping_instance_reach_its_file() {
+    let config = r#"
+[host]
+keep-free = []
+
+[service.db]
+command = ["sh", "-c", "trap 'seq 1 20000; echo shutdown complete; exit 0' TERM; echo ready; while :; do sleep 0.05; done", "db-100018"]
+cpus = 1
+output = "LOG"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("db.log");
+    let mut run = Run::new(&config.replace("LOG", log.to_str().unwrap()));
+    run.start(&unpinned());
+    wait_for("the ready line", || {
+        std::fs::read_to_string(&log).ok().filter(|t| t.contains("ready")).map(|_| ())
+    });
+    assert!(run.terminate().success());
+    // (sh may say `Terminated` for its sleep in between.)
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with("ready\n") && text.ends_with("shutdown complete\n"), "{text:?}");
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
 /// A file that cannot be opened again is said, with the instance, and the command fails; the
 /// writer keeps the file it had.
 #[test]

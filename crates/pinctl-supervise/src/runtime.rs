@@ -350,6 +350,8 @@ struct Supervisor {
     fifos: Fifos,
     /// The writers of the instances' `output` files, by instance.
     outputs: HashMap<String, Arc<OutputFile>>,
+    /// The tasks reading the instances' FIFOs (finished ones are dropped as new ones start).
+    pumps: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// Whether a name in a request is a shell-style pattern: instance names never hold these.
@@ -388,6 +390,7 @@ impl Supervisor {
             applying: None,
             fifos: Fifos::beside(&options_state_file),
             outputs: HashMap::new(),
+            pumps: Vec::new(),
         }
     }
 
@@ -669,6 +672,7 @@ impl Supervisor {
         let mut watchdog = self.notifier.watchdog_interval().map(tokio::time::interval);
         loop {
             if self.shutting_down && self.instances.values().all(|i| i.unit.state.pid().is_none()) {
+                self.drain_fifos().await;
                 self.close_outputs();
                 self.fifos.remove_all();
                 let _ = std::fs::remove_file(&self.options.state_file);
@@ -770,12 +774,25 @@ impl Supervisor {
             None
         };
         let sink = output_sink(&mut self.outputs, name, spec.output.clone(), owner);
-        tokio::spawn(pump(name.to_string(), reader, sink));
+        start_pump(&mut self.pumps, name, reader, sink);
         log(
             name,
             "its output is read again from its FIFO (what it wrote while no supervisor read it \
              is lost)",
         );
+    }
+
+    /// Waits (at most 2 s) until the FIFOs of the stopped instances are read to their end: the
+    /// last lines an instance wrote before it exited (a database's `Shutdown complete`) may
+    /// still be in its FIFO when its exit is known.
+    async fn drain_fifos(&mut self) {
+        let pumps = std::mem::take(&mut self.pumps);
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            for p in pumps {
+                let _ = p.await;
+            }
+        })
+        .await;
     }
 
     /// Ends every output file's writer, giving them together at most 2 s to write what they
@@ -1010,7 +1027,7 @@ impl Supervisor {
             }
         };
         let sink = output_sink(&mut self.outputs, name, inst.spec.output.clone(), output_owner);
-        tokio::spawn(pump(name.to_string(), reader, sink));
+        start_pump(&mut self.pumps, name, reader, sink);
         let Some(pid) = child.id().map(|p| p as Pid) else { return };
         // It joined its cgroup itself, before exec (a failure there failed the spawn).
         inst.cgroup = cgroup_path;
@@ -1711,6 +1728,18 @@ fn output_sink(
         old.close(Duration::ZERO);
     }
     Sink::File(file)
+}
+
+/// Reads the FIFO `reader` of instance `name` into `sink` until every writer of it closed,
+/// on a task kept in `pumps` (finished ones are dropped).
+fn start_pump(
+    pumps: &mut Vec<tokio::task::JoinHandle<()>>,
+    name: &str,
+    reader: tokio::net::unix::pipe::Receiver,
+    sink: Sink,
+) {
+    pumps.retain(|p| !p.is_finished());
+    pumps.push(tokio::spawn(pump(name.to_string(), reader, sink)));
 }
 
 /// Where an instance's output lines go.
