@@ -695,6 +695,34 @@ output = "LOG"
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
+/// Each start opens the output file again at its path, as an instance that opened it itself
+/// did: a file removed while it ran is there again after a restart.
+#[test]
+fn a_restarted_instance_opens_its_output_file_again() {
+    let config = r#"
+[host]
+keep-free = []
+
+[service.talker]
+command = ["sh", "-c", "echo started; while :; do sleep 0.05; done", "talker-100019"]
+cpus = 1
+output = "LOG"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("talker.log");
+    let mut run = Run::new(&config.replace("LOG", log.to_str().unwrap()));
+    run.start(&unpinned());
+    let started = || std::fs::read_to_string(&log).ok().filter(|t| t == "started\n");
+    wait_for("the first start's line", started);
+    std::fs::remove_file(&log).unwrap();
+    let out = run.ctl(&["restart", "talker"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_for("the second start's line in a new file", started);
+    assert!(!run.stderr().contains("output reopened"), "{}", run.stderr());
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
 /// What an instance writes as it stops (a database's `Shutdown complete`) reaches its file
 /// before the supervisor exits.
 #[test]

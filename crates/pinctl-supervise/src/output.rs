@@ -181,9 +181,12 @@ pub struct OutputFile {
 #[derive(Debug)]
 enum Queued {
     Line(Vec<u8>),
-    /// Open the file again (the reopen asked for with this number): lines queued before it
-    /// go to the file it had.
-    Reopen(u64),
+    /// Open the file again (the reopen asked for with this number; `said`: say in the log
+    /// that it was): lines queued before it go to the file it had.
+    Reopen {
+        asked: u64,
+        said: bool,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -258,13 +261,24 @@ impl OutputFile {
         self.changed.notify_all();
     }
 
-    /// Asks the writer to open the file again at its path; returns what to wait for with
-    /// [`OutputFile::wait_reopened`].
+    /// Asks the writer to open the file again at its path (logrotate moved it); returns what
+    /// to wait for with [`OutputFile::wait_reopened`].
     pub fn ask_reopen(&self) -> u64 {
+        self.reopen(true)
+    }
+
+    /// The instance starts again: its file is opened again at its path, as the instance
+    /// opened it at each start when it wrote the file itself (the file may have been removed
+    /// or replaced meanwhile). Only a failure is said.
+    pub fn reopen_for_start(&self) {
+        self.reopen(false);
+    }
+
+    fn reopen(&self, said: bool) -> u64 {
         let mut w = self.lock();
         w.reopen_asked += 1;
         let asked = w.reopen_asked;
-        w.queue.push_back(Queued::Reopen(asked));
+        w.queue.push_back(Queued::Reopen { asked, said });
         self.changed.notify_all();
         asked
     }
@@ -327,12 +341,13 @@ fn write_forever(file: &OutputFile, instance: &str) {
         };
         let line = match next {
             Queued::Line(line) => line,
-            Queued::Reopen(asked) => {
+            Queued::Reopen { asked, said } => {
                 drop(w);
                 let opened = open_output(&file.path);
                 let outcome = opened.as_ref().map(|_| ()).map_err(Clone::clone);
                 match &outcome {
-                    Ok(()) => say(&format!("output reopened: `{}`", file.path.display())),
+                    Ok(()) if said => say(&format!("output reopened: `{}`", file.path.display())),
+                    Ok(()) => {}
                     Err(e) => {
                         say(&format!("cannot reopen output `{}`: {e}", file.path.display()));
                     }

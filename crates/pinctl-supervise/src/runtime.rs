@@ -773,7 +773,7 @@ impl Supervisor {
         } else {
             None
         };
-        let sink = output_sink(&mut self.outputs, name, spec.output.clone(), owner);
+        let sink = output_sink(&mut self.outputs, name, spec.output.clone(), owner, false);
         start_pump(&mut self.pumps, name, reader, sink);
         log(
             name,
@@ -1026,7 +1026,8 @@ impl Supervisor {
                 return self.dispatch(name, e);
             }
         };
-        let sink = output_sink(&mut self.outputs, name, inst.spec.output.clone(), output_owner);
+        let sink =
+            output_sink(&mut self.outputs, name, inst.spec.output.clone(), output_owner, true);
         start_pump(&mut self.pumps, name, reader, sink);
         let Some(pid) = child.id().map(|p| p as Pid) else { return };
         // It joined its cgroup itself, before exec (a failure there failed the spawn).
@@ -1707,12 +1708,14 @@ async fn tick(interval: &mut Option<tokio::time::Interval>) {
 const REOPEN_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Where the output of instance `name` goes: its `output` file's writer (kept while the
-/// path and owner stay the same), or pinctl's stdout.
+/// path and owner stay the same, the file opened again when the instance `starts`), or
+/// pinctl's stdout.
 fn output_sink(
     outputs: &mut HashMap<String, Arc<OutputFile>>,
     name: &str,
     output: Option<PathBuf>,
     owner: Option<FileOwner>,
+    starts: bool,
 ) -> Sink {
     let Some(path) = output else {
         if let Some(old) = outputs.remove(name) {
@@ -1721,6 +1724,9 @@ fn output_sink(
         return Sink::Stdout;
     };
     if let Some(file) = outputs.get(name).filter(|f| f.writes(&path, owner.as_ref())) {
+        if starts {
+            file.reopen_for_start();
+        }
         return Sink::File(file.clone());
     }
     let file = OutputFile::start(name, &path, owner);
