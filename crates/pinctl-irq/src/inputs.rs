@@ -43,6 +43,16 @@ pub struct SteerSettings {
 }
 
 impl SteerSettings {
+    /// Of a service file read and checked on its topology.
+    pub fn of_file(file: &pinctl_launch::ServiceFile) -> SteerSettings {
+        SteerSettings::of(
+            &file.config,
+            &file.loaded.topology,
+            &file.inputs.near,
+            &file.inputs.default_keep_free,
+        )
+    }
+
     /// From the file, the topology, what each `near` entry resolved to (`PlanInputs::near`)
     /// and the default route's NICs (the keep-free default).
     pub fn of(

@@ -24,6 +24,16 @@ pub struct Planned {
     pub topology: Arc<Topology>,
 }
 
+impl Planned {
+    /// The steering of a service file read and checked on its topology.
+    pub fn of(file: &pinctl_launch::ServiceFile) -> Planned {
+        Planned {
+            settings: SteerSettings::of_file(file),
+            topology: Arc::new(file.loaded.topology.clone()),
+        }
+    }
+}
+
 /// Where steering's lines go (the supervisor's log in `pinctl run`).
 pub type Log = Box<dyn Fn(&str) + Send>;
 
@@ -32,8 +42,6 @@ struct State {
     /// (instance, service, CPUs) of every instance, once the supervisor has told.
     instances: Option<Vec<(String, String, CpuSet)>>,
     planned: Planned,
-    /// The plan of a reload not yet applied.
-    pending: Option<Planned>,
     dirty: bool,
     stop: bool,
     interval: Duration,
@@ -67,20 +75,6 @@ pub struct Steering {
     thread: Option<JoinHandle<Steerer>>,
 }
 
-/// Where the planner leaves the plan of each file it reads (a reload, or its dry run).
-#[derive(Debug, Clone)]
-pub struct PlanSlot(Arc<Shared>);
-
-impl PlanSlot {
-    /// Keeps `planned` for the next applied reload (`every`: the file's `watch-interval`).
-    pub fn set(&self, planned: Planned, every: Duration) {
-        self.0.with(|st| {
-            st.pending = Some(planned);
-            st.interval = every;
-        });
-    }
-}
-
 /// Starts steering for `planned`, keeping its record at `record_path`, again every `every`.
 /// Nothing is changed before the supervisor first tells its instances.
 pub fn start(
@@ -93,7 +87,6 @@ pub fn start(
         state: Mutex::new(State {
             instances: None,
             planned,
-            pending: None,
             dirty: false,
             stop: false,
             interval: every,
@@ -186,23 +179,20 @@ impl Observer for SteeringObserver {
         });
     }
 
-    fn reloaded(&mut self, _config: &pinctl_config::Config) -> Vec<String> {
+    fn reloaded(&mut self, file: &pinctl_launch::ServiceFile) -> Vec<String> {
+        // Made on the runtime thread, but from what the reload already read: the topology is
+        // copied, nothing is read from the machine.
+        let planned = Planned::of(file);
         self.shared.with(|st| {
-            if let Some(p) = st.pending.take() {
-                st.planned = p;
-                st.dirty = true;
-            }
+            st.planned = planned;
+            st.interval = file.config.watch.interval;
+            st.dirty = true;
         });
         Vec::new()
     }
 }
 
 impl Steering {
-    /// Where the planner leaves each new plan.
-    pub fn plan_slot(&self) -> PlanSlot {
-        PlanSlot(self.shared.clone())
-    }
-
     /// Stops steering; with `restore` (the supervisor stopped), puts back everything it
     /// changed and says so through `log`.
     pub fn finish(mut self, restore: bool, log: &dyn Fn(&str)) {

@@ -32,11 +32,11 @@ pub trait Observer {
         None
     }
 
-    /// A reload re-planned `config` and applied it (not called for `--dry-run` or a file that
+    /// A reload re-planned `file` and applied it (not called for `--dry-run` or a file that
     /// was refused): the observer takes up its settings, and returns the changes it could not
     /// take up (they are said to whoever asked for the reload). Called on the runtime thread:
     /// must not block.
-    fn reloaded(&mut self, _config: &pinctl_config::Config) -> Vec<String> {
+    fn reloaded(&mut self, _file: &pinctl_launch::ServiceFile) -> Vec<String> {
         Vec::new()
     }
 }

@@ -70,7 +70,8 @@ pub type Planner = Box<dyn FnMut(&BTreeMap<String, Placement>) -> Result<Replan,
 #[derive(Debug)]
 pub struct Replan {
     pub specs: Vec<InstanceSpec>,
-    pub config: pinctl_config::Config,
+    /// The file as read, checked and planned on: what the observers take up on a reload.
+    pub file: pinctl_launch::ServiceFile,
     /// What the plan and the file warn about, in `pinctl plan`'s words.
     pub warnings: Vec<String>,
 }
@@ -1440,7 +1441,7 @@ impl Supervisor {
     /// answer waits until the reload's starts have settled.
     fn finish_reload(&mut self, planned: Result<Replan, String>, reload: PendingReload) {
         let dry_run = reload.dry_run;
-        let Replan { specs, config, warnings } = match planned {
+        let Replan { specs, file, warnings } = match planned {
             Ok(replan) if !self.shutting_down => replan,
             outcome => {
                 let e = match outcome {
@@ -1489,7 +1490,7 @@ impl Supervisor {
         }
         response.warnings = warnings;
         if let Some(observer) = self.observer.as_mut() {
-            response.not_applied = observer.reloaded(&config);
+            response.not_applied = observer.reloaded(&file);
         }
         for note in &response.not_applied {
             log("reload", &format!("not applied: {note}"));

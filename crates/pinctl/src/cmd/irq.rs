@@ -6,10 +6,8 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
-use pinctl_irq::observer::Planned;
 use pinctl_irq::{SteerSettings, Steerer};
 use pinctl_launch::ServiceFile;
 use pinctl_plan::{InterruptLanding, Plan};
@@ -58,17 +56,7 @@ struct FileArg {
 /// The steering settings of a service file: its keys, its instances' `interrupts`, the NICs it
 /// keeps free.
 fn steer_settings(file: &ServiceFile) -> SteerSettings {
-    SteerSettings::of(
-        &file.config,
-        &file.loaded.topology,
-        &file.inputs.near,
-        &file.inputs.default_keep_free,
-    )
-}
-
-/// The steering of a service file's plan: its settings and the topology it was made on.
-pub(crate) fn planned(file: &ServiceFile) -> Planned {
-    Planned { settings: steer_settings(file), topology: Arc::new(file.loaded.topology.clone()) }
+    SteerSettings::of_file(file)
 }
 
 /// Interrupts of `topology` on the CPUs of `plan`'s instances.

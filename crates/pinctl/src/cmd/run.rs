@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pinctl_irq::observer::{Planned, SteeringObserver};
+use pinctl_irq::observer::SteeringObserver;
 use pinctl_supervise::observe::{Observed, Observer};
 use pinctl_supervise::protocol::DriftState;
 use pinctl_supervise::{Options, Outcome, Replan};
@@ -50,15 +50,14 @@ fn replan(
     topology: Option<&Path>,
     strict: bool,
     running: &BTreeMap<String, Placement>,
-) -> Result<(Replan, Planned), String> {
+) -> Result<Replan, String> {
     let report = |e: Error| e.message().map(|m| m + "\n").unwrap_or_default();
     let file = super::plan::service_file(config_path, topology, strict).map_err(report)?;
     let plan = file.plan_keeping(running).map_err(|e| report(e.into()))?;
     let mut warnings: Vec<String> = file.diagnostics.iter().map(super::plan::one_line).collect();
     warnings.extend(plan.warnings.iter().map(|w| format!("plan: {w}")));
     let specs = pinctl_supervise::launch::specs(&file.config, &plan);
-    let steering = super::irq::planned(&file);
-    Ok((Replan { specs, config: file.config, warnings }, steering))
+    Ok(Replan { specs, file, warnings })
 }
 
 /// The observers of `pinctl run`: the drift watcher and interrupt steering, each told of the
@@ -82,13 +81,13 @@ impl Observer for Observers {
         self.watch.as_ref()?.drift(instance)
     }
 
-    fn reloaded(&mut self, config: &pinctl_config::Config) -> Vec<String> {
+    fn reloaded(&mut self, file: &pinctl_launch::ServiceFile) -> Vec<String> {
         let mut said = Vec::new();
         if let Some(w) = &mut self.watch {
-            said.extend(w.reloaded(config));
+            said.extend(w.reloaded(file));
         }
         if let Some(s) = &mut self.steering {
-            said.extend(s.reloaded(config));
+            said.extend(s.reloaded(file));
         }
         said
     }
@@ -99,7 +98,7 @@ fn steering_log(line: &str) {
 }
 
 pub(crate) fn run(args: RunArgs) -> CmdResult {
-    let (Replan { specs, config, warnings }, steer_plan) =
+    let Replan { specs, file, warnings } =
         match replan(&args.config, args.topology.as_deref(), args.strict, &BTreeMap::new()) {
             Ok(ok) => ok,
             Err(report) => {
@@ -111,6 +110,7 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     for w in &warnings {
         pinctl_supervise::relay::log_line(&format!("pinctl: warning: {w}"));
     }
+    let config = &file.config;
     let supervisor = config.supervisor().map_err(|e| Error::failure(anyhow::anyhow!(e)))?;
     let options = Options {
         name: supervisor.name,
@@ -124,7 +124,7 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     let watch = if args.unpinned || args.topology.is_some() {
         None
     } else {
-        Some(super::watch::SupervisedObserver::new(&config).map_err(Error::failure)?)
+        Some(super::watch::SupervisedObserver::new(config).map_err(Error::failure)?)
     };
     // Interrupts are steered on this machine for the plan (docs/irq.md): not for instances
     // run unpinned or planned for another topology (tests only). The record of what it
@@ -134,21 +134,15 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     } else {
         let record = pinctl_irq::record::path_for(&options.state_file, &options.name);
         Some(pinctl_irq::observer::start(
-            steer_plan,
+            pinctl_irq::observer::Planned::of(&file),
             &record,
             config.watch.interval,
             Box::new(steering_log),
         ))
     };
-    // A reload's plan is left where steering takes it up once the reload is applied.
-    let steer_slot = steering.as_ref().map(|(_, s)| s.plan_slot());
     let (path, topology, strict) = (args.config.clone(), args.topology.clone(), args.strict);
     let planner = Box::new(move |running: &BTreeMap<String, Placement>| {
-        let (replan, steer) = replan(&path, topology.as_deref(), strict, running)?;
-        if let Some(slot) = &steer_slot {
-            slot.set(steer, replan.config.watch.interval);
-        }
-        Ok(replan)
+        replan(&path, topology.as_deref(), strict, running)
     });
     let (steering_observer, steering) = match steering {
         Some((o, s)) => (Some(o), Some(s)),

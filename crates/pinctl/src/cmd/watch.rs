@@ -443,8 +443,8 @@ impl Observer for SupervisedObserver {
         })
     }
 
-    fn reloaded(&mut self, config: &pinctl_config::Config) -> Vec<String> {
-        let settings = WatchSettings::of(config);
+    fn reloaded(&mut self, file: &pinctl_launch::ServiceFile) -> Vec<String> {
+        let settings = WatchSettings::of(&file.config);
         let mut not_applied = Vec::new();
         if settings.watch.metrics_listen != self.metrics_listen {
             let to = |a: Option<std::net::SocketAddr>| a.map_or("off".into(), |a| a.to_string());
