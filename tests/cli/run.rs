@@ -750,6 +750,61 @@ output = "LOG"
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
+/// Debian's logrotate in its default `create` mode with `pinctl reopen-logs` as `postrotate`:
+/// the renamed file ends where the new one starts, nothing lost or doubled.
+#[test]
+fn logrotate_create_mode_with_reopen_logs_loses_nothing() {
+    let config = r#"
+[host]
+keep-free = []
+
+[service.talker]
+command = ["sh", "-c", "n=0; while :; do n=$((n+1)); echo tick $n; sleep 0.01; done", "talker-100020"]
+cpus = 1
+output = "LOG"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("talker.log");
+    let mut run = Run::new(&config.replace("LOG", log.to_str().unwrap()));
+    run.start(&unpinned());
+    let ticks = |path: &std::path::Path| -> Vec<u64> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+            .collect()
+    };
+    wait_for("lines to rotate", || (ticks(&log).len() >= 20).then_some(()));
+    let conf = dir.path().join("logrotate.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "{} {{\n    rotate 2\n    create 0640 root root\n    nocompress\n    postrotate\n        {} reopen-logs --socket {}\n    endscript\n}}\n",
+            log.display(),
+            BIN,
+            run.socket().display()
+        ),
+    )
+    .unwrap();
+    let out = bounded_output(
+        Command::new("/usr/sbin/logrotate")
+            .arg("-f")
+            .arg("-s")
+            .arg(dir.path().join("logrotate.state"))
+            .arg(&conf),
+    );
+    assert!(out.status.success(), "logrotate: {}", String::from_utf8_lossy(&out.stderr));
+    let rotated = dir.path().join("talker.log.1");
+    wait_for("lines in the new file", || (ticks(&log).len() >= 20).then_some(()));
+    let (old, new) = (ticks(&rotated), ticks(&log));
+    assert!(!old.is_empty(), "nothing in the rotated file");
+    assert_eq!(old.windows(2).find(|w| w[1] != w[0] + 1), None, "{old:?}");
+    assert_eq!(new.windows(2).find(|w| w[1] != w[0] + 1), None, "{new:?}");
+    assert_eq!(new[0], old[old.len() - 1] + 1, "old ends {:?}, new starts {:?}", old.last(), new);
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
 /// A file that cannot be opened again is said, with the instance, and the command fails; the
 /// writer keeps the file it had.
 #[test]
