@@ -343,6 +343,9 @@ fn write_forever(file: &OutputFile, instance: &str) {
             Queued::Line(line) => line,
             Queued::Reopen { asked, said } => {
                 drop(w);
+                if let Ok(f) = &mut out {
+                    let _ = f.flush();
+                }
                 let opened = open_output(&file.path);
                 let outcome = opened.as_ref().map(|_| ()).map_err(Clone::clone);
                 match &outcome {
@@ -365,6 +368,8 @@ fn write_forever(file: &OutputFile, instance: &str) {
         };
         w.bytes -= line.len();
         let dropped = std::mem::take(&mut w.dropped);
+        // Lines go out in one write while more are queued, and at once when none is.
+        let more = !w.queue.is_empty();
         drop(w);
         if dropped > 0 {
             say(&format!(
@@ -373,7 +378,8 @@ fn write_forever(file: &OutputFile, instance: &str) {
             ));
         }
         if let Ok(f) = &mut out {
-            match f.write_all(&line) {
+            let written = f.write_all(&line).and_then(|()| if more { Ok(()) } else { f.flush() });
+            match written {
                 Ok(()) => failing = false,
                 Err(e) if !failing => {
                     failing = true;
@@ -404,7 +410,7 @@ fn become_owner(owner: &FileOwner) -> io::Result<()> {
 /// Opens `path` for appending as this thread's user, as an instance would open it itself:
 /// created with mode 0640, the last component never followed, never blocking on a FIFO, and
 /// only a regular file of this user's (or a character device of root's, such as `/dev/null`).
-fn open_output(path: &Path) -> Result<fs::File, String> {
+fn open_output(path: &Path) -> Result<io::BufWriter<fs::File>, String> {
     let fd = rustix::fs::open(
         path,
         OFlags::WRONLY
@@ -430,7 +436,7 @@ fn open_output(path: &Path) -> Result<fs::File, String> {
         ));
     }
     rustix::fs::fcntl_setfl(&fd, OFlags::APPEND).map_err(|e| io::Error::from(e).to_string())?;
-    Ok(fs::File::from(fd))
+    Ok(io::BufWriter::with_capacity(64 * 1024, fs::File::from(fd)))
 }
 
 #[cfg(test)]
