@@ -24,15 +24,13 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::fs::{CWD, FileType, Mode, OFlags};
 use tokio::net::unix::pipe;
 
-use crate::relay::{self, LINE_MAX};
-
-/// The most bytes of an output file's lines waiting for its writer.
-pub const FILE_QUEUE_BYTES: usize = 4 << 20;
+// The bounds of pinctl's own output relay: the same 48 KiB lines and 4 MiB queue per file.
+use crate::relay::{self, LINE_MAX, QUEUE_BYTES};
 
 /// The FIFOs of a supervisor's instances: one folder beside its state file.
 #[derive(Debug, Clone)]
@@ -249,7 +247,7 @@ impl OutputFile {
     pub fn line(&self, bytes: &[u8]) {
         let bytes = &bytes[..bytes.len().min(LINE_MAX)];
         let mut w = self.lock();
-        if w.ended || w.bytes + bytes.len() + 1 > FILE_QUEUE_BYTES {
+        if w.ended || w.bytes + bytes.len() + 1 > QUEUE_BYTES {
             w.dropped += 1;
             return;
         }
@@ -286,33 +284,25 @@ impl OutputFile {
     /// The outcome of reopen `asked`, once made; `None` when it was not made within `timeout`
     /// (a file system that does not answer) or the writer has ended.
     pub fn wait_reopened(&self, asked: u64, timeout: Duration) -> Option<Result<(), String>> {
-        let deadline = Instant::now() + timeout;
-        let mut w = self.lock();
-        while w.reopened < asked && !w.ended {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            w = self.changed.wait_timeout(w, left).unwrap_or_else(|e| e.into_inner()).0;
-        }
+        let w = self.lock();
+        let (w, _) = self
+            .changed
+            .wait_timeout_while(w, timeout, |w| w.reopened < asked && !w.ended)
+            .unwrap_or_else(|e| e.into_inner());
         if w.reopened < asked { None } else { w.outcome.clone() }
     }
 
     /// No more lines: the writer writes what is queued and ends. Waits at most `timeout` for
     /// that; `true` when it ended.
     pub fn close(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
         let mut w = self.lock();
         w.closing = true;
         self.changed.notify_all();
-        while !w.ended {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            w = self.changed.wait_timeout(w, left).unwrap_or_else(|e| e.into_inner()).0;
-        }
-        true
+        let (w, _) = self
+            .changed
+            .wait_timeout_while(w, timeout, |w| !w.ended)
+            .unwrap_or_else(|e| e.into_inner());
+        w.ended
     }
 }
 
@@ -456,9 +446,9 @@ mod tests {
         f.line(b"two");
         // logrotate's `create`: the file is renamed, and pinctl asked to open it again.
         let wait = |what: &str, cond: &dyn Fn() -> bool| {
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while !cond() {
-                assert!(Instant::now() < deadline, "{what}");
+                assert!(std::time::Instant::now() < deadline, "{what}");
                 std::thread::sleep(Duration::from_millis(5));
             }
         };

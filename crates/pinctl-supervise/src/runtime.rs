@@ -367,7 +367,7 @@ fn log(name: &str, message: &str) {
 
 impl Supervisor {
     fn new(options: Options, tx: mpsc::UnboundedSender<Input>, planner: Planner) -> Supervisor {
-        let options_state_file = options.state_file.clone();
+        let fifos = Fifos::beside(&options.state_file);
         Supervisor {
             options,
             order: Vec::new(),
@@ -389,7 +389,7 @@ impl Supervisor {
             observed: Vec::new(),
             nofile: None,
             applying: None,
-            fifos: Fifos::beside(&options_state_file),
+            fifos,
             outputs: HashMap::new(),
             pumps: Vec::new(),
         }
