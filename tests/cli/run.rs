@@ -631,6 +631,15 @@ fn a_talking_instance_survives_detach_and_its_output_goes_on_after_adoption() {
     assert!(!run.path("state.output").exists());
 }
 
+/// The numbers of the `tick N` lines in an output file, in order.
+fn ticks(path: &std::path::Path) -> Vec<u64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+        .collect()
+}
+
 /// logrotate's `create` mode: the output file is renamed, and `pinctl reopen-logs` (or
 /// SIGUSR1) makes the supervisor write a new one at the path; the file also keeps being written
 /// after a detach and adoption.
@@ -649,13 +658,6 @@ output = "LOG"
     let log = dir.path().join("talker.log");
     let mut run = Run::new(&config.replace("LOG", log.to_str().unwrap()));
     run.start(&unpinned());
-    let ticks = |path: &std::path::Path| -> Vec<u64> {
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
-            .collect()
-    };
     let grown = |path: &std::path::Path, n: usize| {
         wait_for("lines in the output file", || (ticks(path).len() >= n).then_some(()))
     };
@@ -767,13 +769,6 @@ output = "LOG"
     let log = dir.path().join("talker.log");
     let mut run = Run::new(&config.replace("LOG", log.to_str().unwrap()));
     run.start(&unpinned());
-    let ticks = |path: &std::path::Path| -> Vec<u64> {
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
-            .collect()
-    };
     wait_for("lines to rotate", || (ticks(&log).len() >= 20).then_some(()));
     let conf = dir.path().join("logrotate.conf");
     std::fs::write(

@@ -793,6 +793,25 @@ pub(crate) mod tests {
         assert_eq!(ctl.fake.calls.len(), calls);
     }
 
+    /// The memory move of the first rebalance of [`host`]'s instance `d`, with `remote` of its
+    /// pages on node 1 from its 16384th page on, and `unmapped` remote pages more that no
+    /// move can reach, over three 10 s cycles.
+    fn first_move(d: &tempfile::TempDir, remote: usize, unmapped: u64) -> MoveReport {
+        let mut w = watcher(d, OnDrift::Rebalance);
+        let mut fake = FakeControl { listings: vec![vec![100]], ..Default::default() };
+        for i in 0..remote {
+            fake.pages.insert(0x10000 + (16384 + i) * 4096, 1);
+        }
+        let mut fake_clock = FakeClock(fake.clock.clone());
+        let mut ctl = Mirroring { fake: &mut fake, root: d.path().into(), unmapped };
+        let mut reports = Vec::new();
+        for i in 0..3 {
+            let cycle = w.cycle(Duration::from_secs(i * 10), Some((&mut ctl, &mut fake_clock)));
+            reports.extend(cycle.rebalances);
+        }
+        reports.remove(0).memory.expect("a memory move")
+    }
+
     #[test]
     fn a_move_whose_count_outruns_the_measure_goes_on_from_the_measure() {
         // The instance grew 8192 remote pages since it was sampled: the first pass stops
@@ -800,20 +819,7 @@ pub(crate) mod tests {
         // second pass starts from the measure's figures.
         let d = host(16384, 0, "0-1");
         write(d.path(), "proc/100/maps", "10000-c010000 rw-p 0 0:0 0\n");
-        let mut w = watcher(&d, OnDrift::Rebalance);
-        let mut fake = FakeControl { listings: vec![vec![100]], ..Default::default() };
-        for i in 0..16384 + 8192usize {
-            fake.pages.insert(0x10000 + (16384 + i) * 4096, 1);
-        }
-        let mut fake_clock = FakeClock(fake.clock.clone());
-        let mut ctl = Mirroring { fake: &mut fake, root: d.path().into(), unmapped: 0 };
-        let mut reports = Vec::new();
-        for i in 0..3 {
-            reports.extend(
-                w.cycle(Duration::from_secs(i * 10), Some((&mut ctl, &mut fake_clock))).rebalances,
-            );
-        }
-        let m = reports[0].memory.as_ref().unwrap();
+        let m = first_move(&d, 16384 + 8192, 0);
         assert_eq!((m.stop.clone(), m.passes), (MoveStop::LocalityRestored, 2), "{m:?}");
         assert!(m.locality_after.is_some_and(|f| f >= 0.9), "{m:?}");
     }
@@ -829,20 +835,7 @@ pub(crate) mod tests {
             "10000 bind:0 anon=1 N0=16384 N1=16384 kernelpagesize_kB=4\n\
              9000000 bind:0 N1=32768 kernelpagesize_kB=4\n",
         );
-        let mut w = watcher(&d, OnDrift::Rebalance);
-        let mut fake = FakeControl { listings: vec![vec![100]], ..Default::default() };
-        for i in 0..16384usize {
-            fake.pages.insert(0x10000 + (16384 + i) * 4096, 1);
-        }
-        let mut fake_clock = FakeClock(fake.clock.clone());
-        let mut ctl = Mirroring { fake: &mut fake, root: d.path().into(), unmapped: 32768 };
-        let mut reports = Vec::new();
-        for i in 0..3 {
-            reports.extend(
-                w.cycle(Duration::from_secs(i * 10), Some((&mut ctl, &mut fake_clock))).rebalances,
-            );
-        }
-        let m = reports[0].memory.as_ref().unwrap();
+        let m = first_move(&d, 16384, 32768);
         assert_eq!((m.stop.clone(), m.pages_moved), (MoveStop::NothingLeft, 16384), "{m:?}");
         assert_eq!(m.locality_after, Some(0.5), "{m:?}");
     }
