@@ -118,7 +118,8 @@ fn locality(s: &InstanceSample, planned: &Placement, t: &Thresholds) -> Option<F
     Some(Finding { value: fraction, threshold: t.min_locality, detail })
 }
 
-fn mib(bytes: u64) -> String {
+/// Bytes as the drift lines write them: `3.2MiB`.
+pub(crate) fn mib(bytes: u64) -> String {
     format!("{:.1}MiB", bytes as f64 / f64::from(1 << 20))
 }
 

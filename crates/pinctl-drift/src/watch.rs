@@ -16,7 +16,7 @@ use crate::rebalance::{
     self, Clock, Counted, MoveLimits, MoveReport, MoveStop, NodeRoom, ProcessControl, RepinReport,
 };
 use crate::rules::{
-    DriftKind, Edge, Finding, InstanceDrift, Thresholds, Transition, Verdicts, local_fraction,
+    DriftKind, Edge, Finding, InstanceDrift, Thresholds, Transition, Verdicts, local_fraction, mib,
     threads_out_of_place,
 };
 use crate::sample::{HostSample, InstanceSample, MemorySource, NodeMemory, NodeSample};
@@ -420,7 +420,6 @@ impl Watcher {
                 planned_policy: p.memory_policy.to_string(),
                 local_fraction: fraction,
                 locality_not_judged: sample.as_ref().filter(|_| fraction.is_none()).map(|s| {
-                    let mib = |b: u64| format!("{:.1}MiB", b as f64 / f64::from(1 << 20));
                     format!(
                         "{} resident, under min-memory {}",
                         mib(s.memory.total()),
