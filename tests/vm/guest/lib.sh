@@ -256,6 +256,22 @@ check_pages_on() {
 
 # The pages of one node in a `node:pages,...` list (0 when absent).
 pages_on() { echo "$1" | tr ',' '\n' | awk -F: -v n="$2" '$1 == n { print $2; f = 1 } END { if (!f) print 0 }'; }
+# The pages in a `node:pages,...` list, all nodes together.
+pages_total() { echo "$1" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s + 0 }'; }
+# Whether at least 90 % (min-locality's default) of a `node:pages,...` list is on node $2.
+mostly_on() { [ "$(pages_total "$1")" -gt 0 ] && [ $(($(pages_on "$1" "$2") * 10)) -ge $(($(pages_total "$1") * 9)) ]; }
+# The resident pages per node of process $1, as `node:pages,...`: every mapping (what numa_maps
+# sampling counts), or with `anon` only the anonymous ones (numa_maps lines with no file behind
+# them: what its cgroup is charged for and what migratepages moves; a binary's shared file pages
+# are charged to whoever read them first).
+pages_of() {
+    if [ "${2:-}" = anon ]; then
+        grep -v ' file=' "/proc/$1/numa_maps" 2>/dev/null | grep ' anon='
+    else
+        cat "/proc/$1/numa_maps" 2>/dev/null
+    fi | tr ' ' '\n' | awk -F'[N=]' '/^N[0-9]+=/ { p[$2] += $3 }
+        END { s = ""; for (n in p) { s = s (s == "" ? "" : ",") n ":" p[n] }; print s }'
+}
 
 # MemFree of a node in MiB, from its own meminfo.
 node_free_mib() {

@@ -48,26 +48,17 @@ else
     fail watch/sampled-through-its-cgroup "no cgroup sample of $PID: $(grep 'pinctl: watch' "$D/run.err" | head -5 | tr '\n' ' ')"
 fi
 
-# The instance's anonymous pages per node (numa_maps lines with no file behind them): what its
-# cgroup is charged for and the watcher measures on this path (the binary's shared file pages
-# are charged to whoever read them first), and whether 90 % (min-locality's default, where the
-# rebalancer stops) are on node $2.
-instance_pages() {
-    grep -v ' file=' "/proc/$PID/numa_maps" 2>/dev/null | grep ' anon=' | tr ' ' '\n' |
-        awk -F'[N=]' '/^N[0-9]+=/ { p[$2] += $3 }
-        END { s = ""; for (n in p) { s = s (s == "" ? "" : ",") n ":" p[n] }; print s }'
-}
-pages_total() { echo "$1" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s + 0 }'; }
-mostly_on() { [ "$(pages_total "$1")" -gt 0 ] && [ $(($(pages_on "$1" "$2") * 10)) -ge $(($(pages_total "$1") * 9)) ]; }
-check_back() { mostly_on "$(instance_pages)" "$N"; }
+# The instance's anonymous pages (what its cgroup is charged for and the watcher measures on
+# this path) back on node $N.
+check_back() { mostly_on "$(pages_of "$PID" anon)" "$N"; }
 
 run_to "$D/migrate" migratepages "$PID" "$N" "$OTHER"
-moved=$(instance_pages)
+moved=$(pages_of "$PID" anon)
 if [ "$(pages_on "$moved" "$N")" -lt "$(pages_on "$moved" "$OTHER")" ]; then pass migratepages/moved-away; else
     fail migratepages/moved-away "numa_maps after migratepages: $moved"
 fi
 wait_until 150 check_back
-back=$(instance_pages)
+back=$(pages_of "$PID" anon)
 # The rebalance's report is logged once the move is over, which can be after the pages are
 # back above 90 %: wait for it (bounded).
 wait_until 60 said "pinctl: watch: rebalance instance=db"

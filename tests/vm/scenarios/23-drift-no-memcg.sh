@@ -31,25 +31,8 @@ rebalance-cooldown = "0s"
 rebalance-rate = "1GiB"
 EOT
 
-# The instance's resident pages per node, every mapping (what numa_maps sampling counts), as
-# `node:pages,...`.
-all_pages() {
-    tr ' ' '\n' <"/proc/$PID/numa_maps" 2>/dev/null |
-        awk -F'[N=]' '/^N[0-9]+=/ { p[$2] += $3 }
-        END { s = ""; for (n in p) { s = s (s == "" ? "" : ",") n ":" p[n] }; print s }'
-}
-# The anonymous pages per node (the probe's 16 MiB): what migratepages moves and pinctl must
-# bring back.
-anon_pages() {
-    grep -v ' file=' "/proc/$PID/numa_maps" 2>/dev/null | grep ' anon=' | tr ' ' '\n' |
-        awk -F'[N=]' '/^N[0-9]+=/ { p[$2] += $3 }
-        END { s = ""; for (n in p) { s = s (s == "" ? "" : ",") n ":" p[n] }; print s }'
-}
-total_of() { echo "$1" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s + 0 }'; }
-anon_back() {
-    _a=$(anon_pages)
-    [ "$(total_of "$_a")" -gt 0 ] && [ $(($(pages_on "$_a" "$N") * 10)) -ge $(($(total_of "$_a") * 9)) ]
-}
+# Whether the probe's anonymous pages (its 16 MiB) are back on node $N.
+anon_back() { mostly_on "$(pages_of "$PID" anon)" "$N"; }
 
 # drift_round PHASE CGROUP_MOUNT: one supervisor from start to stop, its instance's cgroup
 # under CGROUP_MOUNT.
@@ -84,14 +67,14 @@ drift_round() {
     check_eq "$P/watch/fallback-said-once" 1 "$(grep -c 'sampled from /proc/PID/numa_maps' "$R/run.err")" "$R/run.err"
 
     run_to "$R/migrate" migratepages "$PID" "$N" "$OTHER"
-    moved=$(anon_pages)
+    moved=$(pages_of "$PID" anon)
     if [ "$(pages_on "$moved" "$OTHER")" -gt "$(pages_on "$moved" "$N")" ]; then pass "$P/migratepages/moved-away"; else
         fail "$P/migratepages/moved-away" "anonymous pages per node after migratepages $N -> $OTHER: $moved"
     fi
     wait_until 120 anon_back
     wait_until 60 said "pinctl: watch: rebalance instance=db"
     if anon_back; then pass "$P/rebalance/pages-back-on-node-$N"; else
-        fail "$P/rebalance/pages-back-on-node-$N" "anonymous pages per node: $(anon_pages); run said: $(grep 'pinctl: watch' "$R/run.err" | tail -5 | tr '\n' ' ')"
+        fail "$P/rebalance/pages-back-on-node-$N" "anonymous pages per node: $(pages_of "$PID" anon); run said: $(grep 'pinctl: watch' "$R/run.err" | tail -5 | tr '\n' ' ')"
     fi
     if said "pinctl: watch: drift edge=start instance=db .*kind=locality"; then pass "$P/watch/locality-drift-seen"; else
         fail "$P/watch/locality-drift-seen" "no locality drift start (pages after migratepages: $moved)"
@@ -105,7 +88,7 @@ drift_round() {
         fail "$P/rebalance/locality-measured-after" "rebalance line without locality_after >= 0.9: \`$line\`"
     fi
     if wait_until 30 said "pinctl: watch: drift edge=end instance=db .*kind=locality"; then pass "$P/watch/episode-ended"; else
-        fail "$P/watch/episode-ended" "no locality edge=end after the rebalance; numa_maps pages per node: $(all_pages); $(grep 'instance=db' "$R/run.err" | tail -4 | tr '\n' ' ')"
+        fail "$P/watch/episode-ended" "no locality edge=end after the rebalance; numa_maps pages per node: $(pages_of "$PID"); $(grep 'instance=db' "$R/run.err" | tail -4 | tr '\n' ' ')"
     fi
     if said "status=missing"; then
         fail "$P/watch/never-missing" "$(grep 'status=missing' "$R/run.err" | head -2 | tr '\n' ' ')"
