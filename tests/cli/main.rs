@@ -14,6 +14,7 @@
 //! - `irq`: interrupts in `topology` and `plan`, and `pinctl irq` (issue 20).
 //! - `hostile`: hostile inputs built in each test (issue 12).
 //! - `trust`: `pinctl run` as root against hostile files, floods and SIGKILLs (issue 17).
+//! - `output`: instances' output as root: out of the service user's reach, never dropped (issue 25).
 //! - `supervisor`: the harness `run` and `trust` share.
 //!
 //! `tests/fuzz_parsers.rs` stays a binary of its own: it installs a counting global allocator,
@@ -24,6 +25,7 @@ mod exec;
 mod hostile;
 mod irq;
 mod numactl;
+mod output;
 mod plan;
 mod plan_docs;
 mod probe;

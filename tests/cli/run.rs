@@ -628,7 +628,7 @@ fn a_talking_instance_survives_detach_and_its_output_goes_on_after_adoption() {
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
     // Stopped for good: its FIFO and their folder are gone.
-    assert!(!run.path("state.output").exists());
+    assert!(!run.path("state.json.output").exists());
 }
 
 /// The numbers of the `tick N` lines in an output file, in order.

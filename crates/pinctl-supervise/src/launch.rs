@@ -14,9 +14,8 @@ use pinctl_config::{Config, Enforce, RestartPolicy, Service};
 use pinctl_launch::{ExitStatus, Launch, LaunchError, Resolved};
 use pinctl_plan::Plan;
 use pinctl_sys::{
-    ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandOutput,
-    CommandPlacement, CommandSignals, LinuxKernel, OutputError, OutputUse, Rlimit, SetupError,
-    User,
+    ChildCredentials, ChildSetup, CommandCgroup, CommandCredentials, CommandPlacement,
+    CommandSignals, LinuxKernel, Rlimit, SetupError, User,
 };
 use pinctl_sysfs::proc::pid as process;
 use pinctl_sysfs::proc::uptime;
@@ -33,7 +32,7 @@ use crate::spec::{InstanceSpec, LimitsSpec};
 /// An instance's failures before its program ran, as the lifecycle's `i32` codes.
 const EXIT_CHDIR: i32 = ExitStatus::WorkingDir as i32;
 const EXIT_EXEC: i32 = ExitStatus::Exec as i32;
-const EXIT_STDOUT: i32 = ExitStatus::Output as i32;
+pub const EXIT_STDOUT: i32 = ExitStatus::Output as i32;
 const EXIT_USER: i32 = ExitStatus::User as i32;
 
 /// The spec of every planned instance, in plan order.
@@ -133,20 +132,10 @@ fn fail(code: i32, reason: String) -> SpawnFailure {
     SpawnFailure { reason, code }
 }
 
-/// A spawned instance, and who its output file (if any) is written as.
-#[derive(Debug)]
-pub struct Spawned {
-    pub child: tokio::process::Child,
-    /// The user, group and groups the instance runs as, when its file names any: its output
-    /// file's writer takes them (`None`: pinctl's own).
-    pub output_owner: Option<FileOwner>,
-}
-
 /// Spawns the instance: stdin from /dev/null, stdout and stderr into `output` (the write end
 /// of its FIFO), its own process group, limits and credentials, then its placement (affinity,
-/// memory policy, read back and compared) between fork and exec. An `output` file is opened and
-/// checked by the child as its user, so a file it could not write fails the start as before
-/// (209); the supervisor's writer writes it.
+/// memory policy, read back and compared) between fork and exec. (An `output` file was opened
+/// before, by its pump: see [`crate::output`].)
 /// Checks what it can in the parent first so the failure names its cause. `pin = false`
 /// leaves the placement out (testing only). `nofile` is the `RLIMIT_NOFILE` (soft, hard) the
 /// supervisor started with, given back to an instance whose file sets no `nofile` (pinctl
@@ -157,7 +146,7 @@ pub fn spawn(
     cgroup_procs: Option<fs::File>,
     nofile: Option<(u64, u64)>,
     output: OwnedFd,
-) -> Result<Spawned, SpawnFailure> {
+) -> Result<tokio::process::Child, SpawnFailure> {
     let program = &spec.command[0];
     let path_var = spec.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok());
     let resolved = resolve_program(program, path_var.as_deref())?;
@@ -189,7 +178,6 @@ pub fn spawn(
     credentials.gid = identity.gid;
     credentials.groups = identity.groups;
     let user_env = identity.env;
-    let output_owner = output_owner_of(&credentials);
 
     let mut cmd = std::process::Command::new(&resolved);
     cmd.arg0(program).args(&spec.command[1..]);
@@ -207,9 +195,6 @@ pub fn spawn(
         cmd.current_dir(dir);
     }
     cmd.stdin(Stdio::null());
-    if let Some(path) = &spec.output {
-        check_output_folder(path, spec.user.as_deref())?;
-    }
     let second = output
         .try_clone()
         .map_err(|e| fail(1, format!("cannot start `{program}` for now: {e}")))?;
@@ -224,19 +209,12 @@ pub fn spawn(
         cmd.join_cgroup(procs);
     }
     cmd.credentials(credentials);
-    if let Some(path) = &spec.output {
-        // Checked by the child, after it became the service's user (above).
-        cmd.output_file(path, OutputUse::Check).map_err(|e| {
-            fail(EXIT_STDOUT, format!("cannot open output `{}`: {e}", path.display()))
-        })?;
-    }
     if pin {
         cmd.placement(child_setup(&spec.placement)?);
     }
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(false);
-    let child = cmd.spawn().map_err(|e| spawn_error(spec, &e))?;
-    Ok(Spawned { child, output_owner })
+    cmd.spawn().map_err(|e| spawn_error(spec, &e))
 }
 
 /// Who an instance runs as, from its `user` and `group`: `None` fields are pinctl's own.
@@ -273,63 +251,20 @@ fn identity(spec: &InstanceSpec) -> Result<Identity, SpawnFailure> {
     Ok(id)
 }
 
-/// Who an instance's output file is written as: the credentials it runs with, when its file
-/// sets any (`None`: pinctl's own).
-fn output_owner_of(c: &ChildCredentials) -> Option<FileOwner> {
-    (c.uid.is_some() || c.gid.is_some()).then(|| FileOwner {
-        uid: c.uid.unwrap_or_else(|| rustix::process::geteuid().as_raw()),
-        gid: c.gid.unwrap_or_else(|| rustix::process::getegid().as_raw()),
-        groups: c.groups.clone().unwrap_or_default(),
-    })
-}
-
-/// Who the output file of an instance started earlier (adopted) is written as, looked up
-/// again from its spec.
+/// Who an instance's output file is written for: the user, group and groups it runs as, when
+/// its file sets any (`None`: pinctl's own, root).
 pub fn output_owner(spec: &InstanceSpec) -> Result<Option<FileOwner>, SpawnFailure> {
     let id = identity(spec)?;
-    let c = ChildCredentials { uid: id.uid, gid: id.gid, groups: id.groups, ..Default::default() };
-    Ok(output_owner_of(&c))
-}
-
-/// The output file's folder: with a `user`, the file is opened as that user, who may own the
-/// folder, but a folder anyone may write (without the sticky bit) is refused; without one it
-/// is opened as root, and the folder must be one that only root can write.
-fn check_output_folder(path: &Path, user: Option<&str>) -> Result<(), SpawnFailure> {
-    use std::os::unix::fs::MetadataExt as _;
-    let dir = pinctl_sysfs::trust::folder_of(path);
-    let refused =
-        |why: String| fail(EXIT_STDOUT, format!("refusing output `{}`: {why}", path.display()));
-    if user.is_none() {
-        return match pinctl_sysfs::trust::check_folder(dir) {
-            Ok(()) => Ok(()),
-            Err(pinctl_sysfs::trust::TrustError::Refused(r)) => Err(refused(format!(
-                "{r}; an instance that runs as root writes its output only where nobody else \
-                 can (or set `user`)"
-            ))),
-            // Not a refusal: the folder could not be looked at (no descriptor left, say).
-            Err(e) => Err(io_failure(path, &e)),
-        };
+    if id.uid.is_none() && id.gid.is_none() {
+        return Ok(None);
     }
-    let m = fs::metadata(dir).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => {
-            refused(format!("`{}`: {e}", dir.display()))
-        }
-        _ => io_failure(path, &e),
-    })?;
-    if m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0 {
-        return Err(refused(format!(
-            "`{}` is writable by others (mode {:04o})",
-            dir.display(),
-            m.mode() & 0o7777
-        )));
-    }
-    Ok(())
-}
-
-/// A check that could not be made for now (its own I/O failed): retried by the restart rules,
-/// not a failure that a retry would repeat.
-fn io_failure(path: &Path, e: &dyn std::fmt::Display) -> SpawnFailure {
-    fail(1, format!("cannot check the folder of output `{}` for now: {e}", path.display()))
+    let uid = id.uid.unwrap_or_else(|| rustix::process::geteuid().as_raw());
+    Ok(Some(FileOwner {
+        name: spec.user.clone().unwrap_or_else(|| uid.to_string()),
+        uid,
+        gid: id.gid.unwrap_or_else(|| rustix::process::getegid().as_raw()),
+        groups: id.groups.unwrap_or_default(),
+    }))
 }
 
 /// An exit status as the lifecycle's `i32` codes.
@@ -341,18 +276,6 @@ fn spawn_error(spec: &InstanceSpec, e: &io::Error) -> SpawnFailure {
     let program = &spec.command[0];
     if let Some(setup) = SetupError::from_spawn_error(e) {
         return fail(status(ExitStatus::from(setup.stage)), setup.to_string());
-    }
-    if let Some(output) = OutputError::from_spawn_error(e) {
-        let path = spec.output.as_deref().unwrap_or(Path::new("")).display();
-        let user = spec.user.as_deref().unwrap_or("root");
-        let why = match output {
-            OutputError::Open(errno) => io::Error::from_raw_os_error(errno).to_string(),
-            OutputError::NotOwned => format!(
-                "it is not a regular file of user `{user}` (someone else's file, a FIFO or a \
-                 socket?)"
-            ),
-        };
-        return fail(EXIT_STDOUT, format!("cannot open output `{path}` as user `{user}`: {why}"));
     }
     match Errno::from_io_error(e) {
         Some(Errno::NOENT) => {

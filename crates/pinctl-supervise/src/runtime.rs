@@ -10,11 +10,13 @@
 //! instead, only while adopted processes exist, and the log says so once.
 //!
 //! Nothing outside may stall the loop: pinctl's own output goes through [`relay`]'s bounded
-//! queue and writer thread, the control socket is served within [`socket`]'s bounds, and a
-//! reload plans the file on a blocking thread while the loop goes on.
+//! queue and writer thread, an instance's output file is opened and written by a thread of its
+//! own ([`OutputFile`]), the control socket is served within [`socket`]'s bounds, and a reload
+//! plans the file on a blocking thread while the loop goes on.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,7 +26,6 @@ use pinctl_topology::Placement;
 use rand::{Rng as _, SeedableRng as _};
 use rustix::io::Errno;
 use rustix::process::{Pid as ProcessId, Signal, kill_process, kill_process_group};
-use tokio::io::AsyncReadExt as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -35,7 +36,7 @@ use crate::launch;
 use crate::lifecycle::{self, Action, Event, Exit, Pid, State, Time, Unit};
 use crate::notify::Notifier;
 use crate::observe::{Observed, Observer};
-use crate::output::{Fifos, FileOwner, OutputFile};
+use crate::output::{Fifos, OutputFile};
 use crate::protocol::{InstanceStatus, ReopenedOutput, Request, Response, StartFailure};
 use crate::relay;
 use crate::socket::{self, SocketError};
@@ -220,6 +221,13 @@ enum Input {
         name: String,
         emptied: bool,
     },
+    /// The output file of the start `token` of instance `name` was opened (its spawn goes on)
+    /// or could not be (its start fails).
+    OutputOpened {
+        name: String,
+        token: u64,
+        result: Result<(), String>,
+    },
     /// A reload's plan, made on a blocking thread; the planner comes back with it.
     Planned {
         planner: Planner,
@@ -260,6 +268,18 @@ struct Instance {
     /// When the process that exited last had started: a start is said to have failed when a
     /// process started after it was asked has exited.
     last_exited_start: Option<Instant>,
+    /// A start waiting for its output file to be opened, with the number that start was given.
+    prepared: Option<(u64, Prepared)>,
+}
+
+/// What a start made ready before its process is spawned.
+#[derive(Debug)]
+struct Prepared {
+    /// The instance's cgroup and its `cgroup.procs`, when it has one.
+    cgroup: Option<String>,
+    procs: Option<std::fs::File>,
+    /// The end of its FIFO the instance writes into.
+    output: OwnedFd,
 }
 
 impl Instance {
@@ -282,6 +302,7 @@ impl Instance {
             cgroup: None,
             next_spec: None,
             last_exited_start: None,
+            prepared: None,
         }
     }
 }
@@ -349,10 +370,13 @@ struct Supervisor {
     applying: Option<Applying>,
     /// The instances' output FIFOs.
     fifos: Fifos,
-    /// The writers of the instances' `output` files, by instance.
+    /// The instances' `output` files, by instance.
     outputs: HashMap<String, Arc<OutputFile>>,
-    /// The tasks reading the instances' FIFOs (finished ones are dropped as new ones start).
+    /// The tasks relaying the instances' FIFOs to stdout (finished ones are dropped as new
+    /// ones start).
     pumps: Vec<tokio::task::JoinHandle<()>>,
+    /// The number of the last start that waited for its output file.
+    starts: u64,
 }
 
 /// Whether a name in a request is a shell-style pattern: instance names never hold these.
@@ -392,6 +416,7 @@ impl Supervisor {
             fifos,
             outputs: HashMap::new(),
             pumps: Vec::new(),
+            starts: 0,
         }
     }
 
@@ -629,6 +654,7 @@ impl Supervisor {
             cgroup,
             next_spec: None,
             last_exited_start: None,
+            prepared: None,
         };
         self.follow_output(&entry.name, &inst.spec);
         self.instances.insert(entry.name.clone(), inst);
@@ -726,6 +752,9 @@ impl Supervisor {
                     }
                     Input::Control { request, reply } => self.control(request, reply),
                     Input::CgroupEmptied { name, emptied } => self.cgroup_emptied(&name, emptied),
+                    Input::OutputOpened { name, token, result } => {
+                        self.output_opened(&name, token, result);
+                    }
                     Input::Planned { planner, result, reload } => {
                         self.planner = Some(planner);
                         self.finish_reload(*result, reload);
@@ -764,18 +793,21 @@ impl Supervisor {
                 );
             }
         };
-        let owner = if spec.output.is_some() {
-            match launch::output_owner(spec) {
-                Ok(owner) => owner,
-                Err(f) => {
-                    return log(name, &format!("its output is not written: {}", f.reason));
-                }
+        match self.output_file(name, spec) {
+            Ok(Some(file)) => {
+                let instance = name.to_string();
+                file.pump(
+                    reader,
+                    Box::new(move |opened| {
+                        if let Err(e) = opened {
+                            log(&instance, &format!("its output is lost: {e}"));
+                        }
+                    }),
+                );
             }
-        } else {
-            None
-        };
-        let sink = output_sink(&mut self.outputs, name, spec.output.clone(), owner, false);
-        start_pump(&mut self.pumps, name, reader, sink);
+            Ok(None) => self.relay(name, reader),
+            Err(e) => return log(name, &format!("its output is not written: {e}")),
+        }
         log(
             name,
             "its output is read again from its FIFO (what it wrote while no supervisor read it \
@@ -783,26 +815,63 @@ impl Supervisor {
         );
     }
 
-    /// Waits (at most 2 s) until the FIFOs of the stopped instances are read to their end: the
-    /// last lines an instance wrote before it exited (a database's `Shutdown complete`) may
-    /// still be in its FIFO when its exit is known.
+    /// Waits (at most [`DRAIN_PATIENCE`]) until the FIFOs of the stopped instances are read to
+    /// their end: the last lines an instance wrote before it exited (a database's `Shutdown
+    /// complete`) may still be in its FIFO when its exit is known. Only when the supervisor
+    /// stops: nothing else is left for the loop to do.
     async fn drain_fifos(&mut self) {
+        let deadline = std::time::Instant::now() + DRAIN_PATIENCE;
         let pumps = std::mem::take(&mut self.pumps);
-        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = tokio::time::timeout(DRAIN_PATIENCE, async {
             for p in pumps {
                 let _ = p.await;
             }
         })
         .await;
+        for file in self.outputs.values() {
+            file.wait_drained(deadline.saturating_duration_since(std::time::Instant::now()));
+        }
     }
 
-    /// Ends every output file's writer, giving them together at most 2 s to write what they
-    /// hold (a file system that does not answer must not keep pinctl from exiting).
+    /// Ends every output file's pumps, giving them together at most [`DRAIN_PATIENCE`] to
+    /// write what they hold (a file system that does not answer must not keep pinctl from
+    /// exiting).
     fn close_outputs(&mut self) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let deadline = std::time::Instant::now() + DRAIN_PATIENCE;
         for (_, file) in self.outputs.drain() {
             file.close(deadline.saturating_duration_since(std::time::Instant::now()));
         }
+    }
+
+    /// The output file of instance `name` as `spec` says (`None`: its output goes to
+    /// pinctl's stdout): the one it has while path and user stay the same, else a new one.
+    fn output_file(
+        &mut self,
+        name: &str,
+        spec: &InstanceSpec,
+    ) -> Result<Option<Arc<OutputFile>>, String> {
+        let Some(path) = &spec.output else {
+            if let Some(old) = self.outputs.remove(name) {
+                old.close(Duration::ZERO);
+            }
+            return Ok(None);
+        };
+        let owner = launch::output_owner(spec).map_err(|f| f.reason)?;
+        if let Some(file) = self.outputs.get(name).filter(|f| f.writes(path, owner.as_ref())) {
+            return Ok(Some(file.clone()));
+        }
+        let file = OutputFile::new(name, path, owner);
+        if let Some(old) = self.outputs.insert(name.to_string(), file.clone()) {
+            old.close(Duration::ZERO);
+        }
+        Ok(Some(file))
+    }
+
+    /// Relays the FIFO `reader` of instance `name` to pinctl's stdout until every writer of it
+    /// closed, on a task kept in `pumps` (finished ones are dropped).
+    fn relay(&mut self, name: &str, reader: OwnedFd) {
+        self.pumps.retain(|p| !p.is_finished());
+        self.pumps.push(tokio::spawn(relay::relay_instance(name.to_string(), reader)));
     }
 
     /// Asks every output file's writer to open its file again at its path (logrotate moved
@@ -1019,17 +1088,69 @@ impl Supervisor {
                     .dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
             }
         };
-        let spawned = launch::spawn(&inst.spec, !self.options.unpinned, procs, self.nofile, writer);
-        let launch::Spawned { mut child, output_owner } = match spawned {
-            Ok(spawned) => spawned,
+        let prepared = Prepared { cgroup: cgroup_path, procs, output: writer };
+        let spec = inst.spec.clone();
+        let file = match self.output_file(name, &spec) {
+            Ok(Some(file)) => file,
+            Ok(None) => {
+                self.relay(name, reader);
+                return self.spawn_prepared(name, prepared);
+            }
+            Err(reason) => {
+                let code = launch::EXIT_STDOUT;
+                return self.dispatch(name, Event::StartFailed { pid: None, reason, code, jitter });
+            }
+        };
+        // The process starts once its file is open: a file it cannot have fails the start
+        // (209, as systemd's), and the loop does not wait on the file system meanwhile.
+        self.starts += 1;
+        let token = self.starts;
+        if let Some(inst) = self.instances.get_mut(name) {
+            inst.prepared = Some((token, prepared));
+        }
+        let (tx, instance) = (self.tx.clone(), name.to_string());
+        file.pump(
+            reader,
+            Box::new(move |result| {
+                let _ = tx.send(Input::OutputOpened { name: instance, token, result });
+            }),
+        );
+    }
+
+    /// The output file of start `token` was opened, or not: the start goes on or fails. A
+    /// start that was stopped or replaced meanwhile is dropped (its FIFO's writer closes,
+    /// and the file's pump ends).
+    fn output_opened(&mut self, name: &str, token: u64, result: Result<(), String>) {
+        let Some(inst) = self.instances.get_mut(name) else { return };
+        if inst.prepared.as_ref().is_none_or(|(t, _)| *t != token) {
+            return;
+        }
+        let Some((_, prepared)) = inst.prepared.take() else { return };
+        if inst.unit.state != State::Activating {
+            return;
+        }
+        match result {
+            Ok(()) => self.spawn_prepared(name, prepared),
+            Err(reason) => {
+                let (code, jitter) = (launch::EXIT_STDOUT, self.rng.random::<f64>());
+                self.dispatch(name, Event::StartFailed { pid: None, reason, code, jitter });
+            }
+        }
+    }
+
+    /// Spawns the process of a start made ready, and checks its placement.
+    fn spawn_prepared(&mut self, name: &str, prepared: Prepared) {
+        let jitter = self.rng.random::<f64>();
+        let Some(inst) = self.instances.get_mut(name) else { return };
+        let Prepared { cgroup: cgroup_path, procs, output } = prepared;
+        let spawned = launch::spawn(&inst.spec, !self.options.unpinned, procs, self.nofile, output);
+        let mut child = match spawned {
+            Ok(child) => child,
             Err(f) => {
                 let e = Event::StartFailed { pid: None, reason: f.reason, code: f.code, jitter };
                 return self.dispatch(name, e);
             }
         };
-        let sink =
-            output_sink(&mut self.outputs, name, inst.spec.output.clone(), output_owner, true);
-        start_pump(&mut self.pumps, name, reader, sink);
         let Some(pid) = child.id().map(|p| p as Pid) else { return };
         // It joined its cgroup itself, before exec (a failure there failed the spawn).
         inst.cgroup = cgroup_path;
@@ -1708,77 +1829,8 @@ async fn tick(interval: &mut Option<tokio::time::Interval>) {
 /// How long `reopen-logs` waits for the output files to be opened again.
 const REOPEN_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Where the output of instance `name` goes: its `output` file's writer (kept while the
-/// path and owner stay the same, the file opened again when the instance `starts`), or
-/// pinctl's stdout.
-fn output_sink(
-    outputs: &mut HashMap<String, Arc<OutputFile>>,
-    name: &str,
-    output: Option<PathBuf>,
-    owner: Option<FileOwner>,
-    starts: bool,
-) -> Sink {
-    let Some(path) = output else {
-        if let Some(old) = outputs.remove(name) {
-            old.close(Duration::ZERO);
-        }
-        return Sink::Stdout;
-    };
-    if let Some(file) = outputs.get(name).filter(|f| f.writes(&path, owner.as_ref())) {
-        if starts {
-            file.reopen_for_start();
-        }
-        return Sink::File(file.clone());
-    }
-    let file = OutputFile::start(name, &path, owner);
-    if let Some(old) = outputs.insert(name.to_string(), file.clone()) {
-        old.close(Duration::ZERO);
-    }
-    Sink::File(file)
-}
-
-/// Reads the FIFO `reader` of instance `name` into `sink` until every writer of it closed,
-/// on a task kept in `pumps` (finished ones are dropped).
-fn start_pump(
-    pumps: &mut Vec<tokio::task::JoinHandle<()>>,
-    name: &str,
-    reader: tokio::net::unix::pipe::Receiver,
-    sink: Sink,
-) {
-    pumps.retain(|p| !p.is_finished());
-    pumps.push(tokio::spawn(pump(name.to_string(), reader, sink)));
-}
-
-/// Where an instance's output lines go.
-enum Sink {
-    /// pinctl's stdout, each line prefixed with the instance's name.
-    Stdout,
-    /// Its `output` file.
-    File(Arc<OutputFile>),
-}
-
-impl Sink {
-    fn line(&self, name: &str, line: &[u8]) {
-        match self {
-            Sink::Stdout => relay::instance_line(name, line),
-            Sink::File(file) => file.line(line),
-        }
-    }
-}
-
-/// Copies what a child writes into its FIFO to `sink`, line by line: lines are cut at
-/// [`relay::LINE_MAX`] and never wait for whoever reads or writes them next.
-async fn pump(name: String, mut pipe: impl tokio::io::AsyncRead + Unpin, sink: Sink) {
-    let mut splitter = relay::LineSplitter::default();
-    let mut chunk = vec![0u8; 16 * 1024];
-    loop {
-        match pipe.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => splitter.feed(&chunk[..n], |line| sink.line(&name, line)),
-        }
-    }
-    splitter.finish(|line| sink.line(&name, line));
-}
+/// How long a stopping supervisor waits for the instances' FIFOs to be written out.
+const DRAIN_PATIENCE: Duration = Duration::from_secs(5);
 
 /// How often an adopted process is polled where pidfds are missing.
 const POLL: Duration = Duration::from_millis(500);

@@ -19,6 +19,7 @@
 mod alloc;
 mod buffer;
 mod credentials;
+mod file_identity;
 mod kernel;
 mod mask;
 mod mode;
@@ -32,6 +33,7 @@ mod users;
 pub use alloc::prepare_allocator;
 pub use buffer::{HUGE_PAGE_BYTES, MappedBuffer};
 pub use credentials::{ChildCredentials, CommandCredentials, Rlimit};
+pub use file_identity::{set_thread_file_identity, thread_file_identity};
 pub use kernel::{Call, Kernel, LinuxKernel, PageStatus, RecordingKernel};
 pub use mask::{Mask, maxnode_for_bits};
 pub use mode::{MemoryPolicyRequest, PolicyFlags, PolicyMode, ReportedPolicy, UnknownMode};
@@ -40,7 +42,5 @@ pub use range::{get_mempolicy_at, mbind};
 pub use setup::{
     Applied, ChildSetup, SetupError, Stage, default_cpu_mask_bits, default_node_mask_bits,
 };
-pub use spawn::{
-    CommandCgroup, CommandOutput, CommandPlacement, CommandSignals, OutputError, OutputUse,
-};
+pub use spawn::{CommandCgroup, CommandPlacement, CommandSignals};
 pub use users::{User, group_by_name, group_list, user_by_id, user_by_name};

@@ -166,3 +166,37 @@ pub(crate) fn madvise(addr: usize, len: usize, advice: c_int) -> io::Result<()> 
     // contents stay as they are, and the kernel validates the range.
     check(unsafe { libc::madvise(addr as *mut c_void, len, advice) } as c_long).map(drop)
 }
+
+/// `setfsuid(uid)` for the calling thread: the system call, not the C library's wrapper (which
+/// may change every thread). It returns the previous file-system user id and never fails
+/// visibly, so the caller reads the id back with [`fs_uid_now`].
+pub(crate) fn setfsuid(uid: c_uint) {
+    // SAFETY: takes an integer by value and touches no memory of ours.
+    unsafe { libc::syscall(libc::SYS_setfsuid, uid) };
+}
+
+/// `setfsgid(gid)` for the calling thread, as [`setfsuid`].
+pub(crate) fn setfsgid(gid: c_uint) {
+    // SAFETY: takes an integer by value and touches no memory of ours.
+    unsafe { libc::syscall(libc::SYS_setfsgid, gid) };
+}
+
+/// The calling thread's file-system user id: `setfsuid(-1)` changes nothing (an id of -1 is
+/// never valid) and returns the current one.
+pub(crate) fn fs_uid_now() -> c_uint {
+    // SAFETY: as `setfsuid`; -1 is refused by the kernel, which only reports the current id.
+    unsafe { libc::syscall(libc::SYS_setfsuid, c_uint::MAX) as c_uint }
+}
+
+/// The calling thread's file-system group id, as [`fs_uid_now`].
+pub(crate) fn fs_gid_now() -> c_uint {
+    // SAFETY: as `setfsgid`; -1 is refused by the kernel, which only reports the current id.
+    unsafe { libc::syscall(libc::SYS_setfsgid, c_uint::MAX) as c_uint }
+}
+
+/// `setgroups(groups)` for the calling thread only (the raw system call: the C library's
+/// wrapper changes every thread of the process).
+pub(crate) fn set_thread_groups(groups: &[libc::gid_t]) -> io::Result<()> {
+    // SAFETY: `groups` is a live slice of `groups.len()` ids that the kernel only reads.
+    check(unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) }).map(drop)
+}

@@ -61,6 +61,7 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
         warnings += 1;
     }
     let code = match file.plan() {
+        Ok(plan) if args.topology.is_none() && !outputs_usable(&mut out, &file, &plan)? => failed,
         Ok(plan) => {
             for w in &plan.warnings {
                 writeln!(out, "warning: plan: {w}").context("writing to stdout")?;
@@ -97,4 +98,37 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
     };
     out.flush().context("writing to stdout")?;
     Ok(code)
+}
+
+/// On the live machine: says of every instance's `output` file who `pinctl run` will open it
+/// as, with the rule `run` uses (`pinctl_supervise::output::access`); `false` when one cannot
+/// be opened (said on stderr).
+fn outputs_usable(
+    out: &mut impl Write,
+    file: &pinctl_launch::ServiceFile,
+    plan: &pinctl_plan::Plan,
+) -> anyhow::Result<bool> {
+    use pinctl_supervise::output::access;
+    let mut usable = true;
+    for spec in pinctl_supervise::launch::specs(&file.config, plan) {
+        let Some(path) = &spec.output else { continue };
+        let looked = pinctl_supervise::launch::output_owner(&spec)
+            .map_err(|f| f.reason)
+            .and_then(|owner| access::check(path, owner.as_ref()));
+        match looked {
+            Ok(how) => writeln!(out, "{}: output `{}`: {how}", spec.name, path.display())
+                .context("writing to stdout")?,
+            Err(why) => {
+                usable = false;
+                writeln!(
+                    io::stderr().lock(),
+                    "error: {}: output `{}`: {why}",
+                    spec.name,
+                    path.display()
+                )
+                .context("writing to stderr")?;
+            }
+        }
+    }
+    Ok(usable)
 }
