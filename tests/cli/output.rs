@@ -326,3 +326,44 @@ fn a_root_instance_s_output_through_someone_else_s_folder_is_refused() {
     assert!(!log.exists());
     assert!(run.terminate().success());
 }
+
+/// docs/config.md's logrotate stanza, as written (no `create`), for a `user = "nobody"`
+/// service whose log folder only root can write: the renamed file ends where the new one
+/// (created by pinctl for nobody) starts.
+#[test]
+fn logrotate_as_written_rotates_a_user_service_in_a_root_folder() {
+    as_root();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let log = dir.path().join("talker.log");
+    let mut run = Run::new(&format!(
+        "[host]\nkeep-free = []\n[service.talker]\ncommand = [\"sh\", \"-c\", \"n=0; while :; do n=$((n+1)); echo tick $n; sleep 0.01; done\", \"talker-100035\"]\nuser = \"nobody\"\ncpus = 1\noutput = \"{}\"\n",
+        log.display()
+    ));
+    run.start(&unpinned());
+    let ticks = |p: &Path| numbers(&std::fs::read_to_string(p).unwrap_or_default(), "tick ");
+    wait_for("lines to rotate", || (ticks(&log).len() >= 20).then_some(()));
+    let conf = dir.path().join("logrotate.conf");
+    let stanza = format!(
+        "{} {{\n    daily\n    rotate 7\n    compress\n    delaycompress\n    sharedscripts\n    postrotate\n        {BIN} reopen-logs --socket {}\n    endscript\n}}\n",
+        log.display(),
+        run.socket().display()
+    );
+    std::fs::write(&conf, stanza).unwrap();
+    let out = bounded_output(
+        Command::new("/usr/sbin/logrotate")
+            .arg("-f")
+            .arg("-s")
+            .arg(dir.path().join("logrotate.state"))
+            .arg(&conf),
+    );
+    assert!(out.status.success(), "logrotate: {}", String::from_utf8_lossy(&out.stderr));
+    let rotated = dir.path().join("talker.log.1");
+    wait_for("lines in the new file", || (ticks(&log).len() >= 20).then_some(()));
+    let (old, new) = (ticks(&rotated), ticks(&log));
+    assert_eq!(exactly_one_to(&old, old.len() as u64), Ok(()));
+    assert_eq!(new[0], old[old.len() - 1] + 1, "old ends {:?}, new starts {:?}", old.last(), new);
+    assert_eq!(std::fs::metadata(&log).unwrap().uid(), NOBODY, "the new file is the user's");
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
