@@ -9,8 +9,19 @@
 # samples /proc the whole time, and MariaDB's own lock would refuse a second copy: its log must
 # not say so), scaling keeps instance 0's process (no restart on a rename), and every
 # acknowledged insert is in the table at the end.
+# The server runs as user `mysql` and writes its output into a folder only root may write,
+# `/var/log/mdb22` (issue 25: pinctl opens it there, as systemd's `StandardOutput=file:`
+# does); Debian's logrotate rotates it as docs/config.md says, and the `Shutdown complete` of
+# the SIGTERM stop lands in the new file.
 D=/tmp/mdb22
-mkdir -p "$D"
+LOGS=/var/log/mdb22
+mkdir -p "$D" "$LOGS" "$D/run"
+chmod 755 /var /var/log "$LOGS"
+grep -q '^mysql:' /etc/passwd 2>/dev/null || echo "mysql:x:27:27:MariaDB:/nonexistent:/bin/false" >>/etc/passwd
+grep -q '^mysql:' /etc/group 2>/dev/null || echo "mysql:x:27:" >>/etc/group
+grep -q '^root:' /etc/passwd || echo "root:x:0:0:root:/root:/bin/sh" >>/etc/passwd
+grep -q '^root:' /etc/group || echo "root:x:0:" >>/etc/group
+chown 27:27 "$D/run"
 mkdir -p /sys/fs/cgroup
 mounted /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 CONFIG=$D/db.toml
@@ -22,8 +33,8 @@ keep-free = []
 watch-interval = "2s"
 
 [service.db]
-command = ["/vm/bin/mariadbd", "--no-defaults", "--user=root", "--datadir=$D/data-{instance}",
-           "--socket=$D/sock-{instance}", "--skip-networking", "--skip-grant-tables",
+command = ["/vm/bin/mariadbd", "--no-defaults", "--datadir=$D/data-{instance}",
+           "--socket=$D/run/sock-{instance}", "--tmpdir=$D/run", "--skip-networking", "--skip-grant-tables",
            "--lc-messages-dir=/vm/mysql", "--innodb-buffer-pool-size=16M",
            "--innodb-log-file-size=4M", "--innodb-use-native-aio=0", "--skip-log-bin"]
 instances = $1
@@ -33,10 +44,11 @@ restart = "always"
 restart-delay = "200ms"
 start-limit = "off"
 stop-timeout = "60s"
-output = "$D/log-{instance}"
+user = "mysql"
+output = "$LOGS/log-{instance}"
 EOT
 }
-for i in 0 1; do mkdir -p "$D/data-$i"; done
+for i in 0 1; do mkdir -p "$D/data-$i" && chown 27:27 "$D/data-$i"; done
 
 # Two server processes on one data directory: sampled from /proc every 0.2 s for the whole
 # scenario. The pattern's `[0]` keeps grep from finding itself.
@@ -54,7 +66,7 @@ overlap_watch &
 WATCHER=$!
 
 sql() { # INSTANCE SQL
-    "$MARIADB" --no-defaults -S "$D/sock-$1" --connect-timeout=5 -N -e "$2" 2>>"$D/sql.err"
+    "$MARIADB" --no-defaults -S "$D/run/sock-$1" --connect-timeout=5 -N -e "$2" 2>>"$D/sql.err"
 }
 # The PID of an active instance NAME, or nothing.
 active_pid() { instance_lines "$D/sock" | awk -v n="$1" '$1 == n && $2 == "active" { print $3 }'; }
@@ -78,7 +90,7 @@ write_config 1
 RUN=$!
 if PID0=$(serving db 0 none); then pass mariadb/started; else
     fail mariadb/started "db not serving within 240 s: $(instance_lines "$D/sock" | tr '\n' ';')"
-    detail "$D/run.err" "$D/log-0" "$D/sql.err"
+    detail "$D/run.err" "$LOGS/log-0" "$D/sql.err"
 fi
 sql 0 "CREATE DATABASE IF NOT EXISTS t; CREATE TABLE IF NOT EXISTS t.w (id INT PRIMARY KEY) ENGINE=InnoDB"
 
@@ -105,18 +117,18 @@ write_config 2
 "$PINCTL" reload --socket "$D/sock" >"$D/reload-up.out" 2>&1
 if PID1=$(serving db-1 1 none); then pass scale-up/second-started; else
     fail scale-up/second-started "db-1 not serving: $(cat "$D/reload-up.out")"
-    detail "$D/run.err" "$D/log-1"
+    detail "$D/run.err" "$LOGS/log-1"
 fi
 check_eq scale-up/first-kept-its-process "$PID0" "$(active_pid db-0)"
 
 # SIGKILL each; pinctl restarts them, the writer goes on once instance 0 is back.
 kill -9 "$PID0" 2>/dev/null
 if PID0=$(serving db-0 0 "$PID0"); then pass kill/first-restarted; else
-    fail kill/first-restarted "db-0 not serving again"; detail "$D/run.err" "$D/log-0"
+    fail kill/first-restarted "db-0 not serving again"; detail "$D/run.err" "$LOGS/log-0"
 fi
 kill -9 "$PID1" 2>/dev/null
 if PID1=$(serving db-1 1 "$PID1"); then pass kill/second-restarted; else
-    fail kill/second-restarted "db-1 not serving again"; detail "$D/run.err" "$D/log-1"
+    fail kill/second-restarted "db-1 not serving again"; detail "$D/run.err" "$LOGS/log-1"
 fi
 before=$(wc -l <"$D/acked")
 wait_until 120 sh -c "[ \$(wc -l <'$D/acked') -ge $((before + 5)) ]" && pass kill/writing-again ||
@@ -147,8 +159,36 @@ check_eq writes/none-lost 0 "$lost"
 touch "$D/stop-watch"
 wait "$WATCHER" 2>/dev/null
 check_eq servers/never-two-on-one-datadir "" "$(cat "$D/overlaps")"
-locked=$(grep -h -i "unable to lock\|another mariadbd" "$D"/log-* 2>/dev/null | head -n 3)
+locked=$(grep -h -i "unable to lock\|another mariadbd" "$LOGS"/log-* 2>/dev/null | head -n 3)
 check_eq servers/mariadb-never-found-its-datadir-locked "" "$locked"
+
+# The output file: in root's folder, created by pinctl for mysql; rotated by logrotate with
+# docs/config.md's stanza (no `create`), after which pinctl writes a new file for mysql.
+owner=$(stat -c %u "$LOGS/log-0" 2>/dev/null)
+check_eq output/root-folder-file-is-mysqls 27 "$owner"
+grep -q "ready for connections" "$LOGS/log-0" && pass output/server-lines-in-file ||
+    fail output/server-lines-in-file "no \`ready for connections\` in $LOGS/log-0"
+cat >"$D/logrotate.conf" <<EOT
+$LOGS/log-* {
+    daily
+    rotate 7
+    compress
+    delaycompress
+    sharedscripts
+    postrotate
+        $PINCTL reopen-logs --socket $D/sock
+    endscript
+}
+EOT
+if /vm/bin/logrotate -f -s "$D/logrotate.state" "$D/logrotate.conf" >"$D/logrotate.out" 2>&1; then
+    pass output/logrotate
+else
+    fail output/logrotate "$(cat "$D/logrotate.out")"
+fi
+grep -q "ready for connections" "$LOGS/log-0.1" 2>/dev/null && pass output/rotated-file-kept ||
+    fail output/rotated-file-kept "no rotated $LOGS/log-0.1: $(ls -l "$LOGS" | tr '\n' ';')"
+[ "$(stat -c %u "$LOGS/log-0" 2>/dev/null)" = 27 ] && pass output/new-file-is-mysqls ||
+    fail output/new-file-is-mysqls "$(ls -ln "$LOGS" | tr '\n' ';')"
 
 # SIGTERM: MariaDB shuts down cleanly, nothing is left.
 kill -TERM "$RUN"
@@ -157,8 +197,8 @@ kill -9 "$RUN" 2>/dev/null
 wait "$RUN" 2>/dev/null
 left=$(grep -a -l "mdb22/data-[01]" /proc/[0-9]*/cmdline 2>/dev/null | tr '\n' ' ')
 check_eq stop/no-server-left "" "$left"
-grep -q "Shutdown complete" "$D/log-0" && pass stop/clean-shutdown ||
-    fail stop/clean-shutdown "no \`Shutdown complete\` in data-0's log: $(tail -n 3 "$D/log-0")"
+grep -q "Shutdown complete" "$LOGS/log-0" && pass stop/clean-shutdown ||
+    fail stop/clean-shutdown "no \`Shutdown complete\` in data-0's log: $(tail -n 3 "$LOGS/log-0")"
 for p in $(grep -a -l "mdb22/data-[01]" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
     kill -9 "$p" 2>/dev/null
 done
