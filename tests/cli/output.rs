@@ -219,43 +219,64 @@ fn a_slow_reader_of_pinctl_s_stdout_slows_the_instance_and_loses_no_line() {
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
+/// A tmpfs of `size` mounted in a folder of its own, unmounted when dropped.
+struct SmallDisk {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> SmallDisk {
+        as_root();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk");
+        std::fs::create_dir(&path).unwrap();
+        let disk = SmallDisk { _dir: dir, path };
+        disk.mount_args(&["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "tmpfs"]);
+        disk
+    }
+
+    fn mount_args(&self, args: &[&str]) {
+        let out = bounded_output(Command::new("mount").args(args).arg(&self.path));
+        assert!(out.status.success(), "mount {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Gives it room again.
+    fn grow(&self) {
+        self.mount_args(&["-o", "remount,size=64m"]);
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+fn size_of(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
 /// A file system that is full makes the instance wait, not lose lines: once it has room
 /// again every line is there, once, in order; the supervisor answered meanwhile, and the
 /// notice about it was said at most once a second.
 #[test]
 fn a_full_disk_makes_the_instance_wait_and_loses_no_line() {
-    as_root();
     const N: u64 = 200_000;
-    let dir = tempfile::tempdir().unwrap();
-    let disk = dir.path().join("disk");
-    std::fs::create_dir(&disk).unwrap();
-    let mount = |args: &[&str]| {
-        let out = bounded_output(Command::new("mount").args(args));
-        assert!(out.status.success(), "mount {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    mount(&["-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", disk.to_str().unwrap()]);
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(disk.clone());
-    let log = disk.join("w.log");
+    let disk = SmallDisk::mount("256k");
+    let log = disk.path.join("w.log");
     let mut run = Run::new(&format!(
         "[host]\nkeep-free = []\n[service.w]\ncommand = [\"sh\", \"-c\", \"seq 1 {N}; exec sleep 100032\"]\ncpus = 1\noutput = \"{}\"\n",
         log.display()
     ));
     run.start(&unpinned());
     // ~1.3 MB of lines into 256 KiB: the disk fills and the instance waits.
-    let size = || std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-    wait_for("the disk to fill", || (size() > 200 * 1024).then_some(()));
-    let full_at = size();
+    wait_for("the disk to fill", || (size_of(&log) > 200 * 1024).then_some(()));
     let t = Instant::now();
     let (asked, slowest) = slowest_status(&run, || t.elapsed() < Duration::from_millis(2500));
     println!("status answered {asked} times while the disk was full; slowest {slowest:?}");
-    assert!(size() <= 256 * 1024, "the disk is full ({full_at} bytes)");
-    mount(&["-o", "remount,size=64m", disk.to_str().unwrap()]);
+    assert!(size_of(&log) <= 256 * 1024, "the disk is full");
+    disk.grow();
     wait_for("every line", || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         text.ends_with(&format!("{N}\n")).then_some(())
@@ -267,6 +288,37 @@ fn a_full_disk_makes_the_instance_wait_and_loses_no_line() {
     assert!(notices >= 1, "the full disk was said: {said}");
     assert!(notices <= 4, "said at most once a second over ~2.5 s, not {notices} times: {said}");
     assert!(said.contains("writing output"), "the recovery was said: {said}");
+    assert!(run.terminate().success());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
+/// An instance that waits on its output (the disk is full) still stops within its
+/// stop-timeout, and every line it got into its FIFO reaches the file once there is room.
+#[test]
+fn an_instance_waiting_on_its_output_still_stops_and_its_last_lines_reach_the_file() {
+    let disk = SmallDisk::mount("128k");
+    let log = disk.path.join("w.log");
+    let mut run = Run::new(&format!(
+        "[host]\nkeep-free = []\n[service.w]\ncommand = [\"sh\", \"-c\", \"i=0; while :; do i=$((i+1)); echo $i; done\", \"w-100036\"]\ncpus = 1\nstop-timeout = \"1s\"\noutput = \"{}\"\n",
+        log.display()
+    ));
+    run.start(&unpinned());
+    wait_for("the disk to fill", || (size_of(&log) > 100 * 1024).then_some(()));
+    let out = run.ctl(&["stop", "w"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status = run.status();
+    assert_eq!(status["w"]["state"], "inactive", "stopped while its output waited: {status:?}");
+    disk.grow();
+    // The FIFO's lines go out; then the file stops growing.
+    let mut last = 0;
+    wait_for("the file to stop growing", || {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = size_of(&log);
+        (std::mem::replace(&mut last, now) == now).then_some(())
+    });
+    let seen = numbers(&std::fs::read_to_string(&log).unwrap(), "");
+    assert!(seen.len() as u64 * 6 > 128 * 1024 / 6, "more than the full disk held: {}", seen.len());
+    assert_eq!(exactly_one_to(&seen, seen.len() as u64), Ok(()));
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
