@@ -1155,6 +1155,39 @@ fn stop_then_a_reload_that_changes_it_then_start_answers_and_runs_the_new_settin
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
 
+/// A start of an instance a reload removed, while it still stops: refused, and the reload
+/// answers with it gone. (It was restarted once stopped, out of the file, and the reload
+/// waited for it for ever.)
+#[test]
+fn an_instance_a_reload_removed_is_never_started_again() {
+    let v1 = "[host]\nkeep-free = []\n[service.gone]\ncommand = [\"sh\", \"-c\", \"trap '' TERM; \
+              while :; do sleep 0.2; done\"]\nstop-timeout = \"2s\"\noutput = \"/dev/null\"\n\
+              [service.kept]\ncommand = [\"sleep\", \"100025\"]\noutput = \"/dev/null\"\n";
+    let mut run = Run::new(v1);
+    run.start(&unpinned());
+    let old = run.status()["gone"]["pid"].as_i64().unwrap() as i32;
+    std::fs::write(
+        run.config(),
+        v1.split("[service.gone]").next().unwrap().to_string()
+            + "[service.kept]\ncommand = [\"sleep\", \"100025\"]\noutput = \"/dev/null\"\n",
+    )
+    .unwrap();
+    let mut reload = Client::spawn(&run, &["reload"]);
+    wait_for("gone to be stopping", || {
+        (run.status()["gone"]["state"] == "deactivating").then_some(())
+    });
+    let out = run.ctl(&["start", "gone"]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("`gone` removed from the file by a reload"), "{said}");
+    assert!(reload.finish("the reload to answer").success(), "{}", run.stderr());
+    assert!(stat(old).is_none_or(|s| s.state == 'Z'), "gone is gone when the reload answers");
+    let s = run.settle();
+    assert!(!s.contains_key("gone"), "{s:?}");
+    assert!(run.terminate().success(), "{}", run.stderr());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
 #[test]
 fn a_restarted_instance_shows_its_old_placement_until_its_new_process_runs() {
     // Two CPUs here: the instance moves from CPU 0 to CPUs 0-1, and stops slowly.

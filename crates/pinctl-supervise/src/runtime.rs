@@ -1349,14 +1349,17 @@ impl Supervisor {
             let _ = reply.send(Response::error("the supervisor is stopping"));
             return;
         }
-        if request != reload::Request::Stop {
-            if let Some(removed) = names.iter().find(|n| self.instances[*n].removing) {
-                let _ = reply.send(Response::error(format!(
-                    "`{removed}` was removed from the file by a reload: it is stopping and \
-                     does not start again"
-                )));
-                return;
-            }
+        // An instance a reload removed is on its way out: it never starts again. A service
+        // name or a pattern simply does not cover it; asked for by name alone, it is refused.
+        let (removed, names): (Vec<String>, Vec<String>) = names
+            .into_iter()
+            .partition(|n| request != reload::Request::Stop && self.instances[n].removing);
+        if names.is_empty() {
+            let _ = reply.send(Response::error(format!(
+                "{} removed from the file by a reload: stopping, and never started again",
+                removed.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            )));
+            return;
         }
         for name in &names {
             let event = reload::Event::Request { name: name.clone(), request };
