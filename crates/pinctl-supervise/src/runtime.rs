@@ -1,6 +1,8 @@
 //! The tokio side: a dispatcher that `select!`s over signals, child exits, timers and
-//! control-socket requests, turns each into an [`Event`] for [`lifecycle::step`], and carries
-//! out the [`Action`]s it returns. No lifecycle decision is made here.
+//! control-socket requests, turns each into an [`Event`] for [`lifecycle::step`] (or, while a
+//! reload is applied, for [`reload::step`], which orders the reload's stops and starts around
+//! requests by hand), and carries out the actions they return. No lifecycle or reload
+//! decision is made here.
 //!
 //! Exits of the supervisor's own children come from tokio (pidfd or SIGCHLD, then `waitpid`,
 //! so no zombie outlives a reap). An adopted process is not our child (init reaps it, and its
