@@ -1075,6 +1075,119 @@ fn a_reload_starts_nothing_until_what_it_stops_is_gone() {
     assert!(run.terminate().success(), "{}", run.stderr());
 }
 
+/// A `pinctl` client left running while the test goes on (its answer may wait for the
+/// supervisor); killed by PID if the test ends first.
+struct Client(std::process::Child);
+
+impl Client {
+    fn spawn(run: &Run, args: &[&str]) -> Client {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).arg("--socket").arg(run.socket());
+        Client(
+            cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
+        )
+    }
+
+    /// Its exit status, waited for at most `WAIT`.
+    fn finish(&mut self, what: &str) -> std::process::ExitStatus {
+        wait_for(what, || self.0.try_wait().unwrap())
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// The value of `key` in the environment of process `pid`.
+fn env_of(pid: i64, key: &str) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{key}=");
+    environ.split(|&b| b == 0).find_map(|kv| {
+        Some(String::from_utf8_lossy(kv.strip_prefix(prefix.as_bytes())?).into_owned())
+    })
+}
+
+/// Issue 26: `stop x` (x takes its stop-timeout to go), a reload that changes `x`, then
+/// `start x` while it still stops. The start ran `x`'s old settings, the reload never
+/// answered and every later reload waited behind it. Now the start joins the reload: `x`
+/// starts once gone, with the new settings, and both are answered.
+#[test]
+fn stop_then_a_reload_that_changes_it_then_start_answers_and_runs_the_new_settings() {
+    let v1 = "[host]\nkeep-free = []\n[service.x]\ncommand = [\"sh\", \"-c\", \"trap '' TERM; \
+              while :; do sleep 0.2; done\"]\nenv = { VERSION = \"1\" }\nstop-timeout = \"2s\"\n\
+              output = \"/dev/null\"\n";
+    let mut run = Run::new(v1);
+    run.start(&unpinned());
+    let old = run.status()["x"]["pid"].as_i64().unwrap();
+    let mut stop = Client::spawn(&run, &["stop", "x"]);
+    wait_for("x to be stopping", || (run.status()["x"]["state"] == "deactivating").then_some(()));
+    std::fs::write(run.config(), v1.replace("VERSION = \"1\"", "VERSION = \"2\"")).unwrap();
+    let mut reload = Client::spawn(&run, &["reload"]);
+    wait_for("the reload to be applied", || {
+        run.stderr().contains("x: reload: restart").then_some(())
+    });
+    let mut start = Client::spawn(&run, &["start", "x"]);
+    assert!(reload.finish("the reload to answer").success(), "{}", run.stderr());
+    assert!(start.finish("the start to answer").success(), "{}", run.stderr());
+    assert!(stop.finish("the stop to answer").success(), "{}", run.stderr());
+    let s = run.settle();
+    let new = s["x"]["pid"].as_i64().expect("x runs");
+    assert_ne!(new, old);
+    assert_eq!(env_of(new, "VERSION").as_deref(), Some("2"), "x runs the reload's settings");
+    // Later reloads are applied and answered: by hand, then by SIGHUP.
+    std::fs::write(run.config(), v1.replace("VERSION = \"1\"", "VERSION = \"3\"")).unwrap();
+    let out = run.ctl(&["reload"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(run.config(), v1.replace("VERSION = \"1\"", "VERSION = \"4\"")).unwrap();
+    signal(run.pid(), Signal::HUP).unwrap();
+    wait_for("the SIGHUP reload to run x's fourth settings", || {
+        let s = run.status();
+        let pid = s["x"]["pid"].as_i64()?;
+        (s["x"]["state"] == "active" && env_of(pid, "VERSION")? == "4").then_some(())
+    });
+    // It ignores TERM: stopped with KILL after its stop-timeout, which pinctl's status says.
+    assert_eq!(run.terminate().code(), Some(1), "{}", run.stderr());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
+/// A start of an instance a reload removed, while it still stops: refused, and the reload
+/// answers with it gone. (It was restarted once stopped, out of the file, and the reload
+/// waited for it for ever.)
+#[test]
+fn an_instance_a_reload_removed_is_never_started_again() {
+    let v1 = "[host]\nkeep-free = []\n[service.gone]\ncommand = [\"sh\", \"-c\", \"trap '' TERM; \
+              while :; do sleep 0.2; done\"]\nstop-timeout = \"2s\"\noutput = \"/dev/null\"\n\
+              [service.kept]\ncommand = [\"sleep\", \"100025\"]\noutput = \"/dev/null\"\n";
+    let mut run = Run::new(v1);
+    run.start(&unpinned());
+    let old = run.status()["gone"]["pid"].as_i64().unwrap() as i32;
+    std::fs::write(
+        run.config(),
+        v1.split("[service.gone]").next().unwrap().to_string()
+            + "[service.kept]\ncommand = [\"sleep\", \"100025\"]\noutput = \"/dev/null\"\n",
+    )
+    .unwrap();
+    let mut reload = Client::spawn(&run, &["reload"]);
+    wait_for("gone to be stopping", || {
+        (run.status()["gone"]["state"] == "deactivating").then_some(())
+    });
+    let out = run.ctl(&["start", "gone"]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("`gone` removed from the file by a reload"), "{said}");
+    assert!(reload.finish("the reload to answer").success(), "{}", run.stderr());
+    assert!(stat(old).is_none_or(|s| s.state == 'Z'), "gone is gone when the reload answers");
+    let s = run.settle();
+    assert!(!s.contains_key("gone"), "{s:?}");
+    assert!(run.terminate().success(), "{}", run.stderr());
+    assert_eq!(run.leftovers(), Vec::<i32>::new());
+}
+
 #[test]
 fn a_restarted_instance_shows_its_old_placement_until_its_new_process_runs() {
     // Two CPUs here: the instance moves from CPU 0 to CPUs 0-1, and stops slowly.

@@ -3,8 +3,8 @@
 //! control socket, and adopts the instances of an earlier supervisor instead of starting
 //! copies.
 //!
-//! The rules are pure and clock-injected ([`lifecycle::step`], [`spec::diff`],
-//! [`adopt::decide`]): they read no clock, draw no random number and do no I/O, so they are
+//! The rules are pure and clock-injected ([`lifecycle::step`], [`reload::step`],
+//! [`spec::diff`], [`adopt::decide`]): they read no clock, draw no random number and do no I/O, so they are
 //! tested without processes. A thin tokio runtime turns their actions into spawns, signals,
 //! timers and socket replies. Around it, what makes it safe as root: [`statefile`] (a locked
 //! state file read only when root alone could have written it), [`socket`] (the control
@@ -25,6 +25,7 @@ pub mod observe;
 pub mod output;
 pub mod protocol;
 pub mod relay;
+pub mod reload;
 pub mod runtime;
 pub mod socket;
 pub mod spec;

@@ -1,6 +1,8 @@
 //! The tokio side: a dispatcher that `select!`s over signals, child exits, timers and
-//! control-socket requests, turns each into an [`Event`] for [`lifecycle::step`], and carries
-//! out the [`Action`]s it returns. No lifecycle decision is made here.
+//! control-socket requests, turns each into an [`Event`] for [`lifecycle::step`] (or, while a
+//! reload is applied, for [`reload::step`], which orders the reload's stops and starts around
+//! requests by hand), and carries out the actions they return. No lifecycle or reload
+//! decision is made here.
 //!
 //! Exits of the supervisor's own children come from tokio (pidfd or SIGCHLD, then `waitpid`,
 //! so no zombie outlives a reap). An adopted process is not our child (init reaps it, and its
@@ -39,6 +41,7 @@ use crate::observe::{Observed, Observer};
 use crate::output::{Fifos, OutputFile};
 use crate::protocol::{InstanceStatus, ReopenedOutput, Request, Response, StartFailure};
 use crate::relay;
+use crate::reload::{self, Reload, START_GRACE, Seen};
 use crate::socket::{self, SocketError};
 use crate::spec::{Change, InstanceSpec, diff};
 use crate::statefile::{self, Entry, StateError, StateFile, StateLock};
@@ -262,8 +265,9 @@ struct Instance {
     removing: bool,
     /// Its own cgroup (v2 path), when it has one.
     cgroup: Option<String>,
-    /// The spec a reload gave it, taken up when it next starts: until then `spec` is what
-    /// runs (so `status` never shows an old process with a new placement).
+    /// The spec a reload gave it that it did not start with (a stop by hand took it out of
+    /// the reload), taken up when it next spawns: until then `spec` is what runs (so `status`
+    /// never shows an old process with a new placement).
     next_spec: Option<InstanceSpec>,
     /// When the process that exited last had started: a start is said to have failed when a
     /// process started after it was asked has exited.
@@ -283,11 +287,6 @@ struct Prepared {
 }
 
 impl Instance {
-    /// Whether a process started at or after `asked` has exited.
-    fn failed_since(&self, asked: Instant) -> bool {
-        self.last_exited_start.is_some_and(|s| s >= asked)
-    }
-
     fn new(spec: InstanceSpec) -> Instance {
         let unit = Unit::new(spec.policy.clone());
         Instance {
@@ -307,39 +306,25 @@ impl Instance {
     }
 }
 
-/// How long a started instance must run before a `start` or `restart` reports it started: a
-/// program that dies at once has not started.
-const START_GRACE: Duration = Duration::from_secs(1);
-
-/// A request waiting for its instances to settle.
+/// A request by hand waiting for its instances to settle, then answered.
 struct Waiter {
     names: Vec<String>,
     /// For a start or restart: when it was asked. A process started since then must run
     /// [`START_GRACE`] to count as started; one that exits sooner failed to start.
-    starting: Option<Instant>,
-    then: Then,
+    starting: Option<Time>,
+    reply: oneshot::Sender<Response>,
 }
 
-/// What a settled waiter does.
-enum Then {
-    /// Answers a client with the instances' status.
-    Answer(oneshot::Sender<Response>),
-    /// Finishes the reload being applied.
-    FinishReload,
-}
-
-/// A reload being applied: everything it stops is gone before anything it starts begins, so
-/// two copies of one thing (one data directory, one port) never run at once.
+/// A reload being applied: [`reload::step`] decides; this holds what it carries.
 struct Applying {
-    /// Instances the reload stops (removed, or restarted with a changed spec), until gone.
-    stopping: std::collections::BTreeSet<String>,
-    /// Instances to start once `stopping` is empty: new ones, and the restarted ones.
-    starting: Vec<String>,
+    reload: Reload,
+    /// The specs it gives the instances it starts, until each takes its own up.
+    specs: HashMap<String, InstanceSpec>,
     /// The answer so far, sent once the starts have settled.
     response: Response,
     reply: Option<oneshot::Sender<Response>>,
-    /// Whether the starts were dispatched (a waiter then finishes the reload).
-    started: bool,
+    /// When it asked to look again (a start's grace ends).
+    wake: Option<Time>,
 }
 
 struct Supervisor {
@@ -716,6 +701,7 @@ impl Supervisor {
                 .filter(|w| w.starting.is_some())
                 .flat_map(|w| w.names.iter())
                 .filter_map(|n| self.instances.get(n)?.started.map(|s| s + START_GRACE))
+                .chain(self.applying.as_ref().and_then(|a| a.wake).map(|at| self.origin + at))
                 .filter(|&at| at > Instant::now())
                 .min();
             let wake = match (next_timer.map(|at| self.origin + at), grace) {
@@ -976,6 +962,13 @@ impl Supervisor {
                 if self.shutting_down {
                     return;
                 }
+                // Its earlier process is gone: the spec a reload left for its next start is
+                // what it runs now.
+                if let Some(inst) = self.instances.get_mut(name) {
+                    if let Some(next) = inst.next_spec.take() {
+                        inst.spec = next;
+                    }
+                }
                 self.spawn(name);
             }
         }
@@ -1207,39 +1200,46 @@ impl Supervisor {
         self.dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
     }
 
-    /// Whether a waiter's instances have settled: none on its way somewhere, and, for a
-    /// start, each either failed (a process started since it was asked exited) or running
-    /// past its grace.
+    /// What a reload sees of an instance, its times on the supervisor's clock.
+    fn seen(&self, name: &str) -> Option<Seen<'_>> {
+        let inst = self.instances.get(name)?;
+        let time = |at: Instant| at.saturating_duration_since(self.origin);
+        Some(Seen {
+            unit: &inst.unit,
+            started: inst.started.filter(|_| inst.unit.state.pid().is_some()).map(time),
+            exited_start: inst.last_exited_start.map(time),
+        })
+    }
+
+    /// Whether a waiter's instances have settled: none on its way somewhere nor held by the
+    /// reload being applied, and, for a start, each started or failed
+    /// ([`reload::start_outcome`]).
     fn settled(&self, w: &Waiter) -> bool {
+        let now = self.now();
         w.names.iter().all(|n| {
-            let Some(inst) = self.instances.get(n) else { return true };
-            if inst.unit.state.is_transient() {
+            let Some(seen) = self.seen(n) else { return true };
+            if self.applying.as_ref().is_some_and(|a| a.reload.holds(n)) {
                 return false;
             }
-            let Some(asked) = w.starting else { return true };
-            Instance::failed_since(inst, asked)
-                || !matches!(inst.unit.state, State::Active { .. })
-                || inst.started.is_some_and(|s| s + START_GRACE <= Instant::now())
+            match w.starting {
+                None => !seen.unit.state.is_transient(),
+                Some(asked) => !matches!(
+                    reload::start_outcome(seen, asked, now),
+                    reload::Outcome::Pending { .. }
+                ),
+            }
         })
     }
 
     /// The instances a settled start waiter asked for that did not survive their start.
     fn start_failures(&self, w: &Waiter) -> Vec<StartFailure> {
         let Some(asked) = w.starting else { return Vec::new() };
+        let now = self.now();
         w.names
             .iter()
-            .filter_map(|n| {
-                let inst = self.instances.get(n)?;
-                let running = matches!(inst.unit.state, State::Active { .. });
-                if running && !Instance::failed_since(inst, asked) {
-                    return None;
-                }
-                let reason = match (&inst.unit.state, inst.unit.last_exit) {
-                    (State::Failed { reason }, _) => reason.clone(),
-                    (_, Some(exit)) => format!("{exit} within {START_GRACE:?} of its start"),
-                    (state, None) => format!("it is {}", state.name()),
-                };
-                Some(StartFailure { name: n.clone(), reason })
+            .filter_map(|n| match reload::start_outcome(self.seen(n)?, asked, now) {
+                reload::Outcome::Failed(reason) => Some(StartFailure { name: n.clone(), reason }),
+                _ => None,
             })
             .collect()
     }
@@ -1285,8 +1285,9 @@ impl Supervisor {
             self.write_state();
             self.recorded = pids;
         }
-        // A reload whose stops are over starts what it starts (a waiter answers it below).
-        self.progress_reload();
+        // A reload whose stops are over starts what it starts, and is answered once they
+        // settled.
+        self.progress_reload(reload::Event::Look);
         let waiters = std::mem::take(&mut self.waiters);
         for w in waiters {
             if !self.settled(&w) {
@@ -1295,19 +1296,13 @@ impl Supervisor {
             }
             let failed = self.start_failures(&w);
             let status = self.status(&w.names);
-            let instances = status.instances.unwrap_or_default();
-            match w.then {
-                Then::Answer(reply) => {
-                    let r = Response {
-                        ok: true,
-                        instances: Some(instances),
-                        failed_to_start: failed,
-                        ..Response::default()
-                    };
-                    let _ = reply.send(r);
-                }
-                Then::FinishReload => self.finish_reload_with(instances, failed),
-            }
+            let r = Response {
+                ok: true,
+                instances: Some(status.instances.unwrap_or_default()),
+                failed_to_start: failed,
+                ..Response::default()
+            };
+            let _ = w.reply.send(r);
         }
         let (running, total) = self.counts();
         let line = format!("{running}/{total} running");
@@ -1416,7 +1411,7 @@ impl Supervisor {
     }
 
     fn control(&mut self, request: Request, reply: oneshot::Sender<Response>) {
-        let (names, event) = match request {
+        let (names, request) = match request {
             Request::Status { names } => {
                 let r = if names.is_empty() {
                     self.status(&self.order)
@@ -1458,9 +1453,9 @@ impl Supervisor {
                 });
                 return;
             }
-            Request::Start { names } => (names, Event::Start),
-            Request::Stop { names } => (names, Event::Stop),
-            Request::Restart { names } => (names, Event::Restart),
+            Request::Start { names } => (names, reload::Request::Start),
+            Request::Stop { names } => (names, reload::Request::Stop),
+            Request::Restart { names } => (names, reload::Request::Restart),
         };
         if names.is_empty() {
             let _ = reply.send(Response::error("name at least one instance"));
@@ -1477,11 +1472,28 @@ impl Supervisor {
             let _ = reply.send(Response::error("the supervisor is stopping"));
             return;
         }
-        let starting = !matches!(event, Event::Stop);
-        for name in &names {
-            self.dispatch(name, event.clone());
+        // An instance a reload removed is on its way out: it never starts again. A service
+        // name or a pattern simply does not cover it; asked for by name alone, it is refused.
+        let (removed, names): (Vec<String>, Vec<String>) = names
+            .into_iter()
+            .partition(|n| request != reload::Request::Stop && self.instances[n].removing);
+        if names.is_empty() {
+            let _ = reply.send(Response::error(format!(
+                "{} removed from the file by a reload: stopping, and never started again",
+                removed.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            )));
+            return;
         }
-        self.wait_for(names, starting, Then::Answer(reply));
+        for name in &names {
+            let event = reload::Event::Request { name: name.clone(), request };
+            if self.applying.is_some() {
+                self.progress_reload(event);
+            } else {
+                self.dispatch(name, request.event());
+            }
+        }
+        let starting = (request != reload::Request::Stop).then(|| self.now());
+        self.waiters.push(Waiter { names, starting, reply });
     }
 
     fn status(&self, names: &[String]) -> Response {
@@ -1620,9 +1632,9 @@ impl Supervisor {
         self.notifier.send("READY=1");
     }
 
-    /// Applies a reload's difference: renames at once; stops of removed instances and of
-    /// those restarted with a changed spec next; and the starts (new instances, the restarted
-    /// ones with their new spec) only once every one of those stops is over.
+    /// Applies a reload's difference: renames and lifecycle keys at once; the rest as
+    /// [`reload::step`] orders it (what it removes, restarts or starts is gone before any of
+    /// its starts begins).
     fn apply(
         &mut self,
         changes: &[(String, Change)],
@@ -1632,13 +1644,7 @@ impl Supervisor {
     ) {
         let mut by_name: HashMap<String, InstanceSpec> =
             specs.iter().map(|s| (s.name.clone(), s.clone())).collect();
-        let mut applying = Applying {
-            stopping: std::collections::BTreeSet::new(),
-            starting: Vec::new(),
-            response,
-            reply,
-            started: false,
-        };
+        let (mut removed, mut starts, mut held) = (Vec::new(), Vec::new(), HashMap::new());
         for (name, change) in changes {
             log(name, &format!("reload: {change}"));
             match change {
@@ -1648,39 +1654,27 @@ impl Supervisor {
                         // Nothing runs under the old name (an earlier reload took it):
                         // the new one simply starts.
                         self.instances.insert(name.clone(), Instance::new(spec));
-                        applying.starting.push(name.clone());
+                        starts.push(name.clone());
                     }
                 }
-                Change::Start => {
+                Change::Start | Change::Restart { .. } => {
                     let spec = by_name.remove(name).expect("new spec");
-                    match self.instances.get_mut(name) {
-                        // Still stopping after an earlier reload removed it: its new spec
-                        // starts once that process has exited.
-                        Some(inst) => {
-                            inst.removing = false;
-                            inst.unit.policy = spec.policy.clone();
-                            inst.next_spec = Some(spec);
-                        }
-                        None => {
-                            self.instances.insert(name.clone(), Instance::new(spec));
-                        }
-                    }
-                    applying.starting.push(name.clone());
+                    // An instance of that name may still be stopping (an earlier reload
+                    // removed it): it is the reload's to clear, then start with `spec`.
+                    let inst = self
+                        .instances
+                        .entry(name.clone())
+                        .or_insert_with(|| Instance::new(spec.clone()));
+                    inst.removing = false;
+                    inst.unit.policy = spec.policy.clone();
+                    held.insert(name.clone(), spec);
+                    starts.push(name.clone());
                 }
                 Change::Stop => {
                     if let Some(inst) = self.instances.get_mut(name) {
                         inst.removing = true;
                     }
-                    self.stop_for_reload(name, &mut applying);
-                }
-                Change::Restart { .. } => {
-                    let spec = by_name.remove(name).expect("new spec");
-                    if let Some(inst) = self.instances.get_mut(name) {
-                        inst.unit.policy = spec.policy.clone();
-                        inst.next_spec = Some(spec);
-                    }
-                    self.stop_for_reload(name, &mut applying);
-                    applying.starting.push(name.clone());
+                    removed.push(name.clone());
                 }
                 Change::Keep => {
                     let spec = by_name.remove(name).expect("new spec");
@@ -1702,16 +1696,9 @@ impl Supervisor {
             }
         }
         self.order = order;
-        self.applying = Some(applying);
-    }
-
-    /// Stops `name` for the reload being applied (when it runs) and remembers to wait for it.
-    fn stop_for_reload(&mut self, name: &str, applying: &mut Applying) {
-        let Some(inst) = self.instances.get(name) else { return };
-        if inst.unit.state.pid().is_some() || inst.unit.state == State::Activating {
-            applying.stopping.insert(name.to_string());
-        }
-        self.dispatch(name, Event::Stop);
+        let reload = Reload::new(removed, starts, self.now());
+        self.applying = Some(Applying { reload, specs: held, response, reply, wake: None });
+        self.progress_reload(reload::Event::Look);
     }
 
     /// Gives the instance `from` the name `to`, its process untouched: `false` when there is
@@ -1734,44 +1721,68 @@ impl Supervisor {
         true
     }
 
-    /// Moves a reload being applied on: once what it stops is gone, its starts begin; once
-    /// they have settled (survived their start, or failed), whoever asked is answered.
-    fn progress_reload(&mut self) {
-        let Some(mut applying) = self.applying.take() else { return };
-        if applying.started {
-            self.applying = Some(applying);
-            return;
-        }
-        applying.stopping.retain(|n| {
-            self.instances
-                .get(n)
-                .is_some_and(|i| i.unit.state.pid().is_some() || i.unit.state.is_transient())
-        });
-        if !applying.stopping.is_empty() {
-            self.applying = Some(applying);
-            return;
-        }
-        applying.started = true;
-        let starting = applying.starting.clone();
-        for name in &starting {
-            if let Some(inst) = self.instances.get_mut(name) {
-                if let Some(next) = inst.next_spec.take() {
-                    inst.spec = next;
+    /// Gives the reload being applied `event` and carries out what [`reload::step`] says,
+    /// looking again after each round that moved a lifecycle (a stop of an instance waiting
+    /// to restart leaves it stopped at once: the reload can go on in the same turn).
+    fn progress_reload(&mut self, event: reload::Event) {
+        let mut event = Some(event);
+        // Each round either moves a lifecycle or ends: clearing, then starting, then
+        // settling take at most three.
+        for _ in 0..4 {
+            let Some(mut applying) = self.applying.take() else { return };
+            let now = self.now();
+            let e = event.take().unwrap_or(reload::Event::Look);
+            applying.wake = None;
+            let actions = reload::step(&mut applying.reload, e, |n| self.seen(n), now);
+            let moved = actions.iter().any(|a| matches!(a, reload::Action::Dispatch { .. }));
+            let mut answer = None;
+            for action in actions {
+                match action {
+                    reload::Action::Dispatch { name, event } => self.dispatch(&name, event),
+                    reload::Action::TakeSpec { name } => {
+                        if let Some(inst) = self.instances.get_mut(&name) {
+                            let next = applying.specs.remove(&name).or(inst.next_spec.take());
+                            inst.next_spec = None;
+                            if let Some(spec) = next {
+                                inst.spec = spec;
+                            }
+                        }
+                    }
+                    reload::Action::SpecForNextStart { name } => {
+                        if let Some((inst, spec)) =
+                            self.instances.get_mut(&name).zip(applying.specs.remove(&name))
+                        {
+                            inst.next_spec = Some(spec);
+                        }
+                    }
+                    reload::Action::WakeAt { at } => applying.wake = Some(at),
+                    reload::Action::Answer { failed } => answer = Some(failed),
                 }
             }
-            self.dispatch(name, Event::Start);
+            match answer {
+                Some(failed) => return self.finish_reload_with(applying, failed),
+                None => self.applying = Some(applying),
+            }
+            if !moved {
+                return;
+            }
         }
-        self.applying = Some(applying);
-        self.wait_for(starting, true, Then::FinishReload);
     }
 
-    /// Answers the reload being applied, its starts settled.
-    fn finish_reload_with(&mut self, instances: Vec<InstanceStatus>, failed: Vec<StartFailure>) {
-        let Some(mut applying) = self.applying.take() else { return };
+    /// Answers the reload that was being applied, its starts settled, and begins the next.
+    fn finish_reload_with(&mut self, mut applying: Applying, failed: Vec<(String, String)>) {
+        // Whatever spec it still holds is for that instance's next start.
+        for (name, spec) in applying.specs.drain() {
+            if let Some(inst) = self.instances.get_mut(&name) {
+                inst.next_spec = Some(spec);
+            }
+        }
+        let failed: Vec<StartFailure> =
+            failed.into_iter().map(|(name, reason)| StartFailure { name, reason }).collect();
         for f in &failed {
             log(&f.name, &format!("reload: did not start: {}", f.reason));
         }
-        applying.response.instances = Some(instances);
+        applying.response.instances = self.status(applying.reload.starts()).instances;
         applying.response.failed_to_start = failed;
         if let Some(reply) = applying.reply.take() {
             let _ = reply.send(applying.response);
@@ -1779,13 +1790,6 @@ impl Supervisor {
         if let Some(next) = self.reloads.pop_front() {
             self.request_reload(next);
         }
-    }
-
-    /// Waits for `names` to settle (with `starting`, to survive [`START_GRACE`] after their
-    /// start without an exit), then does `then`.
-    fn wait_for(&mut self, names: Vec<String>, starting: bool, then: Then) {
-        let starting = starting.then(Instant::now);
-        self.waiters.push(Waiter { names, starting, then });
     }
 }
 

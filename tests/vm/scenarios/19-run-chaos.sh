@@ -3,12 +3,15 @@
 # Scenario 19: SIGKILL of `pinctl run` at random points in a 4-node guest (issue 17). Three
 # instances bound to a node each, restarted on exit, watched with `on-drift = "rebalance"`. Each
 # round strikes at one of: the supervisor starting (spawns, state writes), an instance's respawn
-# after it was killed, a reload that restarts one, or a rebalance moving pages back after
-# `migratepages` pushed them away; then a new supervisor is started and, once it settles, the
-# kernel is asked: no instance may run twice (duplicates), every running instance is the one
-# `status` names (orphans), and each runs on its planned CPUs (unpinned). The seed and the
-# counts are printed (a BENCH line; PINCTL_VM_CHAOS_SEED=N tests/vm/run replays a run); every
-# count must be 0.
+# after it was killed, a reload that restarts one, a rebalance moving pages back after
+# `migratepages` pushed them away, or a storm of reloads (each of a newer file) and stop, start
+# and restart requests at random points (issue 26); then a new supervisor is started and, once
+# it settles, the kernel is asked: no instance may run twice (duplicates), every running
+# instance is the one `status` names (orphans), and each runs on its planned CPUs (unpinned).
+# A storm's every client must answer within the stop-timeout and the start grace (with room
+# for TCG), else its reload is hung; then, every instance started by hand, each must run the
+# last file's GENERATION (stale otherwise). The seed and the counts are printed (a BENCH line;
+# PINCTL_VM_CHAOS_SEED=N tests/vm/run replays a run); every count must be 0.
 D=/tmp/chaos18
 mkdir -p "$D"
 [ -w /proc/sys/kernel/numa_balancing ] && echo 0 >/proc/sys/kernel/numa_balancing
@@ -17,8 +20,8 @@ mounted /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
 CONFIG=$D/chaos.toml
 ROUNDS=${CHAOS_ROUNDS:-12}
-write_config() { # GENERATION
-    cat >"$CONFIG" <<EOT
+write_config() { # GENERATION (written aside, then moved: a reload never reads half a file)
+    cat >"$CONFIG.new" <<EOT
 [host]
 keep-free = []
 watch-interval = "300ms"
@@ -38,6 +41,7 @@ min-memory = "1MiB"
 rebalance-cooldown = "0s"
 rebalance-rate = "1GiB"
 EOT
+    mv "$CONFIG.new" "$CONFIG"
 }
 write_config 0
 NAMES="c-0 c-1 c-2"
@@ -83,6 +87,58 @@ marked() {
     done
 }
 
+# Whether PID runs (a zombie child of this shell does not).
+runs() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+
+# Waits (bounded: the stop-timeout, 30 s, the start grace and room for TCG) for the clients
+# PIDS... of this shell; prints how many did not answer (killed then). Run in a command
+# substitution: the caller reaps them (`wait`).
+unanswered() {
+    _t0=$(uptime_s)
+    _late=0
+    for _c in "$@"; do
+        while runs "$_c" && [ $(($(uptime_s) - _t0)) -lt 60 ]; do usleep 100000; done
+        if runs "$_c"; then _late=$((_late + 1)); kill -9 "$_c" 2>/dev/null; fi
+    done
+    echo $_late
+}
+
+# A storm: four steps at random moments, each a reload of a newer file or a stop, start or
+# restart of an instance, every one a client in the background; then all must answer.
+storm() {
+    _reloads=
+    _requests=
+    for _step in 1 2 3 4; do
+        _n=c-$(rand 3)
+        case $(rand 4) in
+            0)
+                GENERATION=$((GENERATION + 1))
+                write_config $GENERATION
+                "$PINCTL" reload --socket "$D/sock" >/dev/null 2>&1 &
+                _reloads="$_reloads $!"
+                RELOADS=$((RELOADS + 1)) ;;
+            1) "$PINCTL" stop "$_n" --socket "$D/sock" >/dev/null 2>&1 & _requests="$_requests $!" ;;
+            2) "$PINCTL" start "$_n" --socket "$D/sock" >/dev/null 2>&1 & _requests="$_requests $!" ;;
+            3) "$PINCTL" restart "$_n" --socket "$D/sock" >/dev/null 2>&1 & _requests="$_requests $!" ;;
+        esac
+        usleep $(($(rand 300) * 1000))
+    done
+    REQUESTS=$((REQUESTS + $(echo $_requests | wc -w)))
+    HUNG=$((HUNG + $(unanswered $_reloads)))
+    LATE=$((LATE + $(unanswered $_requests)))
+    # Everything started by hand: each must run the last file's settings.
+    "$PINCTL" start $NAMES --socket "$D/sock" >/dev/null 2>&1 &
+    _all=$!
+    LATE=$((LATE + $(unanswered $_all)))
+    wait $_reloads $_requests $_all 2>/dev/null
+    status_lines >"$D/status"
+    for _n in $NAMES; do
+        _pid=$(awk -v n="$_n" '$1 == n && $2 == "active" { print $3 }' "$D/status")
+        tr '\0' '\n' <"/proc/$_pid/environ" 2>/dev/null | grep -qx "GENERATION=$GENERATION" ||
+            STALE=$((STALE + 1))
+    done
+}
+
 start_pinctl
 if settle; then pass chaos/started; else
     fail chaos/started "not every instance became active: $(tr '\n' ';' <"$D/status")"
@@ -93,6 +149,12 @@ DUPLICATES=0
 ORPHANS=0
 UNPINNED=0
 UNSETTLED=0
+STORMS=0
+RELOADS=0
+REQUESTS=0
+HUNG=0
+LATE=0
+STALE=0
 GENERATION=0
 round=0
 # Rounds stop early past BUDGET s (a slow host with other guests beside this one): the rounds
@@ -104,7 +166,7 @@ while [ $round -lt "$ROUNDS" ] && [ $(($(uptime_s) - T_ROUNDS)) -lt "$BUDGET" ];
     round=$((round + 1))
     # A line a round: the progress tests/vm/run's stall watchdog looks for.
     note "round $round of $ROUNDS (seed $SEED) at $(($(uptime_s) - T_ROUNDS)) s"
-    case $(rand 4) in
+    case $(rand 5) in
         0) ;; # while it starts (or just runs)
         1) # an instance's respawn
             victim=$(awk -v n="c-$(rand 3)" '$1 == n { print $3 }' "$D/status")
@@ -120,6 +182,9 @@ while [ $round -lt "$ROUNDS" ] && [ $(($(uptime_s) - T_ROUNDS)) -lt "$BUDGET" ];
             from=$(grep -o 'bind:[0-9]*' "/proc/$probe/numa_maps" 2>/dev/null | head -1 | cut -d: -f2)
             [ -n "$from" ] && migratepages "$probe" "$from" "$(other_node "$from")" 2>/dev/null
             usleep 400000 ;;
+        4) # reloads and requests by hand at random points
+            STORMS=$((STORMS + 1))
+            storm ;;
     esac
     usleep $(($(rand 300) * 1000))
     kill -9 $RUN 2>/dev/null
@@ -146,11 +211,14 @@ FROM_CGROUP=$(grep -c "does not record it" "$D/run.err")
 KILLED=$(grep -c "killing processes" "$D/run.err")
 REBALANCES=$(grep -c "rebalance instance=" "$D/run.err")
 # Reported by tests/vm/run as `BENCH ...` (the counts; never asserted there, the checks below do).
-bench "seed=$SEED rounds=$round of=$ROUNDS duplicates=$DUPLICATES orphans=$ORPHANS unpinned=$UNPINNED unsettled=$UNSETTLED adopted_from_cgroup=$FROM_CGROUP unproven_killed=$KILLED rebalances=$REBALANCES"
+bench "seed=$SEED rounds=$round of=$ROUNDS duplicates=$DUPLICATES orphans=$ORPHANS unpinned=$UNPINNED unsettled=$UNSETTLED storms=$STORMS reloads=$RELOADS requests=$REQUESTS hung_reloads=$HUNG unanswered_requests=$LATE stale=$STALE adopted_from_cgroup=$FROM_CGROUP unproven_killed=$KILLED rebalances=$REBALANCES"
 check_eq chaos/no-duplicates 0 "$DUPLICATES"
 check_eq chaos/no-orphans 0 "$ORPHANS"
 check_eq chaos/none-unpinned 0 "$UNPINNED"
 check_eq chaos/every-round-settled 0 "$UNSETTLED"
+check_eq chaos/no-hung-reloads 0 "$HUNG"
+check_eq chaos/every-request-answered 0 "$LATE"
+check_eq chaos/last-reload-wins 0 "$STALE"
 if [ "$ROUNDS" -gt 0 ] && [ "$round" -lt "$MIN_ROUNDS" ]; then
     fail chaos/enough-rounds "only $round rounds of $ROUNDS in ${BUDGET} s (at least $MIN_ROUNDS wanted)"
 elif [ "$ROUNDS" -gt 0 ]; then
