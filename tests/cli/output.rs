@@ -402,14 +402,7 @@ fn logrotate_as_written_rotates_a_user_service_in_a_root_folder() {
         run.socket().display()
     );
     std::fs::write(&conf, stanza).unwrap();
-    let out = bounded_output(
-        Command::new("/usr/sbin/logrotate")
-            .arg("-f")
-            .arg("-s")
-            .arg(dir.path().join("logrotate.state"))
-            .arg(&conf),
-    );
-    assert!(out.status.success(), "logrotate: {}", String::from_utf8_lossy(&out.stderr));
+    crate::supervisor::logrotate(&conf);
     let rotated = dir.path().join("talker.log.1");
     wait_for("lines in the new file", || (ticks(&log).len() >= 20).then_some(()));
     let (old, new) = (ticks(&rotated), ticks(&log));

@@ -781,14 +781,7 @@ output = "LOG"
         ),
     )
     .unwrap();
-    let out = bounded_output(
-        Command::new("/usr/sbin/logrotate")
-            .arg("-f")
-            .arg("-s")
-            .arg(dir.path().join("logrotate.state"))
-            .arg(&conf),
-    );
-    assert!(out.status.success(), "logrotate: {}", String::from_utf8_lossy(&out.stderr));
+    crate::supervisor::logrotate(&conf);
     let rotated = dir.path().join("talker.log.1");
     wait_for("lines in the new file", || (ticks(&log).len() >= 20).then_some(()));
     let (old, new) = (ticks(&rotated), ticks(&log));

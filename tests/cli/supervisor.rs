@@ -282,3 +282,16 @@ impl Rng {
 pub(crate) fn unpinned() -> [&'static str; 3] {
     ["--topology", EPYC, "--unpinned"]
 }
+
+/// Runs Debian's logrotate once, forced, on the configuration `conf` (its state file beside it),
+/// and asserts that it succeeded.
+pub(crate) fn logrotate(conf: &std::path::Path) {
+    let out = bounded_output(
+        Command::new("/usr/sbin/logrotate")
+            .arg("-f")
+            .arg("-s")
+            .arg(conf.with_extension("state"))
+            .arg(conf),
+    );
+    assert!(out.status.success(), "logrotate: {}", String::from_utf8_lossy(&out.stderr));
+}
