@@ -5,7 +5,9 @@
 //! This crate only translates hwloc's view: it must not read sysfs or procfs, probe the live
 //! machine (the XML is the only source) or guess facts hwloc does not record, such as free
 //! memory, `numa_balancing` or which nodes are offline. It is the only crate that links
-//! libhwloc, and pinctl-sysfs uses it only behind the `hwloc` cargo feature.
+//! libhwloc, and no other crate depends on it: pinctl reads hwloc XML with its own reader
+//! (pinctl-hwloc-xml), and this crate is the libhwloc oracle its tests compare that reader with
+//! (`tests/fixtures.rs`, `examples/read-hwloc-xml.rs`).
 #![forbid(unsafe_code)]
 
 use std::borrow::Borrow;

@@ -52,9 +52,19 @@ mod tests {
 
     #[test]
     fn only_the_file_system_ids_of_only_this_thread_change() {
-        assert_eq!(rustix_free_euid(), 0, "changing file-system ids needs root (CI runs as root)");
+        assert_eq!(
+            status_ids("Uid:")[1],
+            0,
+            "changing file-system ids needs root (CI runs as root)"
+        );
         let main_uids = status_ids("Uid:");
-        std::thread::spawn(|| {
+        // A folder only root may enter.
+        let private = std::env::temp_dir().join(format!("pinctl-fsid-{}", std::process::id()));
+        std::fs::create_dir_all(&private).unwrap();
+        std::fs::set_permissions(&private, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        let inside = private.clone();
+        std::thread::spawn(move || {
             set_thread_file_identity(65534, 65534, &[65534]).unwrap();
             assert_eq!(thread_file_identity(), (65534, 65534));
             // Real, effective, saved stay root's; only the fourth (file-system) id moved.
@@ -62,17 +72,13 @@ mod tests {
             assert_eq!(status_ids("Gid:"), vec![0, 0, 0, 65534]);
             assert_eq!(status_ids("Groups:"), vec![65534]);
             // And its file rights are nobody's: root's 0700 folder is closed to it.
-            let d = std::path::Path::new("/root");
-            assert!(std::fs::read_dir(d).is_err(), "nobody could list /root");
+            assert!(std::fs::read_dir(&inside).is_err(), "nobody could list root's folder");
         })
         .join()
         .unwrap();
+        assert!(std::fs::read_dir(&private).is_ok(), "this thread is still root");
+        std::fs::remove_dir(&private).unwrap();
         assert_eq!(status_ids("Uid:"), main_uids, "the other threads kept their ids");
         assert_eq!(thread_file_identity(), (0, 0));
-    }
-
-    fn rustix_free_euid() -> u32 {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        unsafe { libc::geteuid() }
     }
 }

@@ -5,10 +5,15 @@
 //! `fork` and `exec`) before running a service; and the name service's users and groups
 //! ([`user_by_name`], [`group_list`]), which only the C library can ask.
 //!
-//! This is the only pinctl crate allowed `unsafe`; every block says why it is sound, and the
-//! system calls sit in one private module of thin wrappers. Above it, rustix is the one
+//! It also lets one thread open files as another user without becoming that user
+//! ([`set_thread_file_identity`]: file-system ids only, for the supervisor's output writers).
+//!
+//! This is the only pinctl crate allowed `unsafe`; every block says why it is sound. The raw
+//! system calls sit in one private module of thin wrappers (`raw`); what needs the C library
+//! itself (the name service in `users`, credentials and the allocator between `fork` and
+//! `exec`, the mapped buffer) stays in the module of its job. Above it, rustix is the one
 //! system-call crate (safe calls only) and its `Errno` the one errno type; libc is used here
-//! alone. It must not read files, parse user input,
+//! alone. It must not read files (its own thread's `/proc` status in tests aside), parse user input,
 //! decide placements or log: it turns masks and typed policies ([`MemoryPolicyRequest`],
 //! [`PolicyMode`], [`PolicyFlags`]) into syscalls and errnos into [`std::io::Error`]s; the
 //! kernel's `MPOL_*` numbers never leave it. Everything above it calls the kernel through the
