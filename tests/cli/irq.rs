@@ -226,7 +226,11 @@ fn irq_is_refused_while_another_holds_the_supervisor_s_lock() {
     let run_dir = dir.path().join("run");
     std::fs::create_dir(&run_dir).unwrap();
     let state = run_dir.join("pinctl.state.json");
-    let lock = run_dir.join("pinctl.state.json.lock");
+    // Where a supervisor locks its state file: a folder nobody but root may enter.
+    let locks = run_dir.join("locks");
+    std::fs::create_dir(&locks).unwrap();
+    std::fs::set_permissions(&locks, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let lock = locks.join("pinctl.state.json.lock");
     std::fs::write(&lock, "").unwrap();
     // util-linux's flock holds the same flock(2) lock a `pinctl run` holds; `--no-fork` makes
     // the holder the `sleep` itself, so killing it by PID leaves nothing behind.
@@ -263,6 +267,66 @@ fn irq_is_refused_while_another_holds_the_supervisor_s_lock() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn a_record_restore_refuses_is_kept_aside_and_says_how_to_put_it_back_by_hand() {
+    // The record may hold the only copy of the affinities the interrupts had before pinctl:
+    // refused (an unknown field, cut short, another boot), it is never deleted.
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let record = |boot: &str, extra: &str| {
+        format!(
+            "{{\"format\": \"pinctl-irq-v1\", \"boot_id\": \"{}\", {extra}\"irqs\": \
+             {{\"45\": {{\"name\": \"eth0-TxRx-0\", \"affinity\": \"0-7\"}}}}, \"queues\": \
+             [{{\"interface\": \"eth0\", \"rx\": true, \"queue\": 3, \"cpus\": \"0-3\"}}]}}\n",
+            boot.trim()
+        )
+    };
+    let whole = record(&boot, "\"colour\": \"blue\", ");
+    let cases = [
+        ("unreadable", whole.clone(), true),
+        ("unreadable", record(&boot, "")[..60].to_string(), false),
+        ("other-boot", record("00000000-0000-0000-0000-000000000000", ""), true),
+    ];
+    for (why, text, readable) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let config =
+            write_config(dir.path(), "[service.one]\ncommand = [\"/bin/true\"]\ncpus = 1\n");
+        let run_dir = dir.path().join("run");
+        std::fs::create_dir(&run_dir).unwrap();
+        let path = run_dir.join("pinctl.irq.json");
+        std::fs::write(&path, &text).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let state = run_dir.join("pinctl.state.json");
+        let c = config.to_str().unwrap();
+        let out = run(&["irq", "restore", "-c", c, "--state-file", state.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{why}: {err}");
+        assert!(!path.exists(), "{why}: set aside");
+        let kept: Vec<_> = std::fs::read_dir(&run_dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_str().unwrap();
+                name.starts_with(&format!("pinctl.irq.json.refused-{why}-"))
+            })
+            .collect();
+        assert_eq!(kept.len(), 1, "{why}: {err}");
+        assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), text, "{why}: kept whole");
+        assert!(err.contains(&format!("kept as `{}`", kept[0].display())), "{why}: {err}");
+        if readable {
+            for line in [
+                "echo 0-7 > /proc/irq/45/smp_affinity_list   # eth0-TxRx-0",
+                "echo 0000000f > /sys/class/net/eth0/queues/rx-3/rps_cpus",
+            ] {
+                assert!(err.contains(line), "{why}: no `{line}` in {err}");
+            }
+        } else {
+            assert!(err.contains("cannot be read as JSON"), "{why}: {err}");
+            assert!(err.contains("/proc/irq/N/smp_affinity_list"), "{why}: {err}");
+        }
+    }
 }
 
 /// A name the kernel would never write, from a tree built here, reaches no terminal raw.

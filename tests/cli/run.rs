@@ -458,7 +458,7 @@ fn two_service_files_with_default_paths_get_a_supervisor_each() {
     }
     for run in [&a, &b] {
         // The lock file outlives a supervisor by design; a test's own goes with the test.
-        let _ = std::fs::remove_file(format!("/run/pinctl/{}.state.json.lock", run.name));
+        let _ = std::fs::remove_file(format!("/run/pinctl/locks/{}.state.json.lock", run.name));
     }
 }
 

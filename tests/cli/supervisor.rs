@@ -264,6 +264,10 @@ impl Drop for Run {
                 let _ = signal(pid, Signal::KILL);
             }
         }
+        // The lock of its cgroup subtree outlives a supervisor by design (host-wide, in
+        // /run/pinctl/locks); a test's own goes with the test.
+        let _ =
+            std::fs::remove_file(format!("/run/pinctl/locks/cgroup-pinctl%2F{}.lock", self.name));
     }
 }
 

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::supervisor::{
     Rng, Run, WAIT, allowed_cpus, bounded_output, cgroup_of, processes, running, signal, stat,
-    wait_for,
+    unpinned, wait_for,
 };
 use crate::support::PINCTL as BIN;
 
@@ -136,6 +136,14 @@ fn state_files_others_could_write_adopt_nothing_and_signal_nothing() {
         let err = run.stderr();
         assert!(err.contains("nothing adopted"), "{why}: {err}");
         assert!(err.contains(why), "{why}: {err}");
+        // Refused, but never lost: set aside whole, under a name that says why.
+        let kept: Vec<_> = std::fs::read_dir(run.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("state.json.refused-"))
+            .collect();
+        assert_eq!(kept.len(), 1, "{why}: {kept:?}");
+        assert!(err.contains(&format!("kept as `{}`", run.path(&kept[0]).display())), "{err}");
         assert!(run.terminate().success(), "{why}: {}", run.stderr());
         assert!(victim.alive(), "{why}: the bystander was signalled");
     }
@@ -496,4 +504,148 @@ fn chaos_sigkill_of_pinctl_at_random_points_leaves_no_duplicates_orphans_or_unpi
     for name in names {
         assert_eq!(processes_with(&marker(name)), Vec::<i32>::new(), "{name} left behind");
     }
+}
+
+/// The v2 hierarchy pinctl makes its subtrees in (unified, or hybrid's `unified`).
+fn cgroup_hierarchy() -> &'static Path {
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.join("cgroup.controllers").exists())
+        .expect("this test needs a cgroup v2 hierarchy (unified or hybrid), as CI's machines have")
+}
+
+/// The cgroup subtree a supervisor said it uses (`/pinctl/NAME`), as a folder.
+fn subtree_of(run: &Run) -> std::path::PathBuf {
+    let err = run.stderr();
+    let path = err
+        .split("one cgroup per instance under `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no cgroup subtree in the log: {err}"));
+    cgroup_hierarchy().join(path.trim_start_matches('/'))
+}
+
+/// `flock(1)` holding an exclusive lock on `path` as uid `nobody` (`--no-fork`: the holder is
+/// the `sleep` itself), killed by PID when dropped.
+struct UserLock {
+    _holder: Bystander,
+}
+
+impl UserLock {
+    fn take(path: &Path) -> UserLock {
+        use std::os::unix::process::CommandExt as _;
+        let child = Command::new("flock")
+            .args(["-x", "--no-fork"])
+            .arg(path)
+            .args(["sleep", "60"])
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .spawn()
+            .expect("flock (util-linux) is installed");
+        // Held once root's own try fails (bounded).
+        wait_for("the user's lock to be held", || {
+            let free = Command::new("flock").arg("-n").arg(path).arg("true").status().unwrap();
+            (!free.success()).then_some(())
+        });
+        UserLock { _holder: Bystander { child } }
+    }
+}
+
+/// Whether uid `nobody` can open `path` to lock it.
+fn nobody_can_lock(path: &Path) -> bool {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = Command::new("flock");
+    cmd.args(["-n"]).arg(path).arg("true").uid(NOBODY).gid(NOBODY);
+    bounded_output(&mut cmd).status.success()
+}
+
+#[test]
+fn no_user_can_take_a_lock_that_keeps_pinctl_run_from_starting() {
+    let mut run = Run::new(
+        "[host]\nkeep-free = []\n[service.locked]\ncommand = [\"sleep\", \"100120\"]\ncpus = 1\n",
+    );
+    // Others may enter the state folder (as /run/pinctl, mode 0755).
+    std::fs::set_permissions(run.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    run.start(&[]);
+    let subtree = subtree_of(&run);
+    assert!(run.terminate().success(), "{}", run.stderr());
+    // What pinctl locked before, any user could open: the subtree's folder (mode 0755, as
+    // every stop of an older pinctl left it) and `<state file>.lock` (here mode 0644). A
+    // user holds both; the next `pinctl run` of the file starts regardless.
+    let made = !subtree.exists();
+    if made {
+        std::fs::create_dir_all(&subtree).unwrap();
+    }
+    let old_lock = run.path("state.json.lock");
+    std::fs::write(&old_lock, "").unwrap();
+    std::fs::set_permissions(&old_lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let held = [UserLock::take(&subtree), UserLock::take(&old_lock)];
+    run.start(&[]);
+    assert_eq!(run.status()["locked"]["state"], "active", "{}", run.stderr());
+    // What it locks now, the user cannot even open: the state file's lock, and the
+    // subtree's, in folders of root's with mode 0700.
+    let cgroup_lock = format!(
+        "/run/pinctl/locks/cgroup-{}.lock",
+        subtree.strip_prefix(cgroup_hierarchy()).unwrap().to_str().unwrap().replace('/', "%2F")
+    );
+    for lock in [run.path("locks/state.json.lock"), cgroup_lock.into()] {
+        assert!(lock.exists(), "{}", lock.display());
+        assert!(!nobody_can_lock(&lock), "{}: a user could lock it", lock.display());
+    }
+    assert!(run.terminate().success(), "{}", run.stderr());
+    drop(held);
+    if made {
+        let _ = std::fs::remove_dir(&subtree);
+    }
+}
+
+#[test]
+fn a_clean_stop_and_a_reload_leave_no_cgroup_of_theirs_behind() {
+    // 300 instances whose program does not exist: each fails before anything runs in the
+    // cgroup made for it. A reload removes them; their cgroups go with them.
+    let v1 = "[host]\nkeep-free = []\n[service.kept]\ncommand = [\"sleep\", \"100121\"]\n\
+              cpus = 1\n[service.broken]\ncommand = [\"/nonexistent/pinctl-test-program\"]\n\
+              instances = 300\nrestart = \"never\"\n";
+    let mut run = Run::new(v1);
+    run.start(&unpinned());
+    let subtree = subtree_of(&run);
+    let broken = || {
+        std::fs::read_dir(&subtree)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("broken-"))
+            .count()
+    };
+    assert_eq!(run.status()["broken-0"]["state"], "failed");
+    assert_eq!(broken(), 300, "kept while their instances are there");
+    let v2 = v1.split("[service.broken]").next().unwrap();
+    std::fs::write(run.config(), v2).unwrap();
+    let out = run.ctl(&["reload"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(broken(), 0, "the removed instances' cgroups are gone");
+    assert!(subtree.join("kept").exists());
+    // A clean stop leaves nothing: no instance's cgroup, no supervisor's leaf, no subtree.
+    assert!(run.terminate().success(), "{}", run.stderr());
+    assert!(!subtree.join("_supervisor").exists(), "the supervisor's leaf is left");
+    assert!(!subtree.exists(), "the subtree `{}` is left", subtree.display());
+}
+
+#[test]
+fn a_second_run_of_a_running_file_is_refused_by_its_lock_before_its_metrics_port() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut run = Run::new(&format!(
+        "[host]\nkeep-free = []\nmetrics-listen = \"127.0.0.1:{port}\"\n\
+         [service.metered]\ncommand = [\"sleep\", \"100122\"]\ncpus = 1\n"
+    ));
+    run.start(&[]);
+    let mut second = Command::new(BIN);
+    second.arg("run").arg("-c").arg(run.config());
+    second.arg("--socket").arg(run.path("second.sock"));
+    second.arg("--state-file").arg(run.path("state.json"));
+    let out = bounded_output(&mut second);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("another `pinctl run` (PID {})", run.pid())), "{err}");
+    assert!(!err.contains("metrics"), "the lock answers first: {err}");
+    assert!(run.terminate().success(), "{}", run.stderr());
 }

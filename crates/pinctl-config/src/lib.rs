@@ -28,7 +28,7 @@ pub use parse::{
     LIMIT_KEYS, MAX_EXPANDED_BYTES, MAX_INSTANCES, MAX_SHARE_WEIGHT, MIN_RESTART_DELAY,
     RUNTIME_DIR, SERVICE_KEYS, TOP_KEYS,
 };
-pub use values::{is_instance_name, is_service_unit_name};
+pub use values::{is_instance_name, is_interface_name, is_service_unit_name};
 pub use watch::{DriftSettings, OnDrift, WatchConfig};
 
 /// Largest service file read: 1 MiB, hundreds of times a real one (pinctl reads only regular

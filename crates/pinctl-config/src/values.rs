@@ -245,7 +245,7 @@ pub fn is_service_unit_name(name: &str) -> bool {
 }
 
 /// Whether `name` could name a network interface (at most 15 bytes, no `/`, blanks or `:`).
-pub(crate) fn is_interface_name(name: &str) -> bool {
+pub fn is_interface_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 15
         && name != "."

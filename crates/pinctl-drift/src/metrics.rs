@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -219,7 +219,8 @@ impl Metrics {
         );
         r.register(
             "pinctl_metrics_connections_dropped",
-            "Connections to this endpoint closed unserved, beyond the limit of connections at once",
+            "Connections to this endpoint closed unserved, beyond the limit of connections at once \
+             (an idle one closed to make room, or a new one while every slot answered a request)",
             dropped_connections.clone(),
         );
         r.register(
@@ -412,9 +413,11 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Connections served at once; one more is closed as soon as it is accepted (and counted in
-/// `pinctl_metrics_connections_dropped_total`). A Prometheus server keeps one open; the cap
-/// keeps a flood from taking the file descriptors the supervisor needs to start instances.
+/// Connections served at once; one more takes the slot of the connection that has waited
+/// longest without a complete request (closed, and counted in
+/// `pinctl_metrics_connections_dropped_total`), or is closed itself when every slot is
+/// answering a request. A Prometheus server keeps one open; the cap keeps a flood from taking
+/// the file descriptors the supervisor needs to start instances.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// A connection must send a whole request head within this time of connecting or of its
@@ -445,22 +448,121 @@ pub struct MetricsServer {
     accept_errors: Counter,
 }
 
-/// Holds one of the [`MAX_CONNECTIONS`] slots while a connection is served.
-struct Slot(Arc<AtomicUsize>);
+/// The connections being served, at most [`MAX_CONNECTIONS`]: for each, since when it has
+/// been waiting for a complete request (since it connected, or since its last response), or
+/// that it is being answered.
+#[derive(Debug, Default)]
+struct Slots {
+    table: std::sync::Mutex<SlotTable>,
+}
 
-impl Slot {
-    fn take(open: &Arc<AtomicUsize>) -> Option<Slot> {
-        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < MAX_CONNECTIONS).then_some(n + 1)
-        })
-        .ok()
-        .map(|_| Slot(open.clone()))
+#[derive(Debug, Default)]
+struct SlotTable {
+    next: u64,
+    open: BTreeMap<u64, Open>,
+}
+
+#[derive(Debug)]
+struct Open {
+    /// `None` while a request is being answered.
+    waiting_since: Option<Instant>,
+    close: Arc<tokio::sync::Notify>,
+}
+
+/// What [`Slots::admit`] did with a new connection.
+enum Admitted {
+    /// It has a slot; `made_room`: the connection that had waited longest without a complete
+    /// request was told to close for it.
+    Slot { slot: Slot, made_room: bool },
+    /// Every slot is answering a request: it is closed.
+    Full,
+}
+
+impl Slots {
+    fn table(&self) -> std::sync::MutexGuard<'_, SlotTable> {
+        self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    /// A slot for a new connection: a free one, else the one of the connection that has
+    /// waited longest without a complete request (told to close), so that connections which
+    /// never send a request cannot lock real scrapes out.
+    fn admit(self: &Arc<Slots>, now: Instant) -> Admitted {
+        let mut t = self.table();
+        let mut made_room = false;
+        if t.open.len() >= MAX_CONNECTIONS {
+            let idlest = t
+                .open
+                .iter()
+                .filter_map(|(&id, o)| Some((o.waiting_since?, id)))
+                .min()
+                .map(|(_, id)| id);
+            let Some(evicted) = idlest.and_then(|id| t.open.remove(&id)) else {
+                return Admitted::Full;
+            };
+            evicted.close.notify_one();
+            made_room = true;
+        }
+        let id = t.next;
+        t.next += 1;
+        let close = Arc::new(tokio::sync::Notify::new());
+        t.open.insert(id, Open { waiting_since: Some(now), close: close.clone() });
+        Admitted::Slot { slot: Slot { slots: self.clone(), id, close }, made_room }
+    }
+
+    /// A connection's request is complete (`None`), or its response was sent (`Some(now)`):
+    /// it waits for its next request from then.
+    fn waiting(&self, id: u64, since: Option<Instant>) {
+        if let Some(o) = self.table().open.get_mut(&id) {
+            o.waiting_since = since;
+        }
+    }
+}
+
+/// One of the [`MAX_CONNECTIONS`] slots, held while a connection is served.
+struct Slot {
+    slots: Arc<Slots>,
+    id: u64,
+    /// Told when the slot is taken for a newer connection.
+    close: Arc<tokio::sync::Notify>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.slots.table().open.remove(&self.id);
+    }
+}
+
+/// A response body that puts its connection back to waiting for a request once it is sent
+/// (or dropped).
+struct Answering {
+    body: Full<Bytes>,
+    slots: Arc<Slots>,
+    id: u64,
+}
+
+impl hyper::body::Body for Answering {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.slots.waiting(self.id, Some(Instant::now()));
     }
 }
 
@@ -487,10 +589,10 @@ fn connections_fault(e: &std::io::Error) -> bool {
 
 /// Serves `GET /metrics` on `listener` until the runtime stops; it never returns. A failed
 /// accept is retried (after a growing wait when the process or host is short of descriptors
-/// or memory); a connection beyond [`MAX_CONNECTIONS`] is closed at once; each connection is
+/// or memory); a connection beyond [`MAX_CONNECTIONS`] makes room (see there); each connection is
 /// held to [`HEADER_TIMEOUT`], [`MAX_REQUEST_BYTES`] and [`CONNECTION_LIFETIME`].
 pub async fn serve(listener: TcpListener, server: MetricsServer) {
-    let open = Arc::new(AtomicUsize::new(0));
+    let slots = Arc::new(Slots::default());
     let mut backoff = ACCEPT_BACKOFF;
     loop {
         let stream = match listener.accept().await {
@@ -507,31 +609,55 @@ pub async fn serve(listener: TcpListener, server: MetricsServer) {
                 continue;
             }
         };
-        let Some(slot) = Slot::take(&open) else {
-            server.dropped.inc();
-            drop(stream);
-            continue;
-        };
-        let registry = server.registry.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let registry = registry.clone();
-                async move { Ok::<_, Infallible>(respond(&req, &registry)) }
-            });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .max_buf_size(MAX_REQUEST_BYTES);
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let mut connection = std::pin::pin!(builder.serve_connection(io, service));
-            if tokio::time::timeout(CONNECTION_LIFETIME, connection.as_mut()).await.is_err() {
-                connection.as_mut().graceful_shutdown();
-                let _ = tokio::time::timeout(HEADER_TIMEOUT, connection).await;
+        let slot = match slots.admit(Instant::now()) {
+            Admitted::Slot { slot, made_room } => {
+                if made_room {
+                    server.dropped.inc();
+                    // The connection told to close closes in its own task: let it run before
+                    // the next accept, so a flood never holds more than the cap's descriptors.
+                    tokio::task::yield_now().await;
+                }
+                slot
             }
-        });
+            Admitted::Full => {
+                server.dropped.inc();
+                drop(stream);
+                continue;
+            }
+        };
+        tokio::spawn(serve_connection(stream, slot, server.registry.clone()));
     }
+}
+
+/// Serves one connection until it ends, its time is up, or its slot is taken for a newer one.
+async fn serve_connection(stream: tokio::net::TcpStream, slot: Slot, registry: Arc<Registry>) {
+    let (slots, id, close) = (slot.slots.clone(), slot.id, slot.close.clone());
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let (registry, slots) = (registry.clone(), slots.clone());
+        slots.waiting(id, None);
+        let body = respond(&req, &registry).map(|body| Answering { body, slots, id });
+        async move { Ok::<_, Infallible>(body) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(MAX_REQUEST_BYTES);
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let mut connection = std::pin::pin!(builder.serve_connection(io, service));
+    let mut closed = std::pin::pin!(close.notified());
+    let timed_out = tokio::select! {
+        ended = tokio::time::timeout(CONNECTION_LIFETIME, connection.as_mut()) => ended.is_err(),
+        () = closed.as_mut() => false,
+    };
+    if timed_out {
+        connection.as_mut().graceful_shutdown();
+        tokio::select! {
+            _ = tokio::time::timeout(HEADER_TIMEOUT, connection) => {}
+            () = closed => {}
+        }
+    }
+    drop(slot);
 }
 
 fn respond(req: &Request<Incoming>, registry: &Registry) -> Response<Full<Bytes>> {

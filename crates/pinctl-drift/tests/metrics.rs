@@ -218,6 +218,48 @@ fn a_live_scrape_passes_promtool_check_metrics() {
     assert!(not_found.starts_with("HTTP/1.1 404"), "{not_found}");
 }
 
+#[test]
+fn idle_connections_in_every_slot_cannot_lock_scrapes_out() {
+    // Connections that never finish a request (an unprivileged user's, say) fill every slot;
+    // each real scrape after them is served, in place of the one that waited longest. The
+    // scrapes' own wait (5 s) is shorter than the header timeout (10 s): none is served by
+    // an idle connection timing out.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let m = Metrics::new();
+    let listener = rt.block_on(metrics::bind("127.0.0.1:0".parse().unwrap())).unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(metrics::serve(listener, m.server()));
+    let mut idle = Vec::new();
+    for n in 0..metrics::MAX_CONNECTIONS {
+        let mut s = rt.block_on(tokio::net::TcpStream::connect(addr)).unwrap();
+        if n % 2 == 0 {
+            // Half of them start a request head and never finish it.
+            rt.block_on(s.write_all(b"GET /metr")).unwrap();
+        }
+        idle.push(s);
+    }
+    let scrapes = 30;
+    let mut served = 0;
+    for _ in 0..scrapes {
+        let r = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), scrape(addr, "/metrics", "*/*")).await
+        });
+        if r.is_ok_and(|text| text.starts_with("HTTP/1.1 200")) {
+            served += 1;
+        }
+    }
+    assert_eq!(served, scrapes, "every scrape is served");
+    // Room was made once, by closing the oldest idle connection; each scrape then left its
+    // slot free for the next.
+    let mut byte = [0u8; 1];
+    let first = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(5), idle[0].read(&mut byte)).await
+    });
+    assert!(matches!(first, Ok(Ok(0) | Err(_))), "the oldest idle connection was closed");
+    let body = rt.block_on(scrape(addr, "/metrics", "*/*"));
+    assert!(body.contains("pinctl_metrics_connections_dropped_total 1\n"), "{body}");
+}
+
 fn configs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/prometheus")
 }

@@ -120,12 +120,123 @@ pub enum RecordError {
         #[source]
         source: io::Error,
     },
-    #[error("`{}` is not trusted: {}: ignored, nothing is put back from it", path.display(), trust::about(path, reason))]
+    #[error("`{}` is not trusted: {}: refused, nothing is put back from it", path.display(), trust::about(path, reason))]
     Untrusted { path: PathBuf, reason: trust::Refused },
-    #[error("`{}` is not pinctl's or is damaged ({reason}): ignored, nothing is put back from it", path.display())]
+    #[error("`{}` is not pinctl's or is damaged ({reason}): refused, nothing is put back from it", path.display())]
     Foreign { path: PathBuf, reason: String },
-    #[error("`{}` was written before the last reboot: ignored (interrupt numbers change across boots)", path.display())]
+    #[error("`{}` was written before the last reboot: refused (interrupt numbers change across boots)", path.display())]
     OtherBoot { path: PathBuf },
+}
+
+impl RecordError {
+    /// The word a record this error refuses is set aside under (`unreadable`, `untrusted`,
+    /// `other-boot`); `None` when the error is not about what the file holds.
+    pub fn refusal(&self) -> Option<&'static str> {
+        match self {
+            RecordError::Foreign { .. } => Some("unreadable"),
+            RecordError::Untrusted { .. } => Some("untrusted"),
+            RecordError::OtherBoot { .. } => Some("other-boot"),
+            RecordError::Read { .. } | RecordError::Write { .. } => None,
+        }
+    }
+}
+
+/// A record steering would not act on, and where it is kept: it may hold the only copy of the
+/// affinities the interrupts had before pinctl, so it is never deleted nor written over.
+#[derive(Debug)]
+pub struct Refused {
+    pub error: RecordError,
+    /// Where it was moved (`NAME.refused-<why>-<time>`), or why it could not be; `None` when
+    /// it could not be read at all (it stays where it is).
+    pub kept: Option<Result<PathBuf, String>>,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.error)?;
+        let at = match &self.kept {
+            Some(Ok(kept)) => {
+                write!(f, ". It is kept as `{}`", kept.display())?;
+                kept.clone()
+            }
+            Some(Err(why)) => {
+                write!(f, ". It could not be set aside ({why}) and is left as it is")?;
+                return Ok(());
+            }
+            None => return Ok(()),
+        };
+        writeln!(f, "; to put back by hand, as root, what it holds (check it first):")?;
+        for line in by_hand(&at) {
+            writeln!(f, "  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Sets aside the record at `path` that was refused with `error` (see [`Refused`]).
+pub fn set_aside(path: &Path, error: RecordError) -> Refused {
+    let kept = error.refusal().map(|why| trust::set_aside(path, why).map_err(|e| e.to_string()));
+    Refused { error, kept }
+}
+
+/// The commands that put back what the record at `path` lists, one a line, each value checked
+/// (an interrupt number, a CPU list, an interface name) so that no line can do anything else;
+/// read whatever its format, field names or boot. When it cannot be read as JSON (cut short),
+/// how its entries look instead.
+pub fn by_hand(path: &Path) -> Vec<String> {
+    let text = trust::read_checked(Path::new("/"), path, MAX_BYTES).map(|r| r.bytes);
+    let value: Option<serde_json::Value> =
+        text.ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let Some(value) = value else {
+        return vec![
+            "(it cannot be read as JSON: cut short?) each interrupt is listed under `irqs` as \
+             `\"N\": {\"name\": ..., \"affinity\": \"CPUS\"}`: put it back with `echo CPUS > \
+             /proc/irq/N/smp_affinity_list`; each queue under `queues` with `echo MASK > \
+             /sys/class/net/IF/queues/rx-N/rps_cpus` (`tx-N/xps_cpus` when `rx` is false)"
+                .to_string(),
+        ];
+    };
+    let mut lines = Vec::new();
+    let irqs = value.get("irqs").and_then(|v| v.as_object());
+    for (irq, entry) in irqs.into_iter().flatten() {
+        let cpus = entry.get("affinity").and_then(|a| a.as_str()?.parse::<CpuSet>().ok());
+        let name = entry.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+        match (irq.parse::<u32>(), cpus) {
+            (Ok(irq), Some(cpus)) => lines.push(format!(
+                "echo {cpus} > /proc/irq/{irq}/smp_affinity_list   # {}",
+                pinctl_topology::text::escaped(name)
+            )),
+            _ => lines.push(format!(
+                "# IRQ {}: no affinity it could be given back",
+                pinctl_topology::text::escaped(irq)
+            )),
+        }
+    }
+    let queues = value.get("queues").and_then(|v| v.as_array());
+    for q in queues.into_iter().flatten() {
+        let interface = q.get("interface").and_then(|i| i.as_str()).unwrap_or_default();
+        let cpus = q.get("cpus").and_then(|c| c.as_str()?.parse::<CpuSet>().ok());
+        let (rx, queue) =
+            (q.get("rx").and_then(|r| r.as_bool()), q.get("queue").and_then(|n| n.as_u64()));
+        let plain = interface.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b));
+        match (pinctl_config::is_interface_name(interface) && plain, rx, queue, cpus) {
+            (true, Some(rx), Some(n), Some(cpus)) => {
+                let file = if rx { format!("rx-{n}/rps_cpus") } else { format!("tx-{n}/xps_cpus") };
+                lines.push(format!(
+                    "echo {} > /sys/class/net/{interface}/queues/{file}",
+                    cpus.to_mask_string()
+                ));
+            }
+            _ => lines.push(format!(
+                "# a queue of `{}` it cannot say how to put back",
+                pinctl_topology::text::escaped(interface)
+            )),
+        }
+    }
+    if lines.is_empty() {
+        lines.push("# it lists no interrupt or queue".to_string());
+    }
+    lines
 }
 
 /// Reads the record at `path`; `Ok(None)` when there is none.
@@ -197,6 +308,26 @@ mod tests {
         assert!(matches!(read(&path), Err(RecordError::Untrusted { .. })), "{:?}", read(&path));
         remove(&path).unwrap();
         remove(&path).unwrap();
+        // A refused record is set aside, never removed, with what to write by hand.
+        let mut r = Record::new();
+        r.boot_id = Some("another-boot".into());
+        r.irqs.insert(45, OriginalIrq { name: "eth0".into(), affinity: "0-7".parse().unwrap() });
+        r.queues.push(OriginalQueue {
+            interface: "eth0; rm -rf /".into(),
+            rx: false,
+            queue: 1,
+            cpus: "4".parse().unwrap(),
+        });
+        write(&path, &r).unwrap();
+        let refused = set_aside(&path, read(&path).unwrap_err());
+        assert!(!path.exists());
+        let text = refused.to_string();
+        assert!(text.contains("echo 0-7 > /proc/irq/45/smp_affinity_list   # eth0\n"), "{text}");
+        // A value that is not what it should be is never made a command.
+        assert!(text.contains("# a queue of `eth0; rm -rf /` it cannot say"), "{text}");
+        assert!(!text.contains("echo 10 >"), "{text}");
+        let kept = refused.kept.unwrap().unwrap();
+        assert!(kept.to_str().unwrap().contains("db.irq.json.refused-other-boot-"), "{kept:?}");
         assert_eq!(
             path_for(Path::new("/run/pinctl/db.state.json"), "db"),
             Path::new("/run/pinctl/db.irq.json")

@@ -204,6 +204,9 @@ pub enum SteerError {
     Read(#[from] pinctl_sysfs::DiscoveryError),
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// The record is there but was refused (set aside, with how to put it back by hand).
+    #[error("{0}")]
+    Refused(Box<record::Refused>),
 }
 
 /// Steers one host's interrupts and keeps the record of what it changed.
@@ -264,18 +267,27 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
     }
 
     /// The record in memory, else the file's, else a new one; a file that cannot be believed
-    /// is said and replaced.
+    /// is said, set aside (never lost: it may hold the only copy of the originals) and
+    /// replaced by a new one.
     fn take_record(&mut self, report: &mut Report) -> Record {
-        if let Some(r) = self.record.take() {
-            return r;
-        }
-        match record::read(&self.record_path) {
-            Ok(Some(r)) => r,
-            Ok(None) => Record::new(),
-            Err(e) => {
-                self.say(report, e.to_string());
+        match self.read_record() {
+            Ok(r) => r,
+            Err(refused) => {
+                self.say(report, refused.to_string().trim_end().to_string());
                 Record::new()
             }
+        }
+    }
+
+    /// The record in memory, else the file's (`Err`: refused, and set aside), else a new one.
+    fn read_record(&mut self) -> Result<Record, Box<record::Refused>> {
+        if let Some(r) = self.record.take() {
+            return Ok(r);
+        }
+        match record::read(&self.record_path) {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Ok(Record::new()),
+            Err(e) => Err(Box::new(record::set_aside(&self.record_path, e))),
         }
     }
 
@@ -600,10 +612,12 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
     }
 
     /// Puts back everything the record holds (an interrupt number now given to another device
-    /// is left alone), tells irqbalance what it avoided before, and removes the record.
+    /// is left alone), tells irqbalance what it avoided before, and removes the record. A
+    /// record it refuses is an error, kept aside with what to do by hand
+    /// ([`SteerError::Refused`]).
     pub fn restore(&mut self) -> Result<Report, SteerError> {
         let mut report = Report::default();
-        let mut record = self.take_record(&mut report);
+        let mut record = self.read_record().map_err(SteerError::Refused)?;
         if record.is_empty() {
             self.save(&record)?;
             self.record = None;

@@ -287,8 +287,19 @@ fn a_record_others_could_write_is_not_believed() {
     use std::os::unix::fs::PermissionsExt as _;
     fs::set_permissions(&h.record, fs::Permissions::from_mode(0o666)).unwrap();
     let mut s = h.steerer(&[]);
-    let r = s.restore().unwrap();
-    assert!(r.restored.is_empty());
-    assert!(r.warnings.iter().any(|w| w.contains("not trusted")), "{:?}", r.warnings);
+    // Refused, and kept (aside) for a person to judge: never deleted.
+    let e = s.restore().unwrap_err().to_string();
+    assert!(e.contains("not trusted"), "{e}");
+    assert!(e.contains("db.irq.json.refused-untrusted-"), "{e}");
+    assert!(!h.record.exists());
     assert_eq!(affinity(&h.root, 35), "6", "nothing written from it");
+    // A steerer that goes on (apply) sets a refused record aside too, and says so.
+    fs::write(&h.record, "{\"format\": \"pinctl-irq-v1\", \"cut short").unwrap();
+    let r = h.steerer(&[]).apply(&t, &plan()).unwrap();
+    assert!(r.warnings.iter().any(|w| w.contains("kept as")), "{:?}", r.warnings);
+    let refused = fs::read_dir(h.record.parent().unwrap())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".refused-"))
+        .count();
+    assert_eq!(refused, 2, "both records kept");
 }

@@ -7,9 +7,12 @@
 //! beside its leaf `<base>/<name>/_supervisor`,
 //! where `<base>` is pinctl's own cgroup (`/pinctl` when it runs in the root cgroup) and
 //! `<name>` the supervisor's name (its service file's, or `[host] name`). pinctl holds an
-//! exclusive `flock` on the subtree's folder for its whole life, so a second supervisor that
-//! would share it refuses to start, and nothing it writes (`cgroup.kill`, a cpuset) can reach
-//! another supervisor's instances. Inside it **the cgroup is the truth**: whatever runs in
+//! exclusive lock for the subtree for its whole life, so a second supervisor that would share
+//! it refuses to start, and nothing it writes (`cgroup.kill`, a cpuset) can reach another
+//! supervisor's instances. The lock is on a file in [`LOCKS`], a folder only root may enter
+//! (never on the cgroup folder itself: anyone may open that, and so `flock` it). A clean stop
+//! removes the subtree, the supervisor's leaf included, once it has moved back to the cgroup
+//! it started in. Inside it **the cgroup is the truth**: whatever runs in
 //! `<subtree>/<instance>` got there by descending from a process this subtree's supervisor
 //! started, so it can be listed, adopted or killed without the doubt a PID carries; nothing
 //! outside the subtree is ever signalled through it.
@@ -28,6 +31,10 @@ use crate::lifecycle::Pid;
 use pinctl_topology::Placement;
 
 const LEAF: &str = "_supervisor";
+/// Where the subtrees' locks are: one folder for the host, as the cgroup hierarchy is one.
+pub(crate) const LOCKS: &str = "/run/pinctl/locks";
+/// The base pinctl makes for itself below the root cgroup.
+const OWN_BASE: &str = "/pinctl";
 /// The most cgroups listed in a subtree (a file has at most 8192 instances).
 const MAX_CHILDREN: usize = 65536;
 
@@ -39,8 +46,19 @@ pub(crate) struct Subtree {
     path: String,
     /// Whether `cpuset` is enabled for the instances' cgroups.
     cpuset: bool,
-    /// The folder, open and `flock`ed for the life of the supervisor.
-    _lock: fs::File,
+    /// The cgroup folder this process goes back to before the subtree is removed.
+    origin: PathBuf,
+    /// The base folder, when pinctl made it (`/pinctl`): removed with the last subtree.
+    own_base: Option<PathBuf>,
+    /// Held for the life of the supervisor.
+    _lock: pinctl_sysfs::trust::PrivateLock,
+}
+
+/// The name of the lock file of the subtree at `path` (`/pinctl/db`): the path with `%` and
+/// `/` escaped, so that two subtrees never share one.
+fn lock_name(path: &str) -> String {
+    let escaped = path.trim_start_matches('/').replace('%', "%25").replace('/', "%2F");
+    format!("cgroup-{escaped}.lock")
 }
 
 /// Why an instance's cgroup could not be made ready.
@@ -102,7 +120,7 @@ impl Subtree {
         let own = own.trim_end_matches('/');
         let own = own.strip_suffix(&format!("/{name}/{LEAF}")).unwrap_or(own);
         let own = own.strip_suffix(&format!("/{LEAF}")).unwrap_or(own);
-        let base = if own.is_empty() { "/pinctl".to_string() } else { own.to_string() };
+        let base = if own.is_empty() { OWN_BASE.to_string() } else { own.to_string() };
         let base_dir = root.join(base.trim_start_matches('/'));
         let dir = base_dir.join(name);
         let path = format!("{base}/{name}");
@@ -113,18 +131,31 @@ impl Subtree {
             ))
         };
         let leaf = dir.join(LEAF);
-        fs::create_dir_all(&leaf).map_err(unavailable)?;
-        let lock = fs::File::open(&dir).map_err(unavailable)?;
-        if !pinctl_sysfs::trust::lock_exclusive(&lock, pinctl_sysfs::trust::LOCK_PATIENCE)
-            .map_err(unavailable)?
-        {
-            return Err(SetupError::Claimed(format!(
-                "the cgroup subtree `{}` belongs to another `pinctl run` (its lock is held): \
-                 two supervisors would kill each other's instances there. Give this service \
-                 file a supervisor of its own (`[host] name`)",
-                dir.display()
-            )));
+        let lock = match lock_subtree(&path) {
+            Ok(lock) => lock,
+            Err(pinctl_sysfs::trust::LockError::Held { holder, .. }) => {
+                let holder = holder.map_or("unknown".into(), |p| p.to_string());
+                return Err(SetupError::Claimed(format!(
+                    "the cgroup subtree `{}` belongs to another `pinctl run` (PID {holder} \
+                     holds its lock): two supervisors would kill each other's instances there. \
+                     Give this service file a supervisor of its own (`[host] name`)",
+                    dir.display()
+                )));
+            }
+            Err(e) => return Err(unavailable(io::Error::other(e))),
+        };
+        // Another supervisor's clean stop may remove `/pinctl` between the two folders made
+        // here: made again.
+        let mut made = fs::create_dir_all(&leaf);
+        for _ in 0..3 {
+            match made {
+                Err(ref e) if e.kind() == io::ErrorKind::NotFound => {
+                    made = fs::create_dir_all(&leaf);
+                }
+                _ => break,
+            }
         }
+        made.map_err(unavailable)?;
         write(&leaf.join("cgroup.procs"), &std::process::id().to_string()).map_err(unavailable)?;
         let mut cpuset = false;
         // Controllers go down level by level: the base's children, then the subtree's.
@@ -139,7 +170,12 @@ impl Subtree {
             }
             cpuset = here;
         }
-        Ok(Subtree { dir, path, cpuset, _lock: lock })
+        // Back where it started when that is where it can be (not inside the subtree); from
+        // pinctl's own base, the root cgroup it came from.
+        let origin =
+            if base == OWN_BASE { root.clone() } else { root.join(own.trim_start_matches('/')) };
+        let own_base = (base == OWN_BASE).then(|| base_dir.clone());
+        Ok(Subtree { dir, path, cpuset, origin, own_base, _lock: lock })
     }
 
     /// Kills what is left in the supervisor's leaf besides this process, and waits (at most
@@ -274,13 +310,34 @@ impl Subtree {
         let _ = fs::remove_dir(self.dir_of(name));
     }
 
-    /// Removes the subtree itself once every instance's cgroup is gone (best effort).
+    /// Removes the subtree once every instance's cgroup is gone (best effort): the
+    /// instances' cgroups, then this process goes back to the cgroup it started in (a cgroup
+    /// cannot be removed while a process is in it), then its leaf and the subtree, and
+    /// pinctl's own base when no other supervisor's subtree is left in it. Where this process
+    /// cannot go back (a delegated unit's cgroup with controllers enabled), its leaf stays for
+    /// systemd to remove with the unit.
     pub(crate) fn remove_all(&self) {
         for name in self.children() {
             self.remove(&name);
         }
+        let me = std::process::id().to_string();
+        if write(&self.origin.join("cgroup.procs"), &me).is_err() {
+            return;
+        }
+        let _ = fs::remove_dir(self.dir.join(LEAF));
         let _ = fs::remove_dir(&self.dir);
+        if let Some(base) = &self.own_base {
+            let _ = fs::remove_dir(base);
+        }
     }
+}
+
+/// Takes the lock of the subtree at `path` in [`LOCKS`].
+fn lock_subtree(
+    path: &str,
+) -> Result<pinctl_sysfs::trust::PrivateLock, pinctl_sysfs::trust::LockError> {
+    let patience = pinctl_sysfs::trust::LOCK_PATIENCE;
+    pinctl_sysfs::trust::lock_private(Path::new(LOCKS), &lock_name(path), patience)
 }
 
 /// Whether the cgroup at `folder` holds a process (`populated 1` in its `cgroup.events`); a
@@ -328,5 +385,13 @@ mod tests {
         let me = std::process::id() as Pid;
         assert!(cgroup_of(me).is_some_and(|c| c.starts_with('/')), "{:?}", cgroup_of(me));
         assert_eq!(cgroup_of(-1), None);
+    }
+
+    #[test]
+    fn each_subtree_has_a_lock_file_of_its_own() {
+        assert_eq!(lock_name("/pinctl/db"), "cgroup-pinctl%2Fdb.lock");
+        // `/` and `%` escaped: no two paths share a name.
+        assert_ne!(lock_name("/a/b%2Fc"), lock_name("/a/b/c"));
+        assert_eq!(lock_name("/a/b%2Fc"), "cgroup-a%2Fb%252Fc.lock");
     }
 }

@@ -109,18 +109,23 @@ pub fn run(
     initial: Vec<InstanceSpec>,
     planner: Planner,
 ) -> Result<Outcome, RunError> {
-    run_observed(options, initial, planner, None)
+    let lock = StateLock::acquire(&options.state_file)?;
+    run_observed(lock, options, initial, planner, None)
 }
 
-/// [`run`], telling `observer` of the instances after every change (the drift watcher).
+/// [`run`] with the state file's lock already taken (`lock`, of `options.state_file`: taken
+/// before anything else a second supervisor would collide on, a metrics port say, so that it
+/// is the lock that refuses, naming its holder), telling `observer` of the instances after
+/// every change (the drift watcher).
 pub fn run_observed(
+    lock: StateLock,
     options: Options,
     initial: Vec<InstanceSpec>,
     planner: Planner,
     observer: Option<Box<dyn Observer>>,
 ) -> Result<Outcome, RunError> {
     // One supervisor per state file: the lock is held until this process ends.
-    let lock = StateLock::acquire(&options.state_file)?;
+    debug_assert_eq!(lock.path(), StateLock::path_for(&options.state_file));
     let listener = socket::bind(&options.socket)?;
     let socket_path = options.socket.clone();
     let result = claimed(options, initial, planner, observer, listener);
@@ -460,11 +465,18 @@ impl Supervisor {
     /// What the state file records (or, on the first start after an upgrade, the older
     /// pinctl's shared state file, for the instances this file names).
     fn recorded_entries(&self, specs: &[InstanceSpec]) -> Vec<Entry> {
-        match statefile::read(&self.options.state_file) {
+        let path = &self.options.state_file;
+        match statefile::read(path) {
             Ok(Some(state)) => return state.instances,
             Ok(None) => {}
             Err(e) => {
-                log("warning", &e.to_string());
+                // Never overwritten: it may be the only word on what an earlier supervisor ran.
+                let kept = match statefile::set_aside(path, &e) {
+                    Some(Ok(kept)) => format!("; kept as `{}`", kept.display()),
+                    Some(Err(why)) => format!("; cannot set it aside ({why})"),
+                    None => String::new(),
+                };
+                log("warning", &format!("{e}{kept}"));
                 return Vec::new();
             }
         }
@@ -1262,7 +1274,17 @@ impl Supervisor {
             .map(|(n, _)| n.clone())
             .collect();
         for name in gone {
-            self.instances.remove(&name);
+            let inst = self.instances.remove(&name);
+            // Its cgroup goes with it, also one made for a start that failed before any
+            // process ran there (nothing exited there to remove it).
+            if let Some(cgroups) = &self.cgroups {
+                cgroups.remove(&name);
+                if let Some(dir) =
+                    inst.and_then(|i| i.cgroup).as_deref().and_then(|c| cgroups.name_in(c))
+                {
+                    cgroups.remove(dir);
+                }
+            }
             self.order.retain(|n| *n != name);
             if let Some(file) = self.outputs.remove(&name) {
                 file.close(Duration::ZERO);

@@ -7,15 +7,16 @@
 //! regular file owned by root, not writable by group or others, in folders with the same
 //! property, opened without following links or blocking, at most [`MAX_BYTES`]), when every
 //! name in it is an instance name, and when it was written since the last boot. One
-//! supervisor holds it: [`StateLock`] is an exclusive lock on `<state file>.lock` that a second
-//! `pinctl run` on the same file meets and refuses on.
+//! supervisor holds it: [`StateLock`] is an exclusive lock on `locks/<state file>.lock` beside
+//! it, in a folder only root may enter, that a second `pinctl run` on the same file meets and
+//! refuses on.
 
 use std::fs;
-use std::io::{self, Read as _, Seek as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::io;
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
-use pinctl_sysfs::trust::{self, TrustError};
+use pinctl_sysfs::trust::{self, LockError, TrustError};
 use serde::{Deserialize, Serialize};
 
 use crate::adopt::Recorded;
@@ -107,6 +108,27 @@ pub enum StateError {
     },
 }
 
+impl StateError {
+    /// The word a state file this error refuses is set aside under (`unreadable`,
+    /// `untrusted`, `other-boot`); `None` when the error is not about what the file holds.
+    pub fn refusal(&self) -> Option<&'static str> {
+        match self {
+            StateError::Foreign { .. } => Some("unreadable"),
+            StateError::Untrusted { .. } => Some("untrusted"),
+            StateError::OtherBoot { .. } => Some("other-boot"),
+            _ => None,
+        }
+    }
+}
+
+/// Moves a state file that [`read`] refused aside ([`trust::set_aside`]:
+/// `NAME.refused-<why>-<time>`), so that the next write does not replace it: it may be the
+/// only word on which processes an earlier supervisor ran. The new path; `None` when `refused`
+/// does not refuse the file's content.
+pub fn set_aside(path: &Path, refused: &StateError) -> Option<io::Result<PathBuf>> {
+    Some(trust::set_aside(path, refused.refusal()?))
+}
+
 /// The boot this kernel is in (`/proc/sys/kernel/random/boot_id`), when it can be read.
 pub fn boot_id() -> Option<String> {
     let text = pinctl_sysfs::fsroot::read_regular(Path::new("/proc/sys/kernel/random/boot_id"), 64)
@@ -185,22 +207,27 @@ pub fn take_legacy(path: &Path, names: &[&str]) -> Result<Vec<Entry>, StateError
     Ok(taken)
 }
 
+/// The folder, beside the state file, that holds the supervisors' locks (`/run/pinctl/locks`).
+pub const LOCKS: &str = "locks";
+
 /// The lock that makes one supervisor the only one for a state file: `flock(LOCK_EX)` on
-/// `<state file>.lock`, held open (close-on-exec, so no instance inherits it) for the life of
-/// the process. The file holds the PID of its holder, for the error a second supervisor
-/// prints. It is never removed: removing a lock file lets two processes lock two files.
+/// `locks/<state file name>.lock` beside the state file, held open (close-on-exec, so no
+/// instance inherits it) for the life of the process. The `locks` folder is root's with mode
+/// 0700, so no other user can open the file, and so none can take the lock
+/// ([`trust::lock_private`]). The file holds the PID of its holder, for the error a second
+/// supervisor prints. It is never removed: removing a lock file lets two processes lock two
+/// files.
 #[derive(Debug)]
 pub struct StateLock {
-    _file: fs::File,
-    path: PathBuf,
+    lock: trust::PrivateLock,
 }
 
 impl StateLock {
     /// The lock file of `state_file`.
     pub fn path_for(state_file: &Path) -> PathBuf {
-        let mut p = state_file.as_os_str().to_os_string();
-        p.push(".lock");
-        PathBuf::from(p)
+        let mut name = state_file.file_name().unwrap_or_default().to_os_string();
+        name.push(".lock");
+        trust::folder_of(state_file).join(LOCKS).join(name)
     }
 
     /// Creates the state file's folder (mode 0700) when it is missing, checks that nobody but
@@ -220,66 +247,25 @@ impl StateLock {
             }
             Err(TrustError::Io { source, .. }) => return Err(lock_err(source)),
         }
-        let mut file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
-            .open(&path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(n) if n == rustix::io::Errno::LOOP.raw_os_error() => {
-                    StateError::UntrustedFolder {
-                        path: path.clone(),
-                        reason: trust::Refused {
-                            path: path.clone(),
-                            why: "is a symbolic link".into(),
-                        },
-                    }
-                }
-                _ => lock_err(e),
-            })?;
-        let m = file.metadata().map_err(lock_err)?;
-        {
-            use std::os::unix::fs::MetadataExt as _;
-            if !m.is_file() || m.uid() != trust::euid() {
-                return Err(StateError::UntrustedFolder {
-                    path: path.clone(),
-                    reason: trust::Refused {
-                        path: path.clone(),
-                        why: format!("is not a regular file of uid {}", trust::euid()),
-                    },
-                });
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let folder = trust::folder_of(&path);
+        match trust::lock_private(folder, &name, trust::LOCK_PATIENCE) {
+            Ok(lock) => Ok(StateLock { lock }),
+            Err(LockError::Held { holder, .. }) => Err(StateError::Locked {
+                lock: path,
+                holder: holder.map_or("unknown".into(), |p| p.to_string()),
+            }),
+            Err(LockError::Untrusted(TrustError::Refused(reason))) => {
+                Err(StateError::UntrustedFolder { path: reason.path.clone(), reason })
             }
+            Err(LockError::Untrusted(TrustError::Io { source, .. })) => Err(lock_err(source)),
         }
-        if !trust::lock_exclusive(&file, trust::LOCK_PATIENCE).map_err(lock_err)? {
-            let mut holder = String::new();
-            let _ = (&file).take(32).read_to_string(&mut holder);
-            let holder = holder.trim();
-            let holder = if holder.bytes().all(|b| b.is_ascii_digit()) && !holder.is_empty() {
-                holder.to_string()
-            } else {
-                "unknown".to_string()
-            };
-            return Err(StateError::Locked { lock: path, holder });
-        }
-        file.set_len(0).map_err(lock_err)?;
-        file.rewind().map_err(lock_err)?;
-        writeln!(file, "{}", std::process::id()).map_err(lock_err)?;
-        Ok(StateLock { _file: file, path })
     }
 
     /// Where the lock is.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.lock.path()
     }
-}
-
-/// The open(2) flags `std` has no names for.
-mod libc_flags {
-    pub(super) const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
-    pub(super) const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
 }
 
 #[cfg(test)]
@@ -409,6 +395,43 @@ mod tests {
         assert_eq!(left.instances.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["b-0"]);
         assert_eq!(take_legacy(&path, &["a-0", "b-0"]).unwrap().len(), 1);
         assert!(!path.exists(), "an emptied file is removed");
+    }
+
+    #[test]
+    fn a_refused_file_is_set_aside_never_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut other = state("a-0");
+        other.boot_id = Some("00000000-0000-0000-0000-000000000000".into());
+        write(&path, &other).unwrap();
+        let e = read(&path).unwrap_err();
+        let kept = set_aside(&path, &e).unwrap().unwrap();
+        assert!(!path.exists());
+        let name = kept.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("state.json.refused-other-boot-"), "{name}");
+        let text = fs::read_to_string(&kept).unwrap();
+        assert!(text.contains("00000000-0000-0000-0000-000000000000"), "kept whole: {text}");
+        fs::write(&path, "{\"format\": \"pinctl-state-v2\", \"supervis").unwrap();
+        let e = read(&path).unwrap_err();
+        let kept = set_aside(&path, &e).unwrap().unwrap();
+        assert!(kept.to_str().unwrap().contains(".refused-unreadable-"), "{}", kept.display());
+        // A file that could not be read at all is not a refusal of its content.
+        let e = StateError::Read { path: path.clone(), source: io::ErrorKind::Other.into() };
+        assert!(set_aside(&path, &e).is_none());
+    }
+
+    #[test]
+    fn the_lock_is_on_a_file_nobody_else_can_open() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join("db.state.json");
+        let lock = StateLock::acquire(&path).unwrap();
+        assert_eq!(lock.path(), dir.path().join("locks/db.state.json.lock"));
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("locks")), 0o700);
+        assert_eq!(mode(lock.path()), 0o600);
+        // Where pinctl locked before (`<state file>.lock`, once mode 0644): never again.
+        assert!(!dir.path().join("db.state.json.lock").exists());
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! On top of the walk, what a supervisor running as root keeps for itself: [`read_trusted`]
 //! (a file trusted or refused, its state file), [`check_folder`] (where it writes, its socket
 //! and state folders), [`check_socket`] (a path replaced only when it is a socket of root's)
-//! and [`lock_exclusive`] (its locks).
+//! and [`lock_private`] (its locks, on files nobody else can open), with [`set_aside`] for a
+//! record it refuses (kept for a person, never deleted).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -489,6 +490,148 @@ pub fn lock_exclusive(file: &File, patience: std::time::Duration) -> io::Result<
     }
 }
 
+/// Why [`lock_private`] did not take its lock.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// The lock's folder or file is not one only this user can open, or could not be made.
+    #[error(transparent)]
+    Untrusted(#[from] TrustError),
+    /// Another process holds it (its PID, when the file names one).
+    #[error("`{}` is held by PID {}", path.display(), holder.map_or("unknown".into(), |p| p.to_string()))]
+    Held { path: PathBuf, holder: Option<u32> },
+}
+
+/// An exclusive lock that only this user (root) can ever have taken: held until dropped.
+#[derive(Debug)]
+pub struct PrivateLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl PrivateLock {
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Takes an exclusive `flock` on the file `name` in `folder`, a lock nobody but this user can
+/// hold: `flock` needs only an open descriptor, and anyone who can read a file or a folder can
+/// open it, so the lock is taken only on a file in a folder that no other user may enter.
+/// `folder` is created with mode 0700 (its missing parents too) and must be this user's with
+/// no permission for group or others, reached through folders nobody else can write
+/// ([`check_folder`]); the lock file is opened without following a link, must be a regular
+/// file of this user with one name, and is made mode 0600. Waits up to `patience` while
+/// another process holds it, then names that holder: the file holds its holder's PID.
+pub fn lock_private(
+    folder: &Path,
+    name: &str,
+    patience: std::time::Duration,
+) -> Result<PrivateLock, LockError> {
+    let folder = absolute(folder)?;
+    let path = folder.join(name);
+    let dir = private_folder(&folder)?;
+    let io = |source: io::Error| TrustError::Io { path: path.clone(), source };
+    let refuse = |why: String| TrustError::Refused(Refused { path: path.clone(), why });
+    let flags =
+        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(&dir, name, flags, Mode::from_raw_mode(0o600)) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) => return Err(refuse("is a symbolic link".into()).into()),
+        Err(e) => return Err(io(e.into()).into()),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|e| io(e.into()))?;
+    let ft = FileType::from_raw_mode(stat.st_mode);
+    if ft != FileType::RegularFile {
+        return Err(refuse(format!("is not a regular file (a {})", kind_of(ft))).into());
+    }
+    if stat.st_uid != euid() || stat.st_nlink != 1 {
+        let why = format!(
+            "is not a file of uid {} with one name (uid {}, {} names)",
+            euid(),
+            stat.st_uid,
+            stat.st_nlink
+        );
+        return Err(refuse(why).into());
+    }
+    if stat.st_mode & 0o077 != 0 {
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600)).map_err(|e| io(e.into()))?;
+    }
+    let mut file = File::from(fd);
+    if !lock_exclusive(&file, patience).map_err(io)? {
+        let mut holder = String::new();
+        let _ = (&file).take(32).read_to_string(&mut holder);
+        return Err(LockError::Held { path, holder: holder.trim().parse().ok() });
+    }
+    {
+        use std::io::{Seek as _, Write as _};
+        file.set_len(0).map_err(io)?;
+        file.rewind().map_err(io)?;
+        writeln!(file, "{}", std::process::id()).map_err(io)?;
+    }
+    Ok(PrivateLock { _file: file, path })
+}
+
+/// Opens (creating it, mode 0700, when missing) a folder that only this user may enter, in a
+/// folder nobody else can write.
+fn private_folder(folder: &Path) -> Result<OwnedFd, TrustError> {
+    let io = |source: io::Error| TrustError::Io { path: folder.to_path_buf(), source };
+    let refuse = |why: String| TrustError::Refused(Refused { path: folder.to_path_buf(), why });
+    use std::os::unix::fs::DirBuilderExt as _;
+    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(folder) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(e)),
+    }
+    check_folder(folder_of(folder))?;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(folder, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+            return Err(refuse("is not a folder (a symbolic link or a file)".into()));
+        }
+        Err(e) => return Err(io(e.into())),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|e| io(e.into()))?;
+    if stat.st_uid != euid() || stat.st_mode & 0o077 != 0 {
+        return Err(refuse(format!(
+            "a lock folder must be uid {}'s with mode 0700, so that nobody else can open (and \
+             lock) what is in it; it is uid {}'s with mode {:04o}",
+            euid(),
+            stat.st_uid,
+            stat.st_mode & 0o7777
+        )));
+    }
+    Ok(fd)
+}
+
+/// Moves a file pinctl refused to act on aside, beside it, as
+/// `NAME.refused-<why>-<seconds since 1970>` (never over another file), so that what it holds
+/// is kept for a person to look at: the new path.
+pub fn set_aside(path: &Path, why: &str) -> io::Result<PathBuf> {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
+    for n in 0..100u32 {
+        let mut aside = name.to_os_string();
+        aside.push(format!(".refused-{why}-{seconds}"));
+        if n > 0 {
+            aside.push(format!("-{n}"));
+        }
+        let to = path.with_file_name(aside);
+        let cwd = rustix::fs::CWD;
+        match rustix::fs::renameat_with(cwd, path, cwd, &to, rustix::fs::RenameFlags::NOREPLACE) {
+            Ok(()) => return Ok(to),
+            Err(rustix::io::Errno::EXIST) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::AlreadyExists, "no free name to set it aside under"))
+}
+
 /// The names of a path, `..` kept (the walk resolves it), `/` and `.` dropped.
 fn names_of(path: &Path) -> VecDeque<OsString> {
     path.components()
@@ -665,6 +808,60 @@ mod tests {
         symlink(&p, dir.path().join("link.sock")).unwrap();
         let e = check_socket(&dir.path().join("link.sock")).unwrap_err().to_string();
         assert!(e.ends_with("a symbolic link, not a socket"), "{e}");
+    }
+
+    #[test]
+    fn private_locks_live_where_nobody_else_can_open_them() {
+        let dir = tempfile::tempdir().unwrap();
+        chmod(dir.path(), 0o755);
+        let locks = dir.path().join("locks");
+        let a = lock_private(&locks, "db.lock", LOCK_PATIENCE).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!((mode(&locks), mode(a.path())), (0o700, 0o600));
+        assert_eq!(std::fs::read_to_string(a.path()).unwrap(), format!("{}\n", std::process::id()));
+        // A second taker waits, then names the holder.
+        match lock_private(&locks, "db.lock", std::time::Duration::from_millis(30)) {
+            Err(LockError::Held { holder, .. }) => assert_eq!(holder, Some(std::process::id())),
+            other => panic!("{other:?}"),
+        }
+        drop(a);
+        // A lock file others could read is made private before it is used.
+        chmod(&locks.join("db.lock"), 0o644);
+        let b = lock_private(&locks, "db.lock", LOCK_PATIENCE).unwrap();
+        assert_eq!(mode(b.path()), 0o600);
+        // A folder others may enter is not a lock folder: what is in it could be open already.
+        chmod(&locks, 0o755);
+        let e = lock_private(&locks, "other.lock", LOCK_PATIENCE).unwrap_err().to_string();
+        assert!(e.contains("with mode 0755"), "{e}");
+        chmod(&locks, 0o700);
+        // Nor a link, in place of the folder or the file.
+        symlink(&locks, dir.path().join("link")).unwrap();
+        let e = lock_private(&dir.path().join("link"), "x.lock", LOCK_PATIENCE).unwrap_err();
+        assert!(e.to_string().contains("is not a folder"), "{e}");
+        symlink(locks.join("db.lock"), locks.join("y.lock")).unwrap();
+        let e = lock_private(&locks, "y.lock", LOCK_PATIENCE).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        // In a folder others may write, nothing is locked.
+        chmod(dir.path(), 0o777);
+        let e = lock_private(&locks, "db2.lock", LOCK_PATIENCE).unwrap_err();
+        assert!(e.to_string().contains("writable by group or others"), "{e}");
+        chmod(dir.path(), 0o700);
+    }
+
+    #[test]
+    fn a_file_set_aside_is_kept_under_a_name_that_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("db.irq.json");
+        std::fs::write(&f, "first").unwrap();
+        let one = set_aside(&f, "damaged").unwrap();
+        std::fs::write(&f, "second").unwrap();
+        let two = set_aside(&f, "damaged").unwrap();
+        assert_ne!(one, two, "never over another");
+        assert!(!f.exists());
+        let name = one.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("db.irq.json.refused-damaged-"), "{name}");
+        assert_eq!(std::fs::read_to_string(&one).unwrap(), "first");
+        assert_eq!(std::fs::read_to_string(&two).unwrap(), "second");
     }
 
     #[test]

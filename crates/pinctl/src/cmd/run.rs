@@ -119,6 +119,11 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
         state_file: args.state_file.unwrap_or(supervisor.state_file),
         unpinned: args.unpinned,
     };
+    // One supervisor per state file, and the lock says so first: before the metrics port is
+    // bound or the interrupt record read, a second `pinctl run` of this file is refused by
+    // the lock, naming the PID that holds it.
+    let lock = pinctl_supervise::statefile::StateLock::acquire(&options.state_file)
+        .map_err(Error::failure)?;
     // The drift watcher samples the instances where the plan put them on this machine: not
     // when they run unpinned or were planned for another topology (tests only).
     let watch = if args.unpinned || args.topology.is_some() {
@@ -149,7 +154,7 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
         None => (None, None),
     };
     let observer: Box<dyn Observer> = Box::new(Observers { watch, steering: steering_observer });
-    let outcome = pinctl_supervise::run_observed(options, specs, planner, Some(observer));
+    let outcome = pinctl_supervise::run_observed(lock, options, specs, planner, Some(observer));
     // Stopped: every interrupt, queue and irqbalance setting steering changed is put back.
     // Detached: left as it is, with its record, for the next supervisor to take over.
     if let Some(s) = steering {
