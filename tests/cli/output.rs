@@ -259,7 +259,7 @@ fn size_of(path: &Path) -> u64 {
 
 /// A file system that is full makes the instance wait, not lose lines: once it has room
 /// again every line is there, once, in order; the supervisor answered meanwhile, and the
-/// notice about it was said at most once a second.
+/// full disk was said once (then once a minute), its end once.
 #[test]
 fn a_full_disk_makes_the_instance_wait_and_loses_no_line() {
     const N: u64 = 200_000;
@@ -286,7 +286,7 @@ fn a_full_disk_makes_the_instance_wait_and_loses_no_line() {
     let said = run.stderr();
     let notices = said.lines().filter(|l| l.contains("cannot write output")).count();
     assert!(notices >= 1, "the full disk was said: {said}");
-    assert!(notices <= 4, "said at most once a second over ~2.5 s, not {notices} times: {said}");
+    assert_eq!(notices, 1, "said when it began, not every try: {said}");
     assert!(said.contains("writing output"), "the recovery was said: {said}");
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
@@ -303,16 +303,24 @@ fn an_instance_waiting_on_its_output_still_stops_and_its_last_lines_reach_the_fi
         log.display()
     ));
     run.start(&unpinned());
-    wait_for("the disk to fill", || (size_of(&log) > 100 * 1024).then_some(()));
+    wait_for("a write to fail on the full disk", || {
+        run.stderr().contains("cannot write output").then_some(())
+    });
     let out = run.ctl(&["stop", "w"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let status = run.status();
     assert_eq!(status["w"]["state"], "inactive", "stopped while its output waited: {status:?}");
     disk.grow();
-    // The FIFO's lines go out; then the file stops growing.
+    // The writer tries again (every second), says so, writes what the FIFO held, then the
+    // file stops growing (looked at over more than one retry).
+    let deadline = Instant::now() + WAIT;
+    while !run.stderr().contains("writing output") {
+        assert!(Instant::now() < deadline, "the writer never wrote again: {}", run.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut last = 0;
     wait_for("the file to stop growing", || {
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(1200));
         let now = size_of(&log);
         (std::mem::replace(&mut last, now) == now).then_some(())
     });

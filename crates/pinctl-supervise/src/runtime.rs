@@ -124,8 +124,9 @@ pub fn run_observed(
     planner: Planner,
     observer: Option<Box<dyn Observer>>,
 ) -> Result<Outcome, RunError> {
-    // One supervisor per state file: the lock is held until this process ends.
-    debug_assert_eq!(lock.path(), StateLock::path_for(&options.state_file));
+    // One supervisor per state file: the lock is held until this process ends. (Its path is
+    // absolute; the state file's may be relative: only the names are compared.)
+    debug_assert_eq!(lock.path().file_name(), StateLock::path_for(&options.state_file).file_name());
     let listener = socket::bind(&options.socket)?;
     let socket_path = options.socket.clone();
     let result = claimed(options, initial, planner, observer, listener);

@@ -30,6 +30,8 @@ use crate::relay;
 const READ_BYTES: usize = 256 * 1024;
 /// How long a pump waits before it tries a failed write again.
 const WRITE_RETRY: Duration = Duration::from_secs(1);
+/// How often a write that keeps failing is said again (its end is said at once).
+const FAILING_SAID_EVERY: Duration = Duration::from_secs(60);
 
 /// What an output file's pump tells whoever started it, once it has opened the file (or not).
 pub type Opened = Box<dyn FnOnce(Result<(), String>) + Send>;
@@ -264,7 +266,7 @@ fn pump(file: &OutputFile, id: u64, fifo: &OwnedFd, wake: &OwnedFd, opened: Opti
         buf: vec![0; READ_BYTES],
         held: 0,
         cut: Notice::default(),
-        failing: Notice::default(),
+        failing: Notice::every(FAILING_SAID_EVERY),
         root_groups,
     };
     loop {

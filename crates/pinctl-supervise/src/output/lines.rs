@@ -85,16 +85,25 @@ pub fn whole_lines(buf: &[u8]) -> (usize, bool) {
 pub struct Notice {
     last: Option<Instant>,
     unsaid: u64,
+    /// At most once in this long ([`NOTICE_EVERY`] when zero).
+    every: Duration,
 }
 
 /// How often a notice about one instance's output may be said.
 pub const NOTICE_EVERY: Duration = Duration::from_secs(1);
 
 impl Notice {
+    /// A notice said at most once every `every` (longer than [`NOTICE_EVERY`]: a state that
+    /// lasts, such as a full disk, is said when it starts and then now and then).
+    pub fn every(every: Duration) -> Notice {
+        Notice { every: every.max(NOTICE_EVERY), ..Notice::default() }
+    }
+
     /// `Some(times)`: say it now, it happened `times` times since last said; `None`: counted.
     pub fn due(&mut self, now: Instant, times: u64) -> Option<u64> {
         self.unsaid += times;
-        if self.unsaid == 0 || self.last.is_some_and(|at| now < at + NOTICE_EVERY) {
+        let every = self.every.max(NOTICE_EVERY);
+        if self.unsaid == 0 || self.last.is_some_and(|at| now < at + every) {
             return None;
         }
         self.last = Some(now);
