@@ -10,7 +10,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pinctl_sys::{Kernel, LinuxKernel, Mask, PageStatus};
 use pinctl_sysfs::proc::pid::maps::{self, MapsEntry};
@@ -87,32 +87,7 @@ fn io_error(e: DiscoveryError) -> io::Error {
     }
 }
 
-/// Time as a rebalance sees it: the real clock, or a fake one in tests.
-pub trait Clock {
-    /// Time since some fixed point.
-    fn now(&self) -> Duration;
-    /// Waits `d`.
-    fn sleep(&mut self, d: Duration);
-}
-
-/// The system's monotonic clock.
-#[derive(Debug, Clone, Copy)]
-pub struct SystemClock(Instant);
-
-impl Default for SystemClock {
-    fn default() -> Self {
-        SystemClock(Instant::now())
-    }
-}
-
-impl Clock for SystemClock {
-    fn now(&self) -> Duration {
-        self.0.elapsed()
-    }
-    fn sleep(&mut self, d: Duration) {
-        std::thread::sleep(d);
-    }
-}
+pub use pinctl_sysfs::clock::{Clock, MonotonicClock};
 
 /// What re-pinning the threads of a process did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use crate::DriftKind;
 use crate::metrics::Metrics;
 use crate::read::{Locator, Supervised};
-use crate::rebalance::{LinuxControl, SystemClock};
+use crate::rebalance::{LinuxControl, MonotonicClock};
 use crate::watch::{InstanceReport, Target, Watcher};
 use crate::watch_loop::{Said, Sink, WatchLoop, WatchSettings};
 use pinctl_topology::Placement;
@@ -145,7 +145,7 @@ fn watch(shared: Arc<Shared>, start: Start) {
     let watcher =
         Watcher::new(Path::new("/"), Vec::new(), settings.watch.interval, settings.watermark);
     let control = Box::new(LinuxControl::live());
-    let mut watching = WatchLoop::new(watcher, metrics, control, SystemClock::default(), sink);
+    let mut watching = WatchLoop::new(watcher, metrics, control, MonotonicClock::default(), sink);
     let count = shared.instances.lock().map_or(0, |i| i.len());
     let interval = settings.watch.interval;
     watching.say(Said::Watching { instances: count, interval });

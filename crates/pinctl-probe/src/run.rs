@@ -9,7 +9,7 @@
 //! after it. Every pair gets at least one pass of each kind, even past its deadline: the
 //! probe overruns only when the budget cannot hold one pass per pair, and reports it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pinctl_topology::{MeasuredPair, Measurement, NodeId};
 
@@ -17,33 +17,7 @@ use crate::error::ProbeError;
 use crate::measure::Measurer;
 use crate::plan::ProbePlan;
 
-/// Where the probe reads the time.
-pub trait Clock {
-    /// Time since an arbitrary fixed origin.
-    fn now(&self) -> Duration;
-}
-
-/// The machine's monotonic clock.
-#[derive(Debug, Clone, Copy)]
-pub struct MonotonicClock(Instant);
-
-impl MonotonicClock {
-    pub fn new() -> MonotonicClock {
-        MonotonicClock(Instant::now())
-    }
-}
-
-impl Default for MonotonicClock {
-    fn default() -> Self {
-        MonotonicClock::new()
-    }
-}
-
-impl Clock for MonotonicClock {
-    fn now(&self) -> Duration {
-        self.0.elapsed()
-    }
-}
+pub use pinctl_sysfs::clock::{Clock, MonotonicClock};
 
 /// What the probe is doing, for a progress bar.
 #[derive(Debug, Clone, PartialEq)]

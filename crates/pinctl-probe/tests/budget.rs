@@ -62,6 +62,9 @@ impl Clock for FakeMachine {
     fn now(&self) -> Duration {
         self.now.get()
     }
+    fn sleep(&mut self, d: Duration) {
+        self.now.set(self.now.get() + d);
+    }
 }
 
 /// The machine behind a `&mut dyn Measurer` while the clock is borrowed too.

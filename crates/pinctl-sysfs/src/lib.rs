@@ -18,6 +18,7 @@
 pub mod atomic;
 mod caches;
 pub mod cgroup;
+pub mod clock;
 mod devices;
 mod discover;
 mod error;

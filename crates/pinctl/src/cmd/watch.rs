@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use pinctl_drift::metrics::{self, Metrics};
 use pinctl_drift::read::Supervised;
-use pinctl_drift::rebalance::{LinuxControl, SystemClock};
+use pinctl_drift::rebalance::{LinuxControl, MonotonicClock};
 use pinctl_drift::supervised::{SupervisedInstance, SupervisedWatch};
 use pinctl_drift::watch::{CycleReport, RebalanceReport, Target, Watcher, system_uid, targets};
 use pinctl_drift::watch_loop::{Presence, Said, Sink, WatchLoop, WatchSettings};
@@ -162,7 +162,7 @@ fn watch(args: WatchArgs) -> CmdResult {
         watcher,
         Metrics::new(),
         Box::new(LinuxControl::live()),
-        SystemClock::default(),
+        MonotonicClock::default(),
         Box::new(to),
     );
     // The runtime lives as long as the loop; the server runs on its worker thread.
