@@ -18,11 +18,10 @@ use pinctl_sysfs::trust::{self, CheckedReadError, Untrusted};
 use pinctl_sysfs::{DiscoveryError, FsRoot, KernelFiles, cgroup, node, proc};
 use pinctl_topology::CpuSet;
 use rustix::io::Errno;
-use serde::Serialize;
 
 use crate::sample::{
-    HostSample, InstanceSample, MemorySource, NodeMemory, NodeSample, PolicyUse, ThreadSample,
-    policies_of,
+    HostSample, InstanceSample, MemorySource, NodeMemory, NodeSample, PolicyUse, Refused,
+    ThreadSample, policies_of,
 };
 
 /// Largest PID file read: a PID and a newline, with room for what some daemons add.
@@ -64,13 +63,6 @@ impl InstanceUser {
         let uid = name.parse().ok().or_else(|| uid_of(name));
         InstanceUser { name: name.to_string(), uid }
     }
-}
-
-/// A process found where the instance is looked for but refused as the instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Refused {
-    pub pid: u32,
-    pub reason: String,
 }
 
 /// What a supervisor knows of one of its instances.

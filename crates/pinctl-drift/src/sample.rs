@@ -1,5 +1,5 @@
 //! What one look at an instance or at the host finds, as plain data built from parsed files.
-//! Nothing here reads a file: [`crate::read`] does, and hands the parsed text to these builders.
+//! Nothing here reads a file: `read` does, and hands the parsed text to these builders.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -9,6 +9,13 @@ use pinctl_sysfs::cgroup::numa_stat::NumaStatLine;
 use pinctl_sysfs::proc::pid::numa_maps::NumaMapsEntry;
 use pinctl_topology::{CpuSet, MemoryPolicy, NodeId, NodeSet};
 use serde::Serialize;
+
+/// A process found where the instance is looked for but refused as the instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refused {
+    pub pid: u32,
+    pub reason: String,
+}
 
 /// Bytes of one instance on one node, by kind of memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -259,7 +266,7 @@ pub struct InstanceSample {
     #[serde(skip)]
     pub at: Duration,
     /// The processes of the instance (the main one first), each proven to be it (see
-    /// [`crate::read::Locator`]).
+    /// `read::Locator`).
     pub pids: Vec<u32>,
     /// The start time of each of `pids` (field 22 of `/proc/PID/stat`) when it was sampled:
     /// what is done to a process later is done only while it still has this start time.
@@ -268,7 +275,7 @@ pub struct InstanceSample {
     /// Processes found where the instance is looked for (its unit's cgroup) but refused as
     /// the instance, with why; never sampled, re-pinned or moved.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub refused: Vec<crate::read::Refused>,
+    pub refused: Vec<Refused>,
     /// The cgroup whose `memory.numa_stat` was read, when one was.
     pub cgroup: Option<String>,
     pub memory: NodeMemory,

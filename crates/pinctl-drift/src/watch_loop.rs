@@ -13,8 +13,8 @@ use pinctl_config::{Config, OnDrift, WatchConfig};
 
 use crate::alert::AlertRunner;
 use crate::metrics::Metrics;
-use crate::read::Refused;
 use crate::rebalance::{Clock, ProcessControl};
+use crate::sample::Refused;
 use crate::watch::{CycleReport, DriftEvent, InstanceReport, RebalanceReport, Watcher, Watermark};
 
 /// What a reload can change in a running watcher: every drift key, `watch-interval` and the

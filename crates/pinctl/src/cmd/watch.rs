@@ -602,7 +602,7 @@ fn render_once(out: &mut impl Write, r: &CycleReport) -> io::Result<()> {
     Ok(())
 }
 
-fn refused_text(refused: &[pinctl_drift::read::Refused]) -> String {
+fn refused_text(refused: &[pinctl_drift::sample::Refused]) -> String {
     let each: Vec<String> =
         refused.iter().map(|r| format!("refused PID {} ({})", r.pid, r.reason)).collect();
     each.join("; ")
