@@ -50,7 +50,7 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s c -l config -d '
 complete -c pinctl -n "__fish_pinctl_using_subcommand check" -l topology -d 'Check against this topology instead of the live machine: a sysfs/procfs directory, a tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s V -l version -d 'Print version'
-complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s c -l config -d 'The service file' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s c -l config -d 'The service file; repeat it to plan several files together, as one host (on the live machine, the other files of the file\'s folder are planned with it anyway)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l topology -d 'Plan for this topology instead of the live machine: a sysfs/procfs directory, a tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l emit -d 'Write what applies the plan: `systemd DIR` writes a drop-in per instance (`DIR/<unit>.d/50-pinctl.conf`); `numactl` prints a numactl command line per instance' -r
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l json -d 'Print the plan as JSON (the contract in docs/planning.md)'

@@ -21,6 +21,7 @@
 
 mod check;
 mod exec;
+mod host;
 mod hostile;
 mod irq;
 mod numactl;

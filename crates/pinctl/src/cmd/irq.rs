@@ -116,7 +116,8 @@ fn needs_root(what: &str) -> Result<(), Error> {
 }
 
 fn apply(args: ApplyArgs) -> CmdResult {
-    let prepared = super::plan::service_file(&args.file.config, None, false)?;
+    let host = super::host::load(std::slice::from_ref(&args.file.config), None, false)?;
+    let prepared = host.own();
     if !prepared.config.interrupts.steer {
         return Err(Error::failure(anyhow::anyhow!(
             "`{}` does not steer interrupts: set `steer-interrupts = true` in its `[host]` table \
@@ -124,8 +125,8 @@ fn apply(args: ApplyArgs) -> CmdResult {
             args.file.config.display()
         )));
     }
-    let plan = prepared.plan()?;
-    let inputs = planned_inputs(&steer_settings(&prepared), &plan);
+    let (_, plan) = host.plan()?;
+    let inputs = planned_inputs(&steer_settings(prepared), &plan);
     let topology = &prepared.loaded.topology;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if args.dry_run {

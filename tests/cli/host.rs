@@ -1,0 +1,199 @@
+//! One host, one plan (docs/planning.md, "A host"): `pinctl plan -c A -c B` plans several
+//! files together, and on the live machine every command that plans a file plans the files
+//! of its folder with it.
+
+use std::path::{Path, PathBuf};
+
+use predicates::prelude::*;
+
+use crate::support::{EPYC, pinctl};
+
+const DB: &str = r#"
+[host]
+keep-free = ["eth0"]
+
+[service.mariadb]
+command = ["/usr/sbin/mariadbd", "--datadir=/data{instance}"]
+instances = 2
+nodes = 1
+memory = "32GiB"
+memory-policy = "bind"
+near = ["nvme{instance}n1"]
+"#;
+
+const CACHE: &str = r#"
+[service.redis]
+command = ["/usr/bin/redis-server", "/etc/redis/{instance}.conf"]
+instances = 3
+nodes = 1
+memory = "16GiB"
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A folder of service files, as /etc/pinctl is: only its owner may write it.
+fn folder() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// `pinctl plan --json` of `files` (in that order) on the EPYC.
+fn plan_json(files: &[&Path]) -> serde_json::Value {
+    let mut cmd = pinctl();
+    cmd.arg("plan");
+    for f in files {
+        cmd.arg("-c").arg(f);
+    }
+    let out = cmd.args(["--topology", EPYC, "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn several_files_are_planned_as_one_host() {
+    let dir = folder();
+    let db = write(dir.path(), "db.toml", DB);
+    let cache = write(dir.path(), "cache.toml", CACHE);
+    let v = plan_json(&[&db, &cache]);
+    let services = v["services"].as_array().unwrap();
+    assert_eq!(services.len(), 5);
+    let mut nodes = Vec::new();
+    for s in services {
+        let (file, supervisor) = (s["file"].as_str().unwrap(), s["supervisor"].as_str().unwrap());
+        let expected =
+            if s["service"] == "redis" { ("cache.toml", "cache") } else { ("db.toml", "db") };
+        assert!(file.ends_with(expected.0), "{s}");
+        assert_eq!(supervisor, expected.1);
+        nodes.push(s["nodes"][0].as_u64().unwrap());
+    }
+    nodes.sort_unstable();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 5, "two instances on one node: {v}");
+    assert_eq!(v["kept_free_nodes"], serde_json::json!([5]), "the database file's keep-free");
+
+    pinctl()
+        .arg("plan")
+        .arg("-c")
+        .arg(&db)
+        .arg("-c")
+        .arg(&cache)
+        .args(["--topology", EPYC])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("INSTANCE (SUPERVISOR)  NODES"))
+        .stdout(predicate::str::contains("redis-0 (cache)"))
+        .stdout(predicate::str::is_match(r"\nmariadb-0 \(db\) +2 ").unwrap());
+}
+
+#[test]
+fn the_order_of_the_files_changes_no_placement() {
+    let dir = folder();
+    let db = write(dir.path(), "db.toml", DB);
+    let cache = write(dir.path(), "cache.toml", CACHE);
+    assert_eq!(plan_json(&[&db, &cache]), plan_json(&[&cache, &db]));
+}
+
+#[test]
+fn files_that_disagree_on_the_host_are_refused_naming_both() {
+    let dir = folder();
+    let db = write(dir.path(), "db.toml", DB);
+    let cache = write(dir.path(), "cache.toml", &format!("[host]\nkeep-free = []\n{CACHE}"));
+    pinctl()
+        .arg("plan")
+        .arg("-c")
+        .arg(&db)
+        .arg("-c")
+        .arg(&cache)
+        .args(["--topology", EPYC])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "`[host] keep-free` differs from `{}:2:1`",
+            cache.display()
+        )))
+        .stderr(predicate::str::contains(format!("--> {}:3:1", db.display())));
+}
+
+#[test]
+fn a_dry_run_of_one_file_plans_that_file_alone() {
+    // Beside another file in its folder: with --topology, only the files given are the host.
+    let dir = folder();
+    let db = write(dir.path(), "db.toml", DB);
+    write(dir.path(), "cache.toml", CACHE);
+    let v = plan_json(&[&db]);
+    assert_eq!(v["services"].as_array().unwrap().len(), 2);
+}
+
+/// A file of one `cpus = 1` service named `name`.
+fn one_cpu(dir: &Path, name: &str) -> PathBuf {
+    write(
+        dir,
+        &format!("{name}.toml"),
+        &format!(
+            "[host]\nkeep-free = []\n\n[service.{name}]\ncommand = [\"/bin/sleep\", \"1000\"]\ncpus = 1\n"
+        ),
+    )
+}
+
+/// The CPUs `pinctl plan --json` of the live machine gives the instance of `file`.
+fn live_cpus(file: &Path) -> String {
+    let out = pinctl().arg("plan").arg("-c").arg(file).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let services = v["services"].as_array().unwrap();
+    assert_eq!(services.len(), 1, "only the file's own part: {v}");
+    services[0]["cpus"].as_str().unwrap().to_string()
+}
+
+/// What `pinctl exec -c FILE --service NAME` sets: the process's allowed CPUs.
+fn exec_cpus(file: &Path, service: &str) -> String {
+    let out = pinctl()
+        .arg("exec")
+        .arg("-c")
+        .arg(file)
+        .args(["--service", service, "--", "grep", "Cpus_allowed_list", "/proc/self/status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.split_whitespace().nth(1).unwrap().to_string()
+}
+
+#[test]
+fn two_files_of_this_machine_get_different_cpus_whichever_comes_first() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        // One CPU: both files can only share it, which `cpu-overcommit` would have to allow.
+        return;
+    }
+    let dir = folder();
+    let a = one_cpu(dir.path(), "alpha");
+    let b = one_cpu(dir.path(), "beta");
+    let (cpu_a, cpu_b) = (live_cpus(&a), live_cpus(&b));
+    assert_ne!(cpu_a, cpu_b, "both files' services on CPU {cpu_a}");
+    // Asked the other way round, and by the units' way in (`exec -c`): the same CPUs.
+    assert_eq!((live_cpus(&b), live_cpus(&a)), (cpu_b.clone(), cpu_a.clone()));
+    assert_eq!((exec_cpus(&b, "beta"), exec_cpus(&a, "alpha")), (cpu_b, cpu_a));
+}
+
+#[test]
+fn a_live_plan_leaves_out_the_files_of_a_folder_others_may_write() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = folder();
+    let a = one_cpu(dir.path(), "alpha");
+    one_cpu(dir.path(), "beta");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    pinctl()
+        .arg("plan")
+        .arg("-c")
+        .arg(&a)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("are not planned with this host"))
+        .stdout(predicate::str::contains("planned with the host's other files").not());
+}
