@@ -90,7 +90,9 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s h -l help -d 'Prin
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l socket -d 'The supervisor\'s control socket' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l runtime-dir -d 'The runtime folder of `--host`' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l json -d 'Print the answer as JSON (`instances`, as in docs/supervisor.md)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l host -d 'Every supervisor of the host (each control socket of the runtime folder): its file, instances, placements and states, then the nodes no instance uses'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand start" -l socket -d 'The supervisor\'s control socket' -r -F

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use predicates::prelude::*;
 
+use crate::supervisor::{unique_name, wait_for};
 use crate::support::{EPYC, pinctl};
 
 const DB: &str = r#"
@@ -196,4 +197,169 @@ fn a_live_plan_leaves_out_the_files_of_a_folder_others_may_write() {
         .success()
         .stderr(predicate::str::contains("are not planned with this host"))
         .stdout(predicate::str::contains("planned with the host's other files").not());
+}
+
+/// `pinctl run` supervisors of one folder, their sockets and state files in its `run/`, and
+/// every PID they were seen running (killed, by PID, when the test ends however it ends).
+struct Supervisors {
+    dir: tempfile::TempDir,
+    children: Vec<std::process::Child>,
+    seen: std::collections::BTreeSet<(i32, u64)>,
+}
+
+impl Supervisors {
+    fn new() -> Supervisors {
+        let dir = folder();
+        std::fs::create_dir(dir.path().join("run")).unwrap();
+        Supervisors { dir, children: Vec::new(), seen: Default::default() }
+    }
+
+    fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// Writes the file of one `cpus = 1` service `service`, supervised as `name`.
+    fn file(&self, name: &str, service: &str) -> PathBuf {
+        let run = self.run_dir();
+        let text = format!(
+            "[host]\nkeep-free = []\nsocket = \"{}/{name}.sock\"\nstate-file = \"{}/{name}.state.json\"\n\n\
+             [service.{service}]\ncommand = [\"sleep\", \"100031\"]\ncpus = 1\n",
+            run.display(),
+            run.display()
+        );
+        write(self.dir.path(), &format!("{name}.toml"), &text)
+    }
+
+    /// Starts the supervisor of `file` and waits until its instances are active.
+    fn start(&mut self, file: &Path) {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log"))).unwrap();
+        let child = std::process::Command::new(crate::support::PINCTL)
+            .arg("run")
+            .arg("-c")
+            .arg(file)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.children.push(child);
+        wait_for("the supervisor's instances to be active", || {
+            let v = self.host_status().ok()?;
+            let me = v["supervisors"].as_array()?.iter().find(|s| s["name"] == name.as_str())?;
+            let instances = me["instances"].as_array()?;
+            instances.iter().all(|i| i["state"] == "active").then_some(())
+        });
+    }
+
+    /// `pinctl status --host --json` of the folder's runtime folder, every PID recorded.
+    fn host_status(&mut self) -> Result<serde_json::Value, String> {
+        let out = crate::supervisor::bounded_output(
+            std::process::Command::new(crate::support::PINCTL)
+                .args(["status", "--host", "--json", "--runtime-dir"])
+                .arg(self.run_dir()),
+        );
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        for s in v["supervisors"].as_array().into_iter().flatten() {
+            let pids = s["instances"].as_array().into_iter().flatten().map(|i| &i["pid"]);
+            for pid in pids.chain([&s["pid"]]).filter_map(serde_json::Value::as_i64) {
+                if let Some(st) = crate::supervisor::stat(pid as i32) {
+                    self.seen.insert((pid as i32, st.start_time));
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// The CPUs of each instance, by name.
+    fn cpus(&mut self) -> std::collections::BTreeMap<String, String> {
+        let v = self.host_status().unwrap();
+        let all = v["supervisors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["instances"].as_array().unwrap());
+        all.map(|i| {
+            (i["name"].as_str().unwrap().to_string(), i["cpus"].as_str().unwrap().to_string())
+        })
+        .collect()
+    }
+}
+
+impl Supervisors {
+    /// SIGTERM to each supervisor (each stops its instances), waited for; the PIDs seen that
+    /// are still alive after, then killed.
+    fn stop(&mut self) -> Vec<i32> {
+        use rustix::process::Signal;
+        for child in &self.children {
+            let _ = crate::supervisor::signal(child.id() as i32, Signal::TERM);
+        }
+        for mut child in std::mem::take(&mut self.children) {
+            wait_for("a supervisor to stop", || child.try_wait().ok().flatten());
+        }
+        let left: Vec<i32> = self
+            .seen
+            .iter()
+            .filter(|&&(pid, start)| crate::supervisor::alive(pid, start))
+            .map(|&(pid, _)| pid)
+            .collect();
+        for &pid in &left {
+            let _ = crate::supervisor::signal(pid, Signal::KILL);
+        }
+        left
+    }
+}
+
+impl Drop for Supervisors {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.stop();
+    }
+}
+
+/// Two supervisors of one host started in `first`, then the other's order: the CPUs of their
+/// instances, and `status --host` of both.
+fn two_supervisors(alpha_first: bool) -> (std::collections::BTreeMap<String, String>, String) {
+    let mut host = Supervisors::new();
+    let (a, b) = (unique_name(), unique_name());
+    let (fa, fb) = (host.file(&a, "alpha"), host.file(&b, "beta"));
+    let order = if alpha_first { [&fa, &fb] } else { [&fb, &fa] };
+    for f in order {
+        host.start(f);
+    }
+    let cpus = host.cpus();
+    let text = crate::supervisor::bounded_output(
+        std::process::Command::new(crate::support::PINCTL)
+            .args(["status", "--host", "--runtime-dir"])
+            .arg(host.run_dir()),
+    );
+    let text = String::from_utf8_lossy(&text.stdout).replace(&a, "A").replace(&b, "B");
+    let text = text.replace(&host.dir.path().display().to_string(), "DIR");
+    assert_eq!(host.stop(), Vec::<i32>::new(), "left running after the supervisors stopped");
+    (cpus, text)
+}
+
+#[test]
+fn two_supervisors_get_different_cpus_whichever_starts_first() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return;
+    }
+    let (first, text) = two_supervisors(true);
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_ne!(first["alpha"], first["beta"], "both supervisors' instances on one CPU");
+    let (second, _) = two_supervisors(false);
+    assert_eq!(first, second, "the order the supervisors started in moved an instance");
+    // Every supervisor of the host, its file and its instances; the nodes none uses.
+    assert!(text.contains("supervisor `A` (PID "), "{text}");
+    assert!(text.contains(", DIR/A.toml, DIR/run/A.sock)\nINSTANCE"), "{text}");
+    assert!(text.contains("supervisor `B` (PID "), "{text}");
+    assert!(text.contains("\nalpha ") && text.contains("\nbeta "), "{text}");
+    assert!(text.contains("free nodes: "), "{text}");
 }

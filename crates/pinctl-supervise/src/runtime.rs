@@ -57,6 +57,8 @@ pub struct Options {
     /// Start instances without applying or checking their placement. Only for testing the
     /// supervisor against a topology larger than the machine it runs on.
     pub unpinned: bool,
+    /// The service file it supervises, as `status` names it (`pinctl status --host`).
+    pub config: Option<PathBuf>,
 }
 
 /// Re-reads and re-plans the service file on reload, given where the running instances are
@@ -1397,7 +1399,17 @@ impl Supervisor {
                 })
             })
             .collect();
-        Response { ok: true, instances: Some(instances), ..Response::default() }
+        let supervisor = crate::protocol::SupervisorStatus {
+            name: self.options.name.clone(),
+            file: self.options.config.as_ref().map(|p| p.display().to_string()),
+            pid: std::process::id(),
+        };
+        Response {
+            ok: true,
+            instances: Some(instances),
+            supervisor: Some(supervisor),
+            ..Response::default()
+        }
     }
 
     /// Re-plans the file on a blocking thread (a large file takes a while; the loop goes on

@@ -142,6 +142,7 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
         legacy_state_file: supervisor.legacy_state_file.filter(|_| args.state_file.is_none()),
         state_file: args.state_file.unwrap_or(supervisor.state_file),
         unpinned: args.unpinned,
+        config: Some(std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone())),
     };
     // The drift watcher samples the instances where the plan put them on this machine: not
     // when they run unpinned or were planned for another topology (tests only).
