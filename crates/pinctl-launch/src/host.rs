@@ -405,11 +405,24 @@ pub struct Gathered {
     pub notes: Vec<String>,
 }
 
-/// The files of the live host of `asked`: each one, and the other `*.toml` files of its
-/// folder when the folder passes the state folder's trust rules (else they are left out, and
-/// a note says why: a file another user could have put there never steers a plan).
-pub fn live_files(asked: &[PathBuf]) -> Gathered {
+impl Gathered {
+    /// Adds `path` unless it is already there (the same file by another name included).
+    pub fn add(&mut self, path: PathBuf) {
+        if !self.paths.iter().any(|a| same_file(a, &path)) {
+            self.paths.push(path);
+        }
+    }
+}
+
+/// The files of the live host of `asked`: each one, the other `*.toml` files of its folder
+/// when the folder passes the state folder's trust rules (else they are left out, and a note
+/// says why: a file another user could have put there never steers a plan), and `running`,
+/// the files of the supervisors running on the host.
+pub fn live_files(asked: &[PathBuf], running: &[PathBuf]) -> Gathered {
     let mut out = Gathered { paths: asked.to_vec(), notes: Vec::new() };
+    for path in running {
+        out.add(path.clone());
+    }
     let folders: BTreeSet<PathBuf> = asked.iter().map(|p| folder_of(p)).collect();
     for folder in folders {
         if let Err(e) = pinctl_sysfs::trust::check_folder(&folder) {
@@ -420,13 +433,7 @@ pub fn live_files(asked: &[PathBuf]) -> Gathered {
             continue;
         }
         match service_files_in(&folder) {
-            Ok(found) => {
-                for p in found {
-                    if !out.paths.iter().any(|a| same_file(a, &p)) {
-                        out.paths.push(p);
-                    }
-                }
-            }
+            Ok(found) => found.into_iter().for_each(|p| out.add(p)),
             Err(why) => out.notes.push(why),
         }
     }

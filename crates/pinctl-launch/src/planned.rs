@@ -290,14 +290,15 @@ fn is_named_device(root: &Path, name: &str) -> bool {
 }
 
 /// The placement of instance `service` of the file at `config_path` on the live machine,
-/// planned with the host's other files ([`crate::Host`], [`crate::live_files`]). Only the
-/// devices the host's plan depends on are read ([`devices_needed`]): this runs in every
-/// unit's start-up.
+/// planned with the host's other files ([`crate::Host`], [`crate::live_files`]; `running`:
+/// the files of the supervisors running on the host). Only the devices the host's plan
+/// depends on are read ([`devices_needed`]): this runs in every unit's start-up.
 pub fn planned_placement(
     config_path: &Path,
     service: &str,
+    running: &[std::path::PathBuf],
 ) -> Result<PlannedPlacement, LaunchError> {
-    let mut gathered = crate::host::live_files(&[config_path.to_path_buf()]);
+    let mut gathered = crate::host::live_files(&[config_path.to_path_buf()], running);
     let configs = crate::host::load_gathered(&mut gathered, 1)?;
     let configs = crate::host::join(configs)?;
     let joint = crate::host::joint_of(&configs);

@@ -273,12 +273,21 @@ fn a_live_host_is_the_files_of_the_folder() {
     write(dir.path(), "cache.toml", CACHE);
     write(dir.path(), "notes.txt", "not a service file");
     std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link.toml")).unwrap();
-    let gathered = pinctl_launch::live_files(std::slice::from_ref(&db));
+    let gathered = pinctl_launch::live_files(std::slice::from_ref(&db), &[]);
     assert_eq!(gathered.paths, [db.clone(), dir.path().join("cache.toml")]);
     assert!(gathered.notes.is_empty(), "{:?}", gathered.notes);
+    // The file of a supervisor running elsewhere is the host's too; one of the folder named
+    // another way is not taken twice.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let workers = write(elsewhere.path(), "workers.toml", WORKERS);
+    let again = dir.path().join("cache-link.toml");
+    std::fs::hard_link(dir.path().join("cache.toml"), &again).unwrap();
+    let running = [workers.clone(), again.clone()];
+    let gathered = pinctl_launch::live_files(std::slice::from_ref(&db), &running);
+    assert_eq!(gathered.paths, [db.clone(), workers, again]);
     // A folder others may write: what is in it besides the file may be anyone's.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let gathered = pinctl_launch::live_files(std::slice::from_ref(&db));
+    let gathered = pinctl_launch::live_files(std::slice::from_ref(&db), &[]);
     assert_eq!(gathered.paths, [db]);
     assert!(gathered.notes[0].contains("are not planned with this host"), "{:?}", gathered.notes);
 }

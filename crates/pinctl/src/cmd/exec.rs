@@ -168,7 +168,8 @@ impl ExecArgs {
         } else if let Some(near) = &self.near {
             home = Some(Nodes::Set(pinctl_launch::near_nodes(near)?));
         } else if let (Some(config), Some(service)) = (&self.config, &self.service) {
-            let planned = pinctl_launch::planned_placement(config, service)?;
+            let running = super::host::running_files();
+            let planned = pinctl_launch::planned_placement(config, service, &running)?;
             req.planned_cpuset = planned.cpuset;
             home_policy = planned.placement.memory_policy;
             home_cpus = Some(planned.placement.cpus);

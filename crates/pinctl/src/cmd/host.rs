@@ -4,8 +4,8 @@
 //! topology ([`pinctl_launch::Host`]), as ripgrep builds one `HiArgs` for every searcher.
 //!
 //! With `--topology` (a dry run of a host that may not exist) the host is exactly the files
-//! given. On the live machine it is those files and the other `*.toml` files of their
-//! folders (docs/planning.md, "A host").
+//! given. On the live machine it is those files, the other `*.toml` files of their folders
+//! and the files of the supervisors running on the host (docs/planning.md, "A host").
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ pub(crate) fn load(
 ) -> Result<LoadedHost, Error> {
     let mut gathered = match topology {
         Some(_) => Gathered { paths: asked.to_vec(), notes: Vec::new() },
-        None => pinctl_launch::live_files(asked),
+        None => pinctl_launch::live_files(asked, &running_files()),
     };
     let configs = pinctl_launch::load_gathered(&mut gathered, asked.len())?;
     let configs = pinctl_launch::join(configs)?;
@@ -47,6 +47,23 @@ pub(crate) fn load(
     pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
     let host = Host::check(configs, loaded, strict)?;
     Ok(LoadedHost { host, asked: asked.to_vec(), notes: gathered.notes })
+}
+
+/// How long a plan waits for each running supervisor to name its file: one that hangs must
+/// not hold up a unit's start.
+const RUNNING_FILE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The service files of the supervisors running on this host (each trusted control socket
+/// of /run/pinctl, asked with a bounded wait); those that do not answer hold nothing here.
+pub(crate) fn running_files() -> Vec<PathBuf> {
+    let dir = Path::new(pinctl_config::RUNTIME_DIR);
+    let Ok(sockets) = pinctl_supervise::socket::supervisors_in(dir) else { return Vec::new() };
+    let request = pinctl_supervise::protocol::Request::Status { names: Vec::new() };
+    sockets
+        .iter()
+        .filter_map(|s| super::control::ask_at(s, &request, Some(RUNNING_FILE_WAIT)).ok())
+        .filter_map(|r| r.supervisor?.file.map(PathBuf::from))
+        .collect()
 }
 
 impl LoadedHost {
