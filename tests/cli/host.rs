@@ -363,3 +363,89 @@ fn two_supervisors_get_different_cpus_whichever_starts_first() {
     assert!(text.contains("\nalpha ") && text.contains("\nbeta "), "{text}");
     assert!(text.contains("free nodes: "), "{text}");
 }
+
+/// `pinctl exec ARGS -- sleep N` started in the background, once its placement is applied
+/// (its allowed CPUs are `cpus`); killed, by PID, when dropped.
+struct Pinned(std::process::Child);
+
+impl Pinned {
+    fn start(args: &[&str], cpus: &str) -> Pinned {
+        let child = std::process::Command::new(crate::support::PINCTL)
+            .arg("exec")
+            .args(args)
+            .args(["--", "sleep", "100053"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let pinned = Pinned(child);
+        wait_for("pinctl exec to pin and exec", || {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            (comm.trim() == "sleep" && crate::supervisor::allowed_cpus(pid) == cpus).then_some(())
+        });
+        pinned
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `pinctl plan --json` of the live machine for `file`.
+fn live_plan(file: &Path) -> serde_json::Value {
+    let out = pinctl().arg("plan").arg("-c").arg(file).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_process_pinned_by_someone_else_is_planned_around() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return;
+    }
+    let dir = folder();
+    let alpha = one_cpu(dir.path(), "alpha");
+    // Alone, alpha gets CPU 0; a process someone pinned there is not pinctl's to move.
+    assert_eq!(live_plan(&alpha)["services"][0]["cpus"], "0");
+    let other = Pinned::start(&["--cpus", "0"], "0");
+    let v = live_plan(&alpha);
+    let warnings = v["warnings"].to_string();
+    let named = format!("PID {} (sleep) on CPUs 0", other.0.id());
+    assert!(warnings.contains(&named), "{warnings}");
+    // Other tests of this machine may pin processes too: then the plan cannot go around all
+    // of them, and says so; else it went around.
+    if !warnings.contains("cannot plan around") {
+        assert!(warnings.contains("planned around CPUs 0"), "{warnings}");
+        assert_eq!(v["services"][0]["cpus"], "1", "{v}");
+    }
+    // `status --host` shows it.
+    let empty = folder();
+    let out = pinctl()
+        .args(["status", "--host", "--json", "--runtime-dir"])
+        .arg(empty.path())
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pids: Vec<u64> = status["pinned_processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["pid"].as_u64())
+        .collect();
+    assert!(pids.contains(&u64::from(other.0.id())), "{status}");
+}
+
+#[test]
+fn what_pinctl_exec_runs_for_an_instance_is_not_someone_elses() {
+    let dir = folder();
+    let alpha = one_cpu(dir.path(), "alpha");
+    let cpus = live_plan(&alpha)["services"][0]["cpus"].as_str().unwrap().to_string();
+    let unit = Pinned::start(&["-c", alpha.to_str().unwrap(), "--service", "alpha"], &cpus);
+    let v = live_plan(&alpha);
+    let named = format!("PID {} ", unit.0.id());
+    assert!(!v["warnings"].to_string().contains(&named), "{v}");
+    assert_eq!(v["services"][0]["cpus"], cpus.as_str(), "the instance moved off its own unit");
+}

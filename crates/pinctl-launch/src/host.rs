@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use pinctl_config::{Config, Diagnostic, Severity, Span};
 use pinctl_plan::{Plan, PlanInputs};
 use pinctl_sysfs::LoadedTopology;
-use pinctl_topology::Placement;
+use pinctl_sysfs::proc::pinned::PinnedProcess;
+use pinctl_topology::{CpuSet, Placement};
 
 use crate::error::LaunchError;
 use crate::planned::{ServiceFile, load_config};
@@ -107,6 +108,9 @@ pub struct Host {
     pub files: Vec<ServiceFile>,
     /// Every service of every file, in that order: what the planner plans.
     pub joint: ServiceFile,
+    /// The processes of the live machine pinned by others (taskset, `CPUAffinity=`, a
+    /// cpuset); empty on another host's topology.
+    pub pinned: Vec<PinnedProcess>,
 }
 
 impl Host {
@@ -139,8 +143,9 @@ impl Host {
             }
         }
         let config = joint_config(files.iter().map(|f| &f.config));
+        let pinned = if loaded.is_live { pinned_on(&loaded) } else { Vec::new() };
         let joint = ServiceFile { config, loaded, inputs, diagnostics: Vec::new() };
-        Ok(Host { files, joint })
+        Ok(Host { files, joint, pinned })
     }
 
     /// The plan of the whole host.
@@ -157,7 +162,49 @@ impl Host {
         current: &BTreeMap<String, Placement>,
         held: &BTreeMap<String, Placement>,
     ) -> Result<Plan, LaunchError> {
-        let config = pinned(&self.joint.config, held);
+        let plan = self.plan_reserving(current, held, &CpuSet::new())?;
+        // Processes pinned by others, not the host's own instances (`pinctl exec` marks what
+        // it runs with the instance's name): their CPUs are planned around when the plan can
+        // do without them, and named in a warning either way.
+        let config = &self.joint.config;
+        let theirs: Vec<&PinnedProcess> = self
+            .pinned
+            .iter()
+            .filter(|p| p.mark.as_ref().is_none_or(|m| config.instance(m).is_none()))
+            .collect();
+        if theirs.is_empty() {
+            return Ok(plan);
+        }
+        let cpus = theirs.iter().fold(CpuSet::new(), |acc, p| acc.union(&p.cpus));
+        let named = pinned_names(&theirs);
+        match self.plan_reserving(current, held, &cpus) {
+            Ok(mut around) => {
+                around.warnings.push(format!(
+                    "planned around CPUs {cpus}, held by processes pinned outside pinctl: {named}"
+                ));
+                Ok(around)
+            }
+            Err(e) => {
+                let mut plan = plan;
+                let why = std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string());
+                plan.warnings.push(format!(
+                    "cannot plan around CPUs {cpus}, held by processes pinned outside pinctl \
+                     ({named}): instances share them ({why})"
+                ));
+                Ok(plan)
+            }
+        }
+    }
+
+    /// [`Host::plan_keeping`] with `reserve` kept from the instances as `reserve-cpus` is.
+    fn plan_reserving(
+        &self,
+        current: &BTreeMap<String, Placement>,
+        held: &BTreeMap<String, Placement>,
+        reserve: &CpuSet,
+    ) -> Result<Plan, LaunchError> {
+        let mut config = pinned(&self.joint.config, held);
+        config.host.reserve_cpus = config.host.reserve_cpus.union(reserve);
         let mut running = current.clone();
         running.extend(held.iter().map(|(k, v)| (k.clone(), v.clone())));
         let inputs = PlanInputs { current: running, ..self.joint.inputs.clone() };
@@ -223,6 +270,41 @@ impl Host {
             .collect();
         format!("; nodes held by the running instances of other files: {}", parts.join("; "))
     }
+}
+
+/// The most pinned processes named in one warning.
+const NAMED_PINNED: usize = 8;
+
+/// `PID 812 (irqd) on CPUs 2-3, ...`, the first [`NAMED_PINNED`] of them.
+fn pinned_names(processes: &[&PinnedProcess]) -> String {
+    let mut names: Vec<String> = processes
+        .iter()
+        .take(NAMED_PINNED)
+        .map(|p| format!("PID {} ({}) on CPUs {}", p.pid, p.name.escape_debug(), p.cpus))
+        .collect();
+    if processes.len() > NAMED_PINNED {
+        names.push(format!("and {} more", processes.len() - NAMED_PINNED));
+    }
+    names.join(", ")
+}
+
+/// The processes of the live machine `loaded` pinned by others: allowed fewer CPUs or nodes
+/// than pinctl itself is (its cpuset), kernel threads and pinctl's instances aside. A scan
+/// that fails finds none.
+pub fn pinned_on(loaded: &LoadedTopology) -> Vec<PinnedProcess> {
+    let topology = &loaded.topology;
+    let all_cpus =
+        topology.host.allowed_cpus.clone().unwrap_or_else(|| {
+            topology.nodes.iter().fold(CpuSet::new(), |acc, n| acc.union(&n.cpus))
+        });
+    let all_nodes =
+        topology.host.allowed_nodes.clone().unwrap_or_else(|| {
+            topology.nodes.iter().filter(|n| n.has_memory).map(|n| n.id).collect()
+        });
+    let mut root = pinctl_sysfs::FsRoot::new(Path::new("/"));
+    pinctl_sysfs::proc::pinned::scan(&mut root, &all_cpus, &all_nodes, crate::INSTANCE_ENV)
+        .map(|p| p.processes)
+        .unwrap_or_default()
 }
 
 fn plural(n: usize) -> &'static str {

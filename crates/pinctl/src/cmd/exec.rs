@@ -240,7 +240,7 @@ pub(crate) fn run(args: ExecArgs) -> CmdResult {
         pinctl_launch::setup(&kernel, &resolved, &allowed, launch, || host.kernel_release())?;
     let warnings = pinctl_launch::apply_to_self(&kernel, prepared, &resolved, &allowed, launch)?;
     crate::error::warn_all(&warnings);
-    Err(pinctl_launch::exec(&args.command).into())
+    Err(pinctl_launch::exec(&args.command, args.service.as_deref()).into())
 }
 
 fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Result<(), Error> {

@@ -1,7 +1,7 @@
 //! `pinctl status --host`: every supervisor of the host (each control socket of the runtime
 //! folder, trusted as every client trusts one) with its service file, its instances, their
-//! placements and states; then the nodes no running instance uses, and those the host's plan
-//! keeps free. One question per supervisor, each bounded in time: a supervisor that does not
+//! placements and states; the processes pinned outside pinctl; then the nodes no running
+//! instance uses, and those the host's plan keeps free. One question per supervisor, each bounded in time: a supervisor that does not
 //! answer is reported, not waited for.
 
 use std::collections::BTreeMap;
@@ -43,7 +43,18 @@ struct HostStatus {
     free_nodes: Vec<u32>,
     /// Nodes the plan of the supervisors' files keeps free, and for what.
     kept_free_for: BTreeMap<u32, Vec<String>>,
+    /// Processes pinned outside pinctl (taskset, `CPUAffinity=`, a cpuset).
+    pinned_processes: Vec<Pinned>,
     warnings: Vec<String>,
+}
+
+/// A process pinned by someone else.
+#[derive(Debug, Serialize)]
+struct Pinned {
+    pid: u32,
+    name: String,
+    cpus: String,
+    nodes: String,
 }
 
 pub(crate) fn run(dir: &Path, json: bool) -> CmdResult {
@@ -78,6 +89,7 @@ pub(crate) fn run(dir: &Path, json: bool) -> CmdResult {
         unreachable,
         free_nodes: Vec::new(),
         kept_free_for: BTreeMap::new(),
+        pinned_processes: Vec::new(),
         warnings: Vec::new(),
     };
     nodes(&mut status);
@@ -103,13 +115,29 @@ fn nodes(status: &mut HostStatus) {
             used = used.union(&nodes);
         }
     }
-    let topology = match pinctl_launch::live_topology() {
-        Ok(loaded) => loaded.topology,
+    let loaded = match pinctl_launch::live_topology() {
+        Ok(loaded) => loaded,
         Err(e) => {
             status.warnings.push(format!("cannot read this machine's topology: {e}"));
             return;
         }
     };
+    let ours: Vec<u32> = status
+        .supervisors
+        .iter()
+        .flat_map(|s| s.instances.iter().filter_map(|i| i.pid).map(|p| p as u32).chain(s.pid))
+        .collect();
+    status.pinned_processes = pinctl_launch::pinned_on(&loaded)
+        .into_iter()
+        .filter(|p| !ours.contains(&p.pid))
+        .map(|p| Pinned {
+            pid: p.pid,
+            name: p.name,
+            cpus: p.cpus.to_string(),
+            nodes: p.nodes.to_string(),
+        })
+        .collect();
+    let topology = loaded.topology;
     status.free_nodes = topology
         .nodes
         .iter()
@@ -155,6 +183,13 @@ fn render(out: &mut impl Write, status: &HostStatus) -> io::Result<()> {
         .map(|(n, why)| format!("{n} (for {})", why.join(", ")))
         .collect();
     writeln!(out, "kept free:  {}", if kept.is_empty() { "none".into() } else { kept.join(", ") })?;
+    if !status.pinned_processes.is_empty() {
+        writeln!(out, "pinned outside pinctl:")?;
+        for p in &status.pinned_processes {
+            let name = pinctl_topology::text::escaped(&p.name);
+            writeln!(out, "  PID {} ({name}): CPUs {}, nodes {}", p.pid, p.cpus, p.nodes)?;
+        }
+    }
     for w in &status.warnings {
         writeln!(out, "warning: {w}")?;
     }
