@@ -312,7 +312,7 @@ _pinctl() {
             return 0
             ;;
         pinctl__subcmd__plan)
-            opts="-c -h -V --config --topology --json --strict --emit --help --version"
+            opts="-c -v -h -V --config --topology --json --verbose --strict --emit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -54,6 +54,7 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s c -l config -d 'T
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l topology -d 'Plan for this topology instead of the live machine: a sysfs/procfs directory, a tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l emit -d 'Write what applies the plan: `systemd DIR` writes a drop-in per instance (`DIR/<unit>.d/50-pinctl.conf`); `numactl` prints a numactl command line per instance' -r
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l json -d 'Print the plan as JSON (the contract in docs/planning.md)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s v -l verbose -d 'List each interrupt on the instances\' CPUs, not a count per instance'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l strict -d 'Fail when the best plan breaks a soft rule (memory over a node\'s capacity under a policy that spills, an instance away from its `near` device, a kept-free node used), and when a `near` entry names no device of the topology (a snapshot\'s too)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s V -l version -d 'Print version'

@@ -34,6 +34,9 @@ pub(crate) struct PlanArgs {
     /// Print the plan as JSON (the contract in docs/planning.md).
     #[arg(long, conflicts_with = "emit")]
     json: bool,
+    /// List each interrupt on the instances' CPUs, not a count per instance.
+    #[arg(short, long)]
+    verbose: bool,
     /// Fail when the best plan breaks a soft rule (memory over a node's capacity under a
     /// policy that spills, an instance away from its `near` device, a kept-free node used),
     /// and when a `near` entry names no device of the topology (a snapshot's too).
@@ -124,7 +127,8 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
         }
         None => {
             let landing = super::irq::landing(&host.joint, &plan);
-            render(&mut out, &plan, &loaded_host, &landing).context("writing to stdout")?;
+            render(&mut out, &plan, &loaded_host, &landing, args.verbose)
+                .context("writing to stdout")?;
         }
     }
     out.flush().context("writing to stdout")?;
@@ -139,6 +143,7 @@ fn render(
     plan: &Plan,
     host: &super::host::LoadedHost,
     landing: &[pinctl_plan::InterruptLanding],
+    verbose: bool,
 ) -> io::Result<()> {
     let loaded = &host.host.joint.loaded;
     let files: Vec<String> =
@@ -230,7 +235,7 @@ fn render(
             )?;
         }
     }
-    super::irq::render_landing(out, &loaded.topology, landing)?;
+    super::irq::render_landing(out, &loaded.topology, landing, verbose)?;
     let host = &loaded.topology.warnings;
     if !plan.warnings.is_empty() || !host.is_empty() {
         writeln!(out)?;
