@@ -55,6 +55,8 @@ struct Pinned {
     name: String,
     cpus: String,
     nodes: String,
+    /// The instance a `pinctl exec -c FILE --service NAME` runs it for (its mark).
+    instance: Option<String>,
 }
 
 pub(crate) fn run(dir: &Path, json: bool) -> CmdResult {
@@ -135,6 +137,7 @@ fn nodes(status: &mut HostStatus) {
             name: p.name,
             cpus: p.cpus.to_string(),
             nodes: p.nodes.to_string(),
+            instance: p.mark,
         })
         .collect();
     let topology = loaded.topology;
@@ -187,7 +190,10 @@ fn render(out: &mut impl Write, status: &HostStatus) -> io::Result<()> {
         writeln!(out, "pinned outside pinctl:")?;
         for p in &status.pinned_processes {
             let name = pinctl_topology::text::escaped(&p.name);
-            writeln!(out, "  PID {} ({name}): CPUs {}, nodes {}", p.pid, p.cpus, p.nodes)?;
+            let unit = p.instance.as_deref().map_or(String::new(), |i| {
+                format!(" (`pinctl exec` of instance {})", pinctl_topology::text::escaped(i))
+            });
+            writeln!(out, "  PID {} ({name}): CPUs {}, nodes {}{unit}", p.pid, p.cpus, p.nodes)?;
         }
     }
     for w in &status.warnings {
