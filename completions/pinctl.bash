@@ -312,7 +312,7 @@ _pinctl() {
             return 0
             ;;
         pinctl__subcmd__plan)
-            opts="-c -h -V --config --topology --json --strict --emit --help --version"
+            opts="-c -v -h -V --config --topology --json --verbose --strict --emit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -502,7 +502,7 @@ _pinctl() {
             return 0
             ;;
         pinctl__subcmd__status)
-            opts="-c -h -V --json --socket --config --help --version"
+            opts="-c -h -V --json --socket --config --host --runtime-dir --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -517,6 +517,10 @@ _pinctl() {
                     return 0
                     ;;
                 -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --runtime-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

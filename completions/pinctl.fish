@@ -50,10 +50,11 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s c -l config -d '
 complete -c pinctl -n "__fish_pinctl_using_subcommand check" -l topology -d 'Check against this topology instead of the live machine: a sysfs/procfs directory, a tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand check" -s V -l version -d 'Print version'
-complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s c -l config -d 'The service file' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s c -l config -d 'The service file; repeat it to plan several files together, as one host (on the live machine, the other files of the file\'s folder are planned with it anyway)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l topology -d 'Plan for this topology instead of the live machine: a sysfs/procfs directory, a tarball of one, a `pinctl topology --json` snapshot, or an hwloc XML file' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l emit -d 'Write what applies the plan: `systemd DIR` writes a drop-in per instance (`DIR/<unit>.d/50-pinctl.conf`); `numactl` prints a numactl command line per instance' -r
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l json -d 'Print the plan as JSON (the contract in docs/planning.md)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s v -l verbose -d 'List each interrupt on the instances\' CPUs, not a count per instance'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l strict -d 'Fail when the best plan breaks a soft rule (memory over a node\'s capacity under a policy that spills, an instance away from its `near` device, a kept-free node used), and when a `near` entry names no device of the topology (a snapshot\'s too)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s V -l version -d 'Print version'
@@ -90,7 +91,9 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s h -l help -d 'Prin
 complete -c pinctl -n "__fish_pinctl_using_subcommand run" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l socket -d 'The supervisor\'s control socket' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s c -l config -d 'The service file whose supervisor to ask (its `[host] socket`, else /run/pinctl/NAME.sock as `pinctl run -c FILE` chose)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l runtime-dir -d 'The runtime folder of `--host`' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l json -d 'Print the answer as JSON (`instances`, as in docs/supervisor.md)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand status" -l host -d 'Every supervisor of the host (each control socket of the runtime folder): its file, instances, placements and states, then the nodes no instance uses'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand status" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand start" -l socket -d 'The supervisor\'s control socket' -r -F

@@ -101,7 +101,20 @@ fn plan_says_which_interrupts_land_on_service_cpus_and_what_steering_does() {
     let managed =
         landing.iter().filter(|l| l["managed"] == true && l["devices"][0] == "nvme0n1").count();
     assert!(managed >= 4, "{landing:?}");
+    // A count per instance by default; each interrupt under --verbose.
     let text = ok(&["plan", "--topology", QUIET, "-c", c]);
+    let header = "\ninterrupts on service CPUs today (`--verbose` lists each):\n";
+    assert!(text.contains(header), "{text}");
+    assert!(!text.contains(": IRQ "), "{text}");
+    let db0 = landing.iter().filter(|l| l["instance"] == "db-0").count();
+    let db0_managed =
+        landing.iter().filter(|l| l["instance"] == "db-0" && l["managed"] == true).count();
+    let summary = format!(
+        "  db-0: {db0} interrupts: {} moved, {db0_managed} stays (managed by the kernel)",
+        db0 - db0_managed
+    );
+    assert!(text.lines().any(|l| l == summary), "no line `{summary}` in\n{text}");
+    let text = ok(&["plan", "--topology", QUIET, "-c", c, "--verbose"]);
     assert!(text.contains("\ninterrupts on service CPUs today:\n"), "{text}");
     for line in [
         "  db-0: IRQ 26 nvme0q0 (nvme0n1) on CPU 1, fired 12 times there: moved",

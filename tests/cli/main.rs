@@ -22,6 +22,7 @@
 
 mod check;
 mod exec;
+mod host;
 mod hostile;
 mod irq;
 mod numactl;

@@ -495,6 +495,18 @@ fn output_lines_are_prefixed_with_the_instance_name() {
 fn the_shipped_units_pass_systemd_analyze_verify() {
     for (name, keys) in [
         ("pinctl.service", &["Type=notify", "Delegate=yes", "KillMode=process", "ExecReload="][..]),
+        // One supervisor per service file of /etc/pinctl, named after the file.
+        (
+            "pinctl@.service",
+            &[
+                "Type=notify",
+                "Delegate=yes",
+                "KillMode=process",
+                "ExecReload=",
+                "ExecStart=pinctl run -c /etc/pinctl/%i.toml",
+                "RuntimeDirectoryPreserve=yes",
+            ][..],
+        ),
         (
             "pinctl-irq.service",
             &[
@@ -530,6 +542,14 @@ fn the_shipped_units_pass_systemd_analyze_verify() {
             });
         let text = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success() && text.trim().is_empty(), "{name}: {text}");
+        // A template is verified as the unit of one file, `pinctl@db.service`, too.
+        if name.ends_with("@.service") {
+            let one = dir.path().join(name.replace("@.", "@db."));
+            std::fs::copy(&path, &one).unwrap();
+            let out = Command::new("systemd-analyze").arg("verify").arg(&one).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success() && text.trim().is_empty(), "{name} as db: {text}");
+        }
     }
 }
 

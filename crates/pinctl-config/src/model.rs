@@ -100,6 +100,9 @@ pub struct HostSpans {
     pub keep_free: Vec<Span>,
     pub reserve_cpus: Option<Span>,
     pub memory_reserve: Option<Span>,
+    /// Every key written in `[host]`, from the key to the end of its value: whether the file
+    /// sets a host-wide setting at all, and where.
+    pub keys: BTreeMap<String, Span>,
 }
 
 /// Spans of one service's values.

@@ -651,8 +651,14 @@ impl Walker {
 
     fn read_host(&mut self, doc: &mut RawDocument, _: &Key<'_>, value: &Val<'_>) {
         if let Some(t) = self.table("host", value) {
-            let mut host = Default::default();
+            let mut host: (HostConfig, HostSpans) = Default::default();
             self.read_table(t, HOST_READERS, &mut host);
+            // Where each key is written, for what is said across files (two files of one
+            // host that disagree on a host-wide setting are refused naming both lines).
+            for (key, value) in entries(t) {
+                let span = key.span().start..value.span().end.max(key.span().end);
+                host.1.keys.insert(key.get_ref().to_string(), span);
+            }
             doc.host = Some(host);
         }
     }

@@ -7,8 +7,16 @@ use pinctl_topology::Topology;
 
 use crate::inputs::SteerInputs;
 
+/// Whether steering already moved `irq` off `cpus`: a movable interrupt whose allowed
+/// affinity no longer meets them. Its effective affinity may still name them until it fires
+/// again (x86 moves an interrupt at its next one), so that is not where it lands.
+fn already_moved(irq: &pinctl_topology::Irq, cpus: &pinctl_topology::CpuSet, steer: bool) -> bool {
+    steer && !irq.managed && irq.affinity.as_ref().is_some_and(|a| a.is_disjoint(cpus))
+}
+
 /// Every interrupt of `topology` that lands on an instance's CPUs (its effective affinity
-/// where the kernel says, else its affinity), by instance in `inputs`' order, then number.
+/// where the kernel says, else its affinity; not one steering already moved off them), by
+/// instance in `inputs`' order, then number.
 /// `steer`: whether the file has `steer-interrupts` on.
 pub fn on_service_cpus(
     topology: &Topology,
@@ -20,7 +28,7 @@ pub fn on_service_cpus(
         for irq in &topology.interrupts.irqs {
             let Some(lands) = irq.lands_on() else { continue };
             let on_cpus = lands.intersection(&o.cpus);
-            if on_cpus.is_empty() {
+            if on_cpus.is_empty() || already_moved(irq, &o.cpus, steer) {
                 continue;
             }
             let devices = irq

@@ -168,3 +168,17 @@ fn what_plan_reports_as_landing_on_service_cpus() {
         (vec!["eth0".to_string()], "0".to_string(), 10)
     );
 }
+
+#[test]
+fn an_interrupt_steering_moved_is_judged_by_its_allowed_affinity() {
+    // Steered to CPU 6, the timer has not fired since: its effective affinity still says 0.
+    let mut t = topology();
+    let timer = t.interrupts.irqs.iter_mut().find(|q| q.irq == 0).unwrap();
+    timer.affinity = Some(cpus("6"));
+    timer.effective_affinity = Some(cpus("0"));
+    let landing = pinctl_irq::landing::on_service_cpus(&t, &plan(), true);
+    assert!(!landing.iter().any(|l| l.irq == 0), "listed as landing on db-0: {landing:?}");
+    // Steering off, where it is delivered is what lands.
+    let off = pinctl_irq::landing::on_service_cpus(&t, &plan(), false);
+    assert!(off.iter().any(|l| l.irq == 0 && l.instance == "db-0"));
+}

@@ -224,12 +224,22 @@ pub fn explain(
     LaunchError::Setup { error, cause }
 }
 
-/// Replaces this process with `command` (PATH search as execvp); returns only on failure.
-pub fn exec(command: &[OsString]) -> LaunchError {
+/// The environment variable `pinctl exec -c FILE --service NAME` sets to the instance's name
+/// in what it runs: a process pinned where the host's plan puts an instance is known as that
+/// instance's, not as one pinned by someone else (`pinctl status --host`, docs/planning.md).
+pub const INSTANCE_ENV: &str = "PINCTL_INSTANCE";
+
+/// Replaces this process with `command` (PATH search as execvp), with [`INSTANCE_ENV`] set to
+/// `instance` when given; returns only on failure.
+pub fn exec(command: &[OsString], instance: Option<&str>) -> LaunchError {
     let Some((program, args)) = command.split_first() else {
         return LaunchError::NoCommand;
     };
-    let source = std::process::Command::new(program).args(args).exec();
+    let mut cmd = std::process::Command::new(program);
+    if let Some(name) = instance {
+        cmd.env(INSTANCE_ENV, name);
+    }
+    let source = cmd.args(args).exec();
     let name = pinctl_topology::text::shown(&program.to_string_lossy());
     match source.kind() {
         io::ErrorKind::NotFound => {

@@ -75,6 +75,15 @@ pub enum LaunchError {
         #[source]
         source: Box<pinctl_plan::PlanError>,
     },
+    /// The plan of a host of several files failed; `held` names the nodes other files'
+    /// running instances hold (`; nodes held by ...`), when they do.
+    #[error("cannot place the services of the host's files {files}{held}")]
+    HostPlan {
+        files: String,
+        held: String,
+        #[source]
+        source: Box<pinctl_plan::PlanError>,
+    },
     /// `--service` names no instance of the file.
     #[error("`{}` has no instance `{service}` (instances: {instances})", path.display())]
     NoInstance { path: PathBuf, service: String, instances: String },
@@ -159,6 +168,7 @@ impl LaunchError {
             | LaunchError::Topology(_)
             | LaunchError::DefaultRoute(_)
             | LaunchError::Plan { .. }
+            | LaunchError::HostPlan { .. }
             | LaunchError::NoInstance { .. }
             | LaunchError::NearWithoutNode { .. } => ExitStatus::Failure,
         }

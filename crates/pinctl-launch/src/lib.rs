@@ -13,6 +13,7 @@
 mod apply;
 mod current;
 mod error;
+mod host;
 mod planned;
 mod policies;
 mod request;
@@ -20,9 +21,12 @@ pub mod spec;
 mod startable;
 mod status;
 
-pub use apply::{Launch, LaunchSetup, Warning, apply_to_self, exec, explain, setup};
+pub use apply::{INSTANCE_ENV, Launch, LaunchSetup, Warning, apply_to_self, exec, explain, setup};
 pub use current::{CurrentPlacement, current_placement};
 pub use error::{Dialect, LaunchError};
+pub use host::{
+    Gathered, Host, MAX_HOST_FILES, host_wide_keys, join, live_files, load_gathered, pinned_on,
+};
 pub use planned::{
     PlannedPlacement, ServiceFile, default_route_if_unset, devices_needed, live_topology,
     load_config, near_nodes, near_nodes_on, planned_placement, read_needed,

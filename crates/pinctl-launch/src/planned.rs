@@ -51,27 +51,13 @@ impl ServiceFile {
         loaded: LoadedTopology,
         strict: bool,
     ) -> Result<Self, LaunchError> {
-        ServiceFile::check_knowing_route(config, loaded, strict, None)
-    }
-
-    /// [`ServiceFile::check`], given the default route's NICs when the caller already read
-    /// them from the same machine (`exec -c` reads them to choose which devices to discover).
-    fn check_knowing_route(
-        config: Config,
-        loaded: LoadedTopology,
-        strict: bool,
-        route: Option<Vec<String>>,
-    ) -> Result<Self, LaunchError> {
         let mut diagnostics = config.warnings.clone();
         diagnostics.extend(pinctl_config::check_against(&config, &loaded.topology));
         let mut inputs = PlanInputs { strict, ..PlanInputs::default() };
         resolve_near_entries(&config, &loaded, strict, &mut inputs, &mut diagnostics);
         crate::policies::unsupported_policies(&config, &loaded, &mut diagnostics);
         if config.host.keep_free.is_none() {
-            inputs.default_keep_free = match route {
-                Some(nics) => nics,
-                None => default_keep_free(&config, &loaded, &mut diagnostics)?,
-            };
+            inputs.default_keep_free = default_keep_free(&config, &loaded, &mut diagnostics)?;
         }
         if diagnostics.iter().any(Diagnostic::is_error) {
             let report = pinctl_config::render_all(&diagnostics, Some(&config.path), false);
@@ -303,26 +289,33 @@ fn is_named_device(root: &Path, name: &str) -> bool {
             .any(|class| root.join(class).join(name).symlink_metadata().is_ok())
 }
 
-/// The placement of instance `service` of the file at `config_path` on the live machine.
-/// Only the devices the file's plan depends on are read ([`devices_needed`]): this runs in
-/// every unit's start-up.
+/// The placement of instance `service` of the file at `config_path` on the live machine,
+/// planned with the host's other files ([`crate::Host`], [`crate::live_files`]; `running`:
+/// the files of the supervisors running on the host). Only the devices the host's plan
+/// depends on are read ([`devices_needed`]): this runs in every unit's start-up.
 pub fn planned_placement(
     config_path: &Path,
     service: &str,
+    running: &[std::path::PathBuf],
 ) -> Result<PlannedPlacement, LaunchError> {
-    let config = load_config(config_path)?;
+    let mut gathered = crate::host::live_files(&[config_path.to_path_buf()], running);
+    let configs = crate::host::load_gathered(&mut gathered, 1)?;
+    let configs = crate::host::join(configs)?;
+    let joint = crate::host::joint_of(&configs);
     // The routing table is read once: for the devices to discover and for `keep-free`.
-    let route = default_route_if_unset(&config, Path::new("/"));
-    let (_, loaded) = read_needed(&config, Path::new("/"), route.as_ref(), |scope| {
+    let route = default_route_if_unset(&joint, Path::new("/"));
+    let (_, loaded) = read_needed(&joint, Path::new("/"), route.as_ref(), |scope| {
         LoadedTopology::live_with(scope).map_err(|e| LaunchError::Topology(Box::new(e)))
     })?;
-    let file = ServiceFile::check_knowing_route(config, loaded, false, route.and_then(Result::ok))?;
-    let plan = file.plan()?;
-    let cpuset = file.loaded.topology.host.allowed_cpus.clone();
-    match plan.instance(service) {
+    let cpuset = loaded.topology.host.allowed_cpus.clone();
+    let host = crate::Host::check(configs, loaded, false)?;
+    let plan = host.plan()?;
+    let own = host.file(config_path).map(|f| crate::Host::part(&plan, f));
+    match own.as_ref().and_then(|p| p.instance(service)) {
         Some(p) => Ok(PlannedPlacement { placement: p.placement.clone(), cpuset }),
         None => {
-            let names: Vec<&str> = plan.placements.iter().map(|p| p.instance.as_str()).collect();
+            let names: Vec<&str> =
+                own.iter().flat_map(|p| &p.placements).map(|p| p.instance.as_str()).collect();
             Err(LaunchError::NoInstance {
                 path: config_path.to_path_buf(),
                 service: service.to_string(),

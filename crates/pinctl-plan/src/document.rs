@@ -81,6 +81,13 @@ pub struct PlacementDocument {
     /// Instances whose CPUs overlap this one's (they share a node, or CPUs under
     /// `cpu-overcommit`); empty when its CPUs are its own.
     pub shares_with: Vec<String>,
+    /// The service file the instance is defined in (several files of one host are planned
+    /// together); filled in by whoever read the files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The supervisor of that file (`[host] name`, else the file's name without `.toml`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<String>,
 }
 
 /// The `schema_version` of a plan document: always [`PLAN_SCHEMA_VERSION`].
@@ -151,6 +158,8 @@ impl PlannedInstance {
             memory_nodes: ids(&p.memory_nodes),
             reasons: self.reasons.clone(),
             shares_with: self.shares_with.clone(),
+            file: None,
+            supervisor: None,
         }
     }
 }

@@ -122,6 +122,20 @@ pub struct Response {
     /// Output files a `reopen-logs` opened again, or could not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reopened: Vec<ReopenedOutput>,
+    /// Who answers a `status`: the supervisor's name, its service file and PID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<SupervisorStatus>,
+}
+
+/// A supervisor as `status` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SupervisorStatus {
+    /// `[host] name`, else its service file's name.
+    pub name: String,
+    /// The service file it runs (`pinctl run -c FILE`), as given to it.
+    #[serde(default)]
+    pub file: Option<String>,
+    pub pid: u32,
 }
 
 /// An instance's output file after a `reopen-logs`.

@@ -171,15 +171,7 @@ pub fn find_supervisor(dir: &Path) -> Result<PathBuf, String> {
         }
         Err(e) => return Err(format!("cannot look for supervisors in `{}`: {e}", dir.display())),
     };
-    let mut sockets: Vec<PathBuf> = entries
-        .take(MAX_RUNTIME_ENTRIES)
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-        .filter(|p| matches!(trust::check_socket(p), Ok(true)))
-        .collect();
-    sockets.sort();
-    match &sockets[..] {
+    match &sockets_in(entries)[..] {
         [one] => Ok(one.clone()),
         [] => Err(format!(
             "no supervisor is running here (no control socket in `{}`): start one with \
@@ -192,6 +184,30 @@ pub fn find_supervisor(dir: &Path) -> Result<PathBuf, String> {
             several.iter().map(|p| format!("`{}`", p.display())).collect::<Vec<_>>().join(", ")
         )),
     }
+}
+
+/// Every supervisor's control socket in `dir` (/run/pinctl), sorted: the `*.sock` entries that
+/// are sockets of root's (or this user's), as [`find_supervisor`] trusts them; none when `dir`
+/// does not exist.
+pub fn supervisors_in(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(sockets_in(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(format!("cannot look for supervisors in `{}`: {e}", dir.display())),
+    }
+}
+
+/// The trusted `*.sock` entries of a listing of the runtime folder, sorted.
+fn sockets_in(entries: std::fs::ReadDir) -> Vec<PathBuf> {
+    let mut sockets: Vec<PathBuf> = entries
+        .take(MAX_RUNTIME_ENTRIES)
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+        .filter(|p| matches!(trust::check_socket(p), Ok(true)))
+        .collect();
+    sockets.sort();
+    sockets
 }
 
 /// Hands a request to the supervisor; `false` once it is gone.

@@ -97,7 +97,7 @@ impl fmt::Display for TopologySource {
 }
 
 /// A topology and what else its source offers.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LoadedTopology {
     pub topology: Topology,
     /// A file system root usable for path lookups: `Some("/")` for the live machine,

@@ -210,6 +210,16 @@ impl Supervisor {
                 })
             })
             .collect();
-        Response { ok: true, instances: Some(instances), ..Response::default() }
+        let supervisor = crate::protocol::SupervisorStatus {
+            name: self.options.name.clone(),
+            file: self.options.config.as_ref().map(|p| p.display().to_string()),
+            pid: std::process::id(),
+        };
+        Response {
+            ok: true,
+            instances: Some(instances),
+            supervisor: Some(supervisor),
+            ..Response::default()
+        }
     }
 }

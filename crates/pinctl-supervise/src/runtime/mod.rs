@@ -74,6 +74,8 @@ pub struct Options {
     /// Start instances without applying or checking their placement. Only for testing the
     /// supervisor against a topology larger than the machine it runs on.
     pub unpinned: bool,
+    /// The service file it supervises, as `status` names it (`pinctl status --host`).
+    pub config: Option<PathBuf>,
 }
 
 /// Re-reads and re-plans the service file on reload, given where the running instances are

@@ -6,6 +6,7 @@
 
 pub mod interrupts;
 pub mod pid;
+pub mod pinned;
 pub mod uptime;
 pub mod vmstat;
 

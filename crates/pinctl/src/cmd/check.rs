@@ -10,7 +10,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::cmd::plan::service_file;
 use crate::error::CmdResult;
 use pinctl_launch::{ExitStatus, LaunchError};
 
@@ -30,8 +29,9 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let failed = ExitCode::from(ExitStatus::Failure.code());
-    let file = match service_file(&args.config, args.topology.as_deref(), false) {
-        Ok(file) => file,
+    let asked = [args.config.clone()];
+    let host = match super::host::load(&asked, args.topology.as_deref(), false) {
+        Ok(host) => host,
         Err(
             e @ crate::error::Error::Launch(LaunchError::Config(_) | LaunchError::Rejected { .. }),
         ) => {
@@ -43,6 +43,7 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
         }
         Err(e) => return Err(e),
     };
+    let file = host.own();
     // On the live machine: what would keep instances from starting (a missing program, user
     // or group) is an error, said as every error in the file is.
     let unstartable = file.unstartable();
@@ -56,13 +57,20 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
         let text = pinctl_config::render_all(&file.diagnostics, Some(&args.config), false);
         writeln!(out, "{text}").context("writing to stdout")?;
     }
-    for w in &file.loaded.topology.warnings {
+    for w in file.loaded.topology.warnings.iter().chain(&host.notes) {
         writeln!(out, "warning: host: {w}").context("writing to stdout")?;
         warnings += 1;
     }
-    let code = match file.plan() {
-        Ok(plan) if args.topology.is_none() && !outputs_usable(&mut out, &file, &plan)? => failed,
-        Ok(plan) => {
+    let others = host.others();
+    if !others.is_empty() {
+        writeln!(out, "planned with the host's other files: {}", others.join(", "))
+            .context("writing to stdout")?;
+    }
+    let code = match host.plan() {
+        Ok((_, plan)) if args.topology.is_none() && !outputs_usable(&mut out, file, &plan)? => {
+            failed
+        }
+        Ok((_, plan)) => {
             for w in &plan.warnings {
                 writeln!(out, "warning: plan: {w}").context("writing to stdout")?;
                 warnings += 1;
@@ -90,7 +98,7 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            if let Some(message) = crate::error::Error::from(e).message() {
+            if let Some(message) = e.message() {
                 writeln!(io::stderr().lock(), "{message}").context("writing to stderr")?;
             }
             failed

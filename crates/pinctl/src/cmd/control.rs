@@ -65,6 +65,13 @@ pub(crate) struct StatusArgs {
     names: Vec<String>,
     #[command(flatten)]
     socket: SocketArg,
+    /// Every supervisor of the host (each control socket of the runtime folder): its file,
+    /// instances, placements and states, then the nodes no instance uses.
+    #[arg(long, conflicts_with_all = ["names", "socket", "config"])]
+    host: bool,
+    /// The runtime folder of `--host`.
+    #[arg(long, value_name = "DIR", requires = "host", default_value = pinctl_config::RUNTIME_DIR)]
+    runtime_dir: PathBuf,
 }
 
 /// Arguments of `pinctl start|stop|restart`.
@@ -100,18 +107,30 @@ pub(crate) enum Verb {
 const MAX_ANSWER_BYTES: u64 = 64 << 20;
 
 fn ask(socket: &SocketArg, request: &Request) -> Result<Response, Error> {
-    ask_at(&socket.path()?, request)
+    ask_at(&socket.path()?, request, None)
 }
 
 /// Every instance of the supervisor at `path`, as `pinctl status` gets them.
 pub(crate) fn instances_at(path: &std::path::Path) -> Result<Vec<InstanceStatus>, Error> {
-    Ok(ask_at(path, &Request::Status { names: Vec::new() })?.instances.unwrap_or_default())
+    Ok(ask_at(path, &Request::Status { names: Vec::new() }, None)?.instances.unwrap_or_default())
 }
 
-fn ask_at(path: &std::path::Path, request: &Request) -> Result<Response, Error> {
+/// How long `status --host` waits for each supervisor: one that hangs is reported, not
+/// waited for.
+pub(crate) const HOST_STATUS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The answer of the supervisor at `path` to `request`, waiting at most `wait` for each read
+/// and write when given.
+pub(crate) fn ask_at(
+    path: &std::path::Path,
+    request: &Request,
+    wait: Option<std::time::Duration>,
+) -> Result<Response, Error> {
     // The folder must be root's, the path a socket, and whoever serves it root (or us).
     let mut stream = pinctl_supervise::socket::connect(path)
         .map_err(|e| Error::failure(anyhow::anyhow!("{e}")))?;
+    stream.set_read_timeout(wait).context("setting the socket's timeout")?;
+    stream.set_write_timeout(wait).context("setting the socket's timeout")?;
     let mut line = serde_json::to_string(request).context("encoding the request")?;
     line.push('\n');
     stream.write_all(line.as_bytes()).context("writing to the control socket")?;
@@ -131,6 +150,9 @@ fn ask_at(path: &std::path::Path, request: &Request) -> Result<Response, Error> 
 }
 
 pub(crate) fn status(args: StatusArgs) -> CmdResult {
+    if args.host {
+        return super::host_status::run(&args.runtime_dir, args.json);
+    }
     let response = ask(&args.socket, &Request::Status { names: args.names })?;
     let instances = response.instances.unwrap_or_default();
     let mut out = io::stdout().lock();
@@ -278,7 +300,7 @@ fn drift(drift: Option<&DriftState>) -> String {
     }
 }
 
-fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> {
+pub(crate) fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> {
     let header = [
         "INSTANCE",
         "STATE",

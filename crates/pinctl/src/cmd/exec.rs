@@ -168,7 +168,8 @@ impl ExecArgs {
         } else if let Some(near) = &self.near {
             home = Some(Nodes::Set(pinctl_launch::near_nodes(near)?));
         } else if let (Some(config), Some(service)) = (&self.config, &self.service) {
-            let planned = pinctl_launch::planned_placement(config, service)?;
+            let running = super::host::running_files();
+            let planned = pinctl_launch::planned_placement(config, service, &running)?;
             req.planned_cpuset = planned.cpuset;
             home_policy = planned.placement.memory_policy;
             home_cpus = Some(planned.placement.cpus);
@@ -239,7 +240,7 @@ pub(crate) fn run(args: ExecArgs) -> CmdResult {
         pinctl_launch::setup(&kernel, &resolved, &allowed, launch, || host.kernel_release())?;
     let warnings = pinctl_launch::apply_to_self(&kernel, prepared, &resolved, &allowed, launch)?;
     crate::error::warn_all(&warnings);
-    Err(pinctl_launch::exec(&args.command).into())
+    Err(pinctl_launch::exec(&args.command, args.service.as_deref()).into())
 }
 
 fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Result<(), Error> {

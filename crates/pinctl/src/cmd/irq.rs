@@ -116,7 +116,8 @@ fn needs_root(what: &str) -> Result<(), Error> {
 }
 
 fn apply(args: ApplyArgs) -> CmdResult {
-    let prepared = super::plan::service_file(&args.file.config, None, false)?;
+    let host = super::host::load(std::slice::from_ref(&args.file.config), None, false)?;
+    let prepared = host.own();
     if !prepared.config.interrupts.steer {
         return Err(Error::failure(anyhow::anyhow!(
             "`{}` does not steer interrupts: set `steer-interrupts = true` in its `[host]` table \
@@ -124,8 +125,8 @@ fn apply(args: ApplyArgs) -> CmdResult {
             args.file.config.display()
         )));
     }
-    let plan = prepared.plan()?;
-    let inputs = planned_inputs(&steer_settings(&prepared), &plan);
+    let (_, plan) = host.plan()?;
+    let inputs = planned_inputs(&steer_settings(prepared), &plan);
     let topology = &prepared.loaded.topology;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if args.dry_run {
@@ -356,12 +357,20 @@ pub(crate) fn render_landing(
     out: &mut impl Write,
     t: &Topology,
     landing: &[InterruptLanding],
+    verbose: bool,
 ) -> io::Result<()> {
     if t.interrupts.irqs.is_empty() {
         return Ok(());
     }
     if landing.is_empty() {
         writeln!(out, "interrupts on service CPUs today: none")?;
+        return Ok(());
+    }
+    if !verbose {
+        writeln!(out, "interrupts on service CPUs today (`--verbose` lists each):")?;
+        for line in landing_summary(landing) {
+            writeln!(out, "{}", escaped(&line))?;
+        }
         return Ok(());
     }
     writeln!(out, "interrupts on service CPUs today:")?;
@@ -381,4 +390,37 @@ pub(crate) fn render_landing(
         )?;
     }
     Ok(())
+}
+
+/// One line per instance: how many interrupts land on its CPUs, and what steering does about
+/// them (`  db-0: 6 interrupts: 4 moved, 2 stays (managed by the kernel)`), instances and
+/// outcomes in the order they first come.
+fn landing_summary(landing: &[InterruptLanding]) -> Vec<String> {
+    let mut instances: Vec<(&str, Vec<(&str, usize)>)> = Vec::new();
+    for l in landing {
+        let at = match instances.iter().position(|(i, _)| *i == l.instance) {
+            Some(at) => at,
+            None => {
+                instances.push((&l.instance, Vec::new()));
+                instances.len() - 1
+            }
+        };
+        let outcomes = &mut instances[at].1;
+        match outcomes.iter_mut().find(|(s, _)| *s == l.steering) {
+            Some((_, n)) => *n += 1,
+            None => outcomes.push((&l.steering, 1)),
+        }
+    }
+    instances
+        .into_iter()
+        .map(|(instance, outcomes)| {
+            let total: usize = outcomes.iter().map(|(_, n)| n).sum();
+            let what: Vec<String> = match outcomes.as_slice() {
+                [(steering, _)] => vec![steering.to_string()],
+                _ => outcomes.iter().map(|(s, n)| format!("{n} {s}")).collect(),
+            };
+            let plural = if total == 1 { "" } else { "s" };
+            format!("  {instance}: {total} interrupt{plural}: {}", what.join(", "))
+        })
+        .collect()
 }

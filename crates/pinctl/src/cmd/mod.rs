@@ -3,6 +3,8 @@
 pub(crate) mod check;
 pub(crate) mod control;
 pub(crate) mod exec;
+pub(crate) mod host;
+pub(crate) mod host_status;
 pub(crate) mod irq;
 pub(crate) mod numactl;
 pub(crate) mod performance;

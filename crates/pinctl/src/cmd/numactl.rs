@@ -393,7 +393,7 @@ fn run_numactl(args: &[OsString]) -> CmdResult {
             // and accepts whatever the cpuset narrows a request to.
             let launch = Launch { verify: false, ignore_unsupported: resolved.numa_balancing };
             apply(&mut host, &resolved, &allowed, launch)?;
-            Err(pinctl_launch::exec(command).into())
+            Err(pinctl_launch::exec(command, None).into())
         }
     }
 }

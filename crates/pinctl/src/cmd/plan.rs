@@ -2,8 +2,8 @@
 //! `--json` contract of docs/planning.md, or drop-ins / command lines that apply it
 //! (`--emit systemd DIR`, `--emit numactl`). A dry run: it changes nothing on the host.
 //!
-//! Also the preparation `pinctl check` shares: loading the service file and the topology,
-//! checking one against the other, and resolving `near` entries and the default route.
+//! The files and the topology come through the route every planning command shares
+//! (`super::host`).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -12,11 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pinctl_capture::{StagedFile, load_topology};
+use pinctl_capture::StagedFile;
 use pinctl_config::Config;
-use pinctl_launch::ServiceFile;
 use pinctl_plan::{Placement, Plan};
-use pinctl_sysfs::{LoadedTopology, TopologySource};
 use pinctl_topology::MemoryPolicy;
 use pinctl_topology::text::{escaped, shown};
 
@@ -25,9 +23,10 @@ use crate::error::{CmdResult, Error};
 /// Arguments of `pinctl plan`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct PlanArgs {
-    /// The service file.
-    #[arg(short = 'c', long = "config", value_name = "FILE")]
-    config: PathBuf,
+    /// The service file; repeat it to plan several files together, as one host (on the live
+    /// machine, the other files of the file's folder are planned with it anyway).
+    #[arg(short = 'c', long = "config", value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
     /// Plan for this topology instead of the live machine: a sysfs/procfs directory, a tarball
     /// of one, a `pinctl topology --json` snapshot, or an hwloc XML file.
     #[arg(long, value_name = "SRC")]
@@ -35,6 +34,9 @@ pub(crate) struct PlanArgs {
     /// Print the plan as JSON (the contract in docs/planning.md).
     #[arg(long, conflicts_with = "emit")]
     json: bool,
+    /// List each interrupt on the instances' CPUs, not a count per instance.
+    #[arg(short, long)]
+    verbose: bool,
     /// Fail when the best plan breaks a soft rule (memory over a node's capacity under a
     /// policy that spills, an instance away from its `near` device, a kept-free node used),
     /// and when a `near` entry names no device of the topology (a snapshot's too).
@@ -75,62 +77,62 @@ fn parse_emit(values: &[String]) -> Result<Emit, Error> {
 
 pub(crate) fn run(args: PlanArgs) -> CmdResult {
     let emit = args.emit.as_deref().map(parse_emit).transpose()?;
+    if emit.is_some() && args.config.len() > 1 {
+        return Err(Error::usage("`--emit` writes the plan of one file: give one `-c`"));
+    }
     let mut err = io::stderr().lock();
-    let file = service_file(&args.config, args.topology.as_deref(), args.strict)?;
-    if !file.diagnostics.is_empty() {
-        let text = pinctl_config::render_all(&file.diagnostics, Some(&args.config), false);
+    let loaded_host = super::host::load(&args.config, args.topology.as_deref(), args.strict)?;
+    let host = &loaded_host.host;
+    for file in host.files.iter().filter(|f| !f.diagnostics.is_empty()) {
+        let text = pinctl_config::render_all(&file.diagnostics, Some(&file.config.path), false);
         writeln!(err, "{text}").context("writing to stderr")?;
     }
+    for note in &loaded_host.notes {
+        writeln!(err, "warning: host: {}", escaped(note)).context("writing to stderr")?;
+    }
+    let loaded = &host.joint.loaded;
     // The host's warnings (discovery's assumptions first) are printed once: in the text
     // output, in `--json`'s `host_warnings`, and for `--emit`, whose stdout is files or
     // command lines, on stderr.
     if emit.is_some() {
-        for w in &file.loaded.topology.warnings {
+        for w in &loaded.topology.warnings {
             writeln!(err, "warning: host: {}", escaped(w)).context("writing to stderr")?;
         }
     }
-    let plan = file.plan()?;
+    let (_, plan) = loaded_host.plan()?;
 
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
+    let own = loaded_host.own();
     match emit {
         Some(Emit::Systemd(dir)) => {
-            emit_systemd(&mut out, &file.config, &plan, &args.config, &dir)?;
+            emit_systemd(&mut out, &own.config, &plan, &args.config[0], &dir)?;
         }
         Some(Emit::Numactl) => {
-            emit_numactl(&mut out, &mut err, &file.config, &plan).context("writing the lines")?;
+            emit_numactl(&mut out, &mut err, &own.config, &plan).context("writing the lines")?;
         }
         None if args.json => {
-            let host_warnings = &file.loaded.topology.warnings;
-            let config_warnings: Vec<String> = file.diagnostics.iter().map(one_line).collect();
-            let mut document = plan.document(host_warnings, &config_warnings);
-            document.interrupts_on_service_cpus = super::irq::landing(&file, &plan);
+            let config_warnings: Vec<String> =
+                host.files.iter().flat_map(|f| &f.diagnostics).map(one_line).collect();
+            let mut document = plan.document(&loaded.topology.warnings, &config_warnings);
+            for p in &mut document.services {
+                if let Some(f) = host.file_of(&p.name) {
+                    p.file = Some(f.config.path.display().to_string());
+                    p.supervisor = Some(pinctl_launch::Host::supervisor_of(f));
+                }
+            }
+            document.interrupts_on_service_cpus = super::irq::landing(&host.joint, &plan);
             serde_json::to_writer_pretty(&mut out, &document).context("writing JSON")?;
             writeln!(out).context("writing to stdout")?;
         }
         None => {
-            let landing = super::irq::landing(&file, &plan);
-            render(&mut out, &plan, &args.config, &file.loaded, &landing)
+            let landing = super::irq::landing(&host.joint, &plan);
+            render(&mut out, &plan, &loaded_host, &landing, args.verbose)
                 .context("writing to stdout")?;
         }
     }
     out.flush().context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The service file at `path` on the topology `--topology` names (the live machine without
-/// it): the one route every command that plans a file takes ([`ServiceFile`]). The file is
-/// read and validated first, so its errors are said even where the topology cannot be read.
-pub(crate) fn service_file(
-    path: &Path,
-    topology: Option<&Path>,
-    strict: bool,
-) -> Result<ServiceFile, Error> {
-    let config = pinctl_launch::load_config(path)?;
-    let source = TopologySource::from_arg(topology).map_err(Error::failure)?;
-    let mut loaded = load_topology(&source).map_err(Error::failure)?;
-    pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
-    Ok(ServiceFile::check(config, loaded, strict)?)
 }
 
 /// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and
@@ -139,33 +141,47 @@ pub(crate) fn service_file(
 fn render(
     out: &mut impl Write,
     plan: &Plan,
-    config: &Path,
-    loaded: &LoadedTopology,
+    host: &super::host::LoadedHost,
     landing: &[pinctl_plan::InterruptLanding],
+    verbose: bool,
 ) -> io::Result<()> {
-    writeln!(
-        out,
-        "plan for `{}` on {}",
-        escaped(&config.display().to_string()),
-        escaped(&loaded.source.to_string())
-    )?;
+    let loaded = &host.host.joint.loaded;
+    let files: Vec<String> =
+        host.asked.iter().map(|p| format!("`{}`", escaped(&p.display().to_string()))).collect();
+    writeln!(out, "plan for {} on {}", files.join(", "), escaped(&loaded.source.to_string()))?;
+    let others = host.others();
+    if !others.is_empty() {
+        writeln!(out, "planned with the host's other files: {}", escaped(&others.join(", ")))?;
+    }
     if let Some(line) = distances_line(&plan.distances) {
         writeln!(out, "{}", escaped(&line))?;
     }
     writeln!(out)?;
+    // Several files: each instance's supervisor (`[host] name`) says whose it is.
+    let supervisor = |name: &str| {
+        let file = host.host.file_of(name);
+        file.map(pinctl_launch::Host::supervisor_of).unwrap_or_default()
+    };
+    let several = host.asked.len() > 1;
     let rows: Vec<[String; 4]> = plan
         .placements
         .iter()
         .map(|p| {
+            let name = if several {
+                format!("{} ({})", escaped(&p.instance), escaped(&supervisor(&p.instance)))
+            } else {
+                escaped(&p.instance)
+            };
             [
-                escaped(&p.instance),
+                name,
                 p.placement.nodes.to_string(),
                 p.placement.cpus.to_string(),
                 memory(&p.placement),
             ]
         })
         .collect();
-    let header = ["INSTANCE", "NODES", "CPUS", "MEMORY"];
+    let header =
+        [if several { "INSTANCE (SUPERVISOR)" } else { "INSTANCE" }, "NODES", "CPUS", "MEMORY"];
     let mut width = header.map(str::len);
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
@@ -219,7 +235,7 @@ fn render(
             )?;
         }
     }
-    super::irq::render_landing(out, &loaded.topology, landing)?;
+    super::irq::render_landing(out, &loaded.topology, landing, verbose)?;
     let host = &loaded.topology.warnings;
     if !plan.warnings.is_empty() || !host.is_empty() {
         writeln!(out)?;

@@ -41,10 +41,11 @@ pub(crate) struct RunArgs {
     unpinned: bool,
 }
 
-/// Plans the file (keeping the instances in `running` where they are when it can: a reload):
-/// the instance specs, the file, and what the file and the plan warn about, one line each, in
-/// `pinctl plan`'s words, with what interrupt steering needs of the plan; or the rendered
-/// report of what is wrong (the same diagnostics `pinctl plan` prints).
+/// Plans the host of the file (keeping the instances in `running` where they are when it can:
+/// a reload; never moving the running instances of the host's other files): the instance
+/// specs of the file's part, the file, and what the file and the plan warn about, one line
+/// each, in `pinctl plan`'s words, with what interrupt steering needs of the plan; or the
+/// rendered report of what is wrong (the same diagnostics `pinctl plan` prints).
 fn replan(
     config_path: &Path,
     topology: Option<&Path>,
@@ -52,12 +53,35 @@ fn replan(
     running: &BTreeMap<String, Placement>,
 ) -> Result<Replan, String> {
     let report = |e: Error| e.message().map(|m| m + "\n").unwrap_or_default();
-    let file = super::plan::service_file(config_path, topology, strict).map_err(report)?;
-    let plan = file.plan_keeping(running).map_err(|e| report(e.into()))?;
-    let mut warnings: Vec<String> = file.diagnostics.iter().map(super::plan::one_line).collect();
+    let asked = [config_path.to_path_buf()];
+    let host = super::host::load(&asked, topology, strict).map_err(report)?;
+    let held = held_by_others(&host);
+    let (_, plan) = host.plan_keeping(running, &held).map_err(report)?;
+    let own = host.own();
+    let mut warnings: Vec<String> = own.diagnostics.iter().map(super::plan::one_line).collect();
+    warnings.extend(host.notes.iter().map(|n| format!("host: {n}")));
     warnings.extend(plan.warnings.iter().map(|w| format!("plan: {w}")));
-    let specs = pinctl_supervise::launch::specs(&file.config, &plan);
-    Ok(Replan { specs, file, warnings })
+    let specs = pinctl_supervise::launch::specs(&own.config, &plan);
+    let file = host.host.files.into_iter().find(|f| f.config.path == config_path);
+    Ok(Replan { specs, file: file.expect("the file asked for is the host's"), warnings })
+}
+
+/// Where the running instances of the host's other files are, from their supervisors' state
+/// files (trusted as adoption trusts them; one that cannot be read holds nothing).
+fn held_by_others(host: &super::host::LoadedHost) -> BTreeMap<String, Placement> {
+    let mut held = BTreeMap::new();
+    for file in host.host.files.iter().filter(|f| !host.is_asked(f)) {
+        let Ok(paths) = file.config.supervisor() else { continue };
+        let Ok(Some(state)) = pinctl_supervise::statefile::read(&paths.state_file) else {
+            continue;
+        };
+        for entry in state.instances {
+            if file.config.instance(&entry.name).is_some() {
+                held.insert(entry.name, entry.spec.placement);
+            }
+        }
+    }
+    held
 }
 
 /// The observers of `pinctl run`: the drift watcher and interrupt steering, each told of the
@@ -118,6 +142,7 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
         legacy_state_file: supervisor.legacy_state_file.filter(|_| args.state_file.is_none()),
         state_file: args.state_file.unwrap_or(supervisor.state_file),
         unpinned: args.unpinned,
+        config: Some(std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone())),
     };
     // One supervisor per state file, and the lock says so first: before the metrics port is
     // bound or the interrupt record read, a second `pinctl run` of this file is refused by

@@ -127,8 +127,9 @@ fn watched(config: &pinctl_config::Config, plan: &pinctl_plan::Plan) -> Vec<Targ
 
 /// The file's watch settings and a watcher of its planned instances on this machine.
 fn watcher_of(args: &WatchArgs) -> Result<(WatchSettings, Watcher), crate::error::Error> {
-    let file = super::plan::service_file(&args.config, None, false)?;
-    let plan = file.plan()?;
+    let host = super::host::load(std::slice::from_ref(&args.config), None, false)?;
+    let (_, plan) = host.plan()?;
+    let file = host.own();
     let settings = WatchSettings::of(&file.config);
     let watcher = Watcher::new(
         Path::new("/"),
