@@ -1,10 +1,12 @@
 //! Planner time on two synthetic hosts: 64 instances on 16 nodes (target under 5 ms) and 1,000
 //! instances on 256 nodes (target under 1 s), the latter also with half of its instances
-//! sharing nodes (`share-nodes`) on a host with two L3s per node. Prints the median, fastest
-//! and slowest of several runs and whether the search proved the plan optimal within its step
-//! budget.
+//! sharing nodes (`share-nodes`) on a host with two L3s per node, and 8,192 instances (the
+//! instance limit) all sharing 16 nodes (target under 2 s and 256 MiB of peak memory). Prints
+//! the median, fastest and slowest of several runs, whether the search proved the plan optimal
+//! within its step budget, and the process's peak resident memory so far.
 //!
-//! Run: `cargo bench --bench plan`.
+//! Run: `cargo bench --bench plan` (or `cargo bench --bench plan -- sharing` for the 8,192
+//! sharing instances alone, in a fresh process, so its peak memory is its own).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -93,7 +95,38 @@ fn bench(label: &str, topology: &Topology, config: &Config, runs: usize, target:
     }
 }
 
+/// The peak resident memory of this process so far (`VmHWM` of /proc/self/status), for the
+/// memory targets; `None` where procfs does not say.
+fn peak_rss_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 =
+        line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib / 1024)
+}
+
+/// 8,192 instances (the instance limit) of `share-nodes = "always"` on 16 nodes: 512 to a
+/// node, every one sharing its node's CPUs with 511 others (issue 26: a list of sharers per
+/// instance took 3.8 GiB and 25 s here).
+fn sharing_at_the_instance_limit() {
+    let host = host(2, 8, 8, 4);
+    let text = format!(
+        "[host]\nkeep-free = [\"eth0\"]\n\n{}",
+        service("tidb", pinctl_config::MAX_INSTANCES, "share-nodes = \"always\"", "64MiB", false),
+    );
+    let config = config(&text);
+    bench("8192 sharing instances / 16 nodes", &host, &config, 3, Duration::from_secs(2));
+    match peak_rss_mib() {
+        Some(mib) => println!("  peak resident memory of the process: {mib} MiB (target <= 256)"),
+        None => println!("  peak resident memory: unknown (no /proc/self/status)"),
+    }
+}
+
 fn main() {
+    if std::env::args().skip(1).any(|a| a == "sharing") {
+        sharing_at_the_instance_limit();
+        return;
+    }
     // 16 nodes (2 sockets x 8) of 8 cores / 16 CPUs: 4 storage instances next to their
     // drives, 2 two-node analytics instances, 16 API servers of 4 CPUs, 42 workers of 1 CPU.
     let small = host(2, 8, 8, 4);
@@ -175,4 +208,6 @@ fn main() {
         start.elapsed().as_secs_f64() * 1e3,
         result.err().map_or_else(|| "no error?".to_string(), |e| e.to_string())
     );
+
+    sharing_at_the_instance_limit();
 }
