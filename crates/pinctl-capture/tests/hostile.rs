@@ -116,6 +116,8 @@ fn links_out_of_a_directory_root_are_refused_and_never_read() {
     let e = load(&root).unwrap_err();
     assert!(e.contains("leads out of the topology root"), "{e}");
     assert!(!e.contains("SECRET"), "{e}");
+    // Issue 26: the error names the link, not the root the walk had climbed back to.
+    assert!(e.starts_with(&format!("`{}` is a link", cpulist.display())), "{e}");
     // Absolute: taken below the root, as in tarballs.
     fs::remove_file(&cpulist).unwrap();
     symlink(&secret, &cpulist).unwrap();
