@@ -404,15 +404,22 @@ fn closeness(p: &Problem, set: &[usize]) -> String {
         }
     }
     let worst = distances.iter().copied().max().unwrap_or(0);
+    let measure = p.distances.measure;
+    // Packages rank only while distance is a firmware number: on a latency measure a set
+    // across packages may be the closest measured while one package had room.
+    let why_across = if measure.is_latency() {
+        "the measured latency decides, not the package"
+    } else {
+        "no single package had room"
+    };
     let where_ = match packages.as_slice() {
         [] => String::new(),
         [one] => format!("one package ({one}), "),
         many => format!(
-            "packages {} (no single package had room), ",
+            "packages {} ({why_across}), ",
             many.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
         ),
     };
-    let measure = p.distances.measure;
     let largest = match measure {
         DistanceMeasure::Slit | DistanceMeasure::Assumed => "largest distance",
         DistanceMeasure::Measured => "largest measured latency",

@@ -114,7 +114,9 @@ nodes = 2
     assert_eq!(
         db.reasons,
         [
-            "owns nodes 0,4 (nodes = 2): packages 0, 1 (no single package had room), largest measured latency between them 110.0 ns",
+            // Package 0 had room (nodes 0-1, SLIT's choice): the measurement chose, and the
+            // reason says so (issue 26), not "no single package had room".
+            "owns nodes 0,4 (nodes = 2): packages 0, 1 (the measured latency decides, not the package), largest measured latency between them 110.0 ns",
             "nodes 0,4 instead of nodes 0-1 (where SLIT alone puts it): measured 110.0 ns vs 131.0 ns between its nodes, though SLIT says 32 vs 12",
         ]
     );
