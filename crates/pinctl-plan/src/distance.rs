@@ -94,6 +94,8 @@ impl DistanceTable {
         {
             if m.quick {
                 notes.push("the saved measurement is a --quick one, not for planning".to_string());
+            } else if let Some(why) = m.implausible() {
+                notes.push(format!("the saved measurement is not believed ({why})"));
             } else {
                 let lookup =
                     |a: NodeId, b: NodeId| m.latency_ns(a, b).map(|ns| (ns * 10.0).round() as u32);
@@ -116,7 +118,14 @@ impl DistanceTable {
                 }
             }
         }
-        if !performance.hmat.is_empty() && wanted(DistanceMeasure::Hmat) {
+        let hmat_absurd = performance.hmat.iter().find_map(|a| {
+            let ns = a.latency_ns()?;
+            pinctl_topology::implausible_latency(f64::from(ns))
+                .map(|why| format!("HMAT is not believed (memory node {}: {why})", a.node))
+        });
+        if let Some(why) = hmat_absurd.filter(|_| wanted(DistanceMeasure::Hmat)) {
+            notes.push(why);
+        } else if !performance.hmat.is_empty() && wanted(DistanceMeasure::Hmat) {
             let lookup = |a: NodeId, b: NodeId| performance.hmat_latency(a, b).map(|(ns, _)| ns);
             match latency_matrix(topology, needed, lookup) {
                 Ok(matrix) => {

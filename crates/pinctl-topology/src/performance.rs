@@ -10,6 +10,35 @@ use serde::{Deserialize, Serialize};
 
 use crate::{NodeId, NodeSet};
 
+/// The memory latencies pinctl believes, nanoseconds, from any source (a probe result, HMAT,
+/// a snapshot): memory answers in tens to a few thousand nanoseconds (DRAM about 80, remote
+/// sockets and CXL a few hundred). Below a nanosecond nothing but a register answers; above
+/// 100 microseconds it is no memory access. A figure outside is refused where it is read,
+/// with the value named, and a planner never compares nodes by one: a single absurd number
+/// (`1e308`, `1e-300`, `0`) must not turn a plan upside down.
+pub const LATENCY_NS_RANGE: std::ops::RangeInclusive<f64> = 1.0..=100_000.0;
+
+/// Whether `ns` is a latency inside [`LATENCY_NS_RANGE`] (NaN is not).
+pub fn plausible_latency_ns(ns: f64) -> bool {
+    LATENCY_NS_RANGE.contains(&ns)
+}
+
+/// Why `ns` is not a latency to believe: `` `1e308` ns is not a memory latency (pinctl
+/// believes 1 to 100000 ns) ``; `None` when it is one. Very large and very small values are
+/// written with an exponent, as they were most likely written.
+pub fn implausible_latency(ns: f64) -> Option<String> {
+    if plausible_latency_ns(ns) {
+        return None;
+    }
+    let (low, high) = (LATENCY_NS_RANGE.start(), LATENCY_NS_RANGE.end());
+    let shown = if ns != 0.0 && ns.is_finite() && !(1e-3..1e16).contains(&ns.abs()) {
+        format!("{ns:e}")
+    } else {
+        format!("{ns}")
+    };
+    Some(format!("`{shown}` ns is not a memory latency (pinctl believes {low} to {high} ns)"))
+}
+
 /// Memory performance beyond SLIT. Every part is empty where the source has none (no HMAT
 /// table, a kernel before memory tiers, nothing measured), and the whole is absent from the
 /// JSON then, so documents of older pinctl read unchanged.
@@ -202,6 +231,16 @@ impl Measurement {
         self.pairs.iter().find(|p| p.cpu_node == cpu && p.memory_node == memory)
     }
 
+    /// The first latency outside [`LATENCY_NS_RANGE`], with its pair, said: a measurement
+    /// that holds one is not planned on.
+    pub fn implausible(&self) -> Option<String> {
+        self.pairs.iter().find_map(|p| {
+            implausible_latency(p.latency_ns).map(|why| {
+                format!("CPU node {} to memory node {}: {why}", p.cpu_node, p.memory_node)
+            })
+        })
+    }
+
     /// The measured latency from CPU node `cpu` to memory node `memory`, nanoseconds.
     pub fn latency_ns(&self, cpu: NodeId, memory: NodeId) -> Option<f64> {
         self.pair(cpu, memory).map(|p| p.latency_ns)
@@ -282,6 +321,24 @@ mod tests {
         assert_eq!(m.remote_ratio(3, 1), None);
         assert_eq!(m.cpu_nodes().to_string(), "0-2");
         assert_eq!(m.memory_nodes().to_string(), "0-1");
+    }
+
+    #[test]
+    fn absurd_latencies_are_named_and_not_believed() {
+        assert_eq!(implausible_latency(81.25), None);
+        assert_eq!(
+            implausible_latency(1e308).unwrap(),
+            "`1e308` ns is not a memory latency (pinctl believes 1 to 100000 ns)"
+        );
+        assert!(implausible_latency(1e-300).unwrap().starts_with("`1e-300` ns"));
+        assert!(implausible_latency(0.0).unwrap().starts_with("`0` ns"));
+        assert!(implausible_latency(f64::NAN).is_some());
+        let m = measurement(vec![pair(0, 0, 80.0), pair(0, 1, 1e308)]);
+        assert_eq!(
+            m.implausible().unwrap(),
+            "CPU node 0 to memory node 1: `1e308` ns is not a memory latency (pinctl believes 1 \
+             to 100000 ns)"
+        );
     }
 
     #[test]
