@@ -5,8 +5,11 @@
 //! the median, fastest and slowest of several runs, whether the search proved the plan optimal
 //! within its step budget, and the process's peak resident memory so far.
 //!
+//! Also 4,096 nodes planned with and without a measurement of 16,384 pairs (about as fast).
+//!
 //! Run: `cargo bench --bench plan` (or `cargo bench --bench plan -- sharing` for the 8,192
-//! sharing instances alone, in a fresh process, so its peak memory is its own).
+//! sharing instances alone, in a fresh process, so its peak memory is its own; `-- measured`
+//! for the measured nodes alone).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -122,9 +125,38 @@ fn sharing_at_the_instance_limit() {
     }
 }
 
+/// 4,096 nodes (the node-id ceiling), 4 of them with CPUs and the rest memory-only (CXL-like),
+/// planned with and without a measurement of every CPU node to every memory node (16,384
+/// pairs): the planner looks each pair up once when it builds its distance table, so both
+/// should take about as long (issue 26: a search of the pairs per lookup took 80 s).
+fn measured_nodes() {
+    const NODES: u32 = 4096;
+    let mut host = SyntheticTopology::new();
+    for node in 0..NODES {
+        let cpus: CpuSet =
+            if node < 4 { (node * 8..node * 8 + 8).collect() } else { CpuSet::new() };
+        host = host.node(cpus, node / 2048, Some(GIB));
+    }
+    let plain = host.distances_by_package(12, 32).build();
+    let mut measured = plain.clone();
+    let pairs = (0..4).flat_map(|c| {
+        (0..NODES).map(move |m| (c, m, if c == m { 90.0 } else { 140.0 + f64::from(m % 7) }))
+    });
+    measured.memory_performance.measured = Some(pinctl_testkit::measurement(pairs));
+    let text =
+        format!("[host]\nkeep-free = []\n\n{}", service("db", 4, "nodes = 1", "256MiB", false));
+    let config = config(&text);
+    bench("4096 nodes, not measured", &plain, &config, 3, Duration::from_secs(2));
+    bench("4096 nodes, 16384 pairs measured", &measured, &config, 3, Duration::from_secs(2));
+}
+
 fn main() {
     if std::env::args().skip(1).any(|a| a == "sharing") {
         sharing_at_the_instance_limit();
+        return;
+    }
+    if std::env::args().skip(1).any(|a| a == "measured") {
+        measured_nodes();
         return;
     }
     // 16 nodes (2 sockets x 8) of 8 cores / 16 CPUs: 4 storage instances next to their
@@ -209,5 +241,6 @@ fn main() {
         result.err().map_or_else(|| "no error?".to_string(), |e| e.to_string())
     );
 
+    measured_nodes();
     sharing_at_the_instance_limit();
 }
