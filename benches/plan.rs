@@ -1,10 +1,15 @@
 //! Planner time on two synthetic hosts: 64 instances on 16 nodes (target under 5 ms) and 1,000
 //! instances on 256 nodes (target under 1 s), the latter also with half of its instances
-//! sharing nodes (`share-nodes`) on a host with two L3s per node. Prints the median, fastest
-//! and slowest of several runs and whether the search proved the plan optimal within its step
-//! budget.
+//! sharing nodes (`share-nodes`) on a host with two L3s per node, and 8,192 instances (the
+//! instance limit) all sharing 16 nodes (target under 2 s and 256 MiB of peak memory). Prints
+//! the median, fastest and slowest of several runs, whether the search proved the plan optimal
+//! within its step budget, and the process's peak resident memory so far.
 //!
-//! Run: `cargo bench --bench plan`.
+//! Also 4,096 nodes planned with and without a measurement of 16,384 pairs (about as fast).
+//!
+//! Run: `cargo bench --bench plan` (or `cargo bench --bench plan -- sharing` for the 8,192
+//! sharing instances alone, in a fresh process, so its peak memory is its own; `-- measured`
+//! for the measured nodes alone).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -93,7 +98,67 @@ fn bench(label: &str, topology: &Topology, config: &Config, runs: usize, target:
     }
 }
 
+/// The peak resident memory of this process so far (`VmHWM` of /proc/self/status), for the
+/// memory targets; `None` where procfs does not say.
+fn peak_rss_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 =
+        line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib / 1024)
+}
+
+/// 8,192 instances (the instance limit) of `share-nodes = "always"` on 16 nodes: 512 to a
+/// node, every one sharing its node's CPUs with 511 others (issue 26: a list of sharers per
+/// instance took 3.8 GiB and 25 s here).
+fn sharing_at_the_instance_limit() {
+    let host = host(2, 8, 8, 4);
+    let text = format!(
+        "[host]\nkeep-free = [\"eth0\"]\n\n{}",
+        service("tidb", pinctl_config::MAX_INSTANCES, "share-nodes = \"always\"", "64MiB", false),
+    );
+    let config = config(&text);
+    bench("8192 sharing instances / 16 nodes", &host, &config, 3, Duration::from_secs(2));
+    match peak_rss_mib() {
+        Some(mib) => println!("  peak resident memory of the process: {mib} MiB (target <= 256)"),
+        None => println!("  peak resident memory: unknown (no /proc/self/status)"),
+    }
+}
+
+/// 4,096 nodes (the node-id ceiling), 4 of them with CPUs and the rest memory-only (CXL-like),
+/// planned with and without a measurement of every CPU node to every memory node (16,384
+/// pairs): the planner looks each pair up once when it builds its distance table, so both
+/// should take about as long (issue 26: a search of the pairs per lookup took 80 s).
+fn measured_nodes() {
+    const NODES: u32 = 4096;
+    let mut host = SyntheticTopology::new();
+    for node in 0..NODES {
+        let cpus: CpuSet =
+            if node < 4 { (node * 8..node * 8 + 8).collect() } else { CpuSet::new() };
+        host = host.node(cpus, node / 2048, Some(GIB));
+    }
+    let plain = host.distances_by_package(12, 32).build();
+    let mut measured = plain.clone();
+    let pairs = (0..4).flat_map(|c| {
+        (0..NODES).map(move |m| (c, m, if c == m { 90.0 } else { 140.0 + f64::from(m % 7) }))
+    });
+    measured.memory_performance.measured = Some(pinctl_testkit::measurement(pairs));
+    let text =
+        format!("[host]\nkeep-free = []\n\n{}", service("db", 4, "nodes = 1", "256MiB", false));
+    let config = config(&text);
+    bench("4096 nodes, not measured", &plain, &config, 3, Duration::from_secs(2));
+    bench("4096 nodes, 16384 pairs measured", &measured, &config, 3, Duration::from_secs(2));
+}
+
 fn main() {
+    if std::env::args().skip(1).any(|a| a == "sharing") {
+        sharing_at_the_instance_limit();
+        return;
+    }
+    if std::env::args().skip(1).any(|a| a == "measured") {
+        measured_nodes();
+        return;
+    }
     // 16 nodes (2 sockets x 8) of 8 cores / 16 CPUs: 4 storage instances next to their
     // drives, 2 two-node analytics instances, 16 API servers of 4 CPUs, 42 workers of 1 CPU.
     let small = host(2, 8, 8, 4);
@@ -175,4 +240,7 @@ fn main() {
         start.elapsed().as_secs_f64() * 1e3,
         result.err().map_or_else(|| "no error?".to_string(), |e| e.to_string())
     );
+
+    measured_nodes();
+    sharing_at_the_instance_limit();
 }

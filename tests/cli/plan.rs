@@ -43,7 +43,8 @@ fn json_follows_the_contract() {
     assert_eq!(v["schema_version"], pinctl_plan::PLAN_SCHEMA_VERSION);
     assert_eq!(v["optimal"], true);
     // Every instance owns its node: nobody shares a CPU, no node is shared.
-    assert_eq!(services[0]["shares_with"], serde_json::json!([]));
+    assert_eq!(services[0]["sharing_group"], serde_json::Value::Null);
+    assert_eq!(v["sharing_groups"], serde_json::json!([]));
     assert_eq!(v["node_use"], serde_json::json!([]));
 
     // Sharing TiDB beside exclusive TiKV: who shares what, and the CPUs per CPU of each node.
@@ -56,8 +57,15 @@ fn json_follows_the_contract() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let tidb0 = &v["services"][2];
     assert_eq!((&tidb0["name"], &tidb0["cpus"]), (&"tidb-0".into(), &"0-7,64-71".into()));
-    assert_eq!(tidb0["shares_with"], serde_json::json!(["tidb-1"]));
-    assert_eq!(v["services"][0]["shares_with"], serde_json::json!([]), "tikv-0 owns node 2");
+    // The group is named once; its members point at it.
+    assert_eq!(tidb0["sharing_group"], 0);
+    assert_eq!(v["services"][3]["sharing_group"], 0, "tidb-1 is in the same group");
+    assert_eq!(
+        v["sharing_groups"][0],
+        serde_json::json!({"group": 0, "nodes": [0], "cpus": "0-7,64-71",
+                           "members": ["tidb-0", "tidb-1"]})
+    );
+    assert_eq!(v["services"][0]["sharing_group"], serde_json::Value::Null, "tikv-0 owns node 2");
     assert_eq!(
         v["node_use"][0],
         serde_json::json!({"node": 0, "instances": ["tidb-0", "tidb-1"], "usable_cpus": 16,
@@ -80,7 +88,8 @@ fn the_table_says_which_instances_share_cpus_and_how_many_per_cpu() {
     assert!(
         text.ends_with(
             "shared CPUs:\n  node 0: redis-0, redis-1, redis-2, redis-3 (4 CPUs of instances on 2 \
-             usable CPUs: 2 per CPU)\n"
+             usable CPUs: 2 per CPU)\nsharing groups (instances whose CPUs overlap):\n  0: CPUs \
+             0 of node 0: redis-0, redis-2\n  1: CPUs 1 of node 0: redis-1, redis-3\n"
         ),
         "{text}"
     );

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use pinctl_sysfs::FsRoot;
 use pinctl_topology::text::has_control;
-use pinctl_topology::{Measurement, MemoryPerformance, Topology};
+use pinctl_topology::{MAX_NODE_ID, Measurement, MemoryPerformance, Topology, implausible_latency};
 
 use crate::error::SourceError;
 use crate::snapshot::{Invalid, bad};
@@ -76,8 +76,9 @@ fn plain_text(text: &str, at: impl FnOnce() -> String) -> Result<(), Invalid> {
     if has_control(text) { bad(at(), "holds control characters".into()) } else { Ok(()) }
 }
 
-/// HMAT entries name nodes of the topology, once per class and initiators; tiers once each;
-/// the measurement as [`check_measurement`] says.
+/// HMAT entries name nodes of the topology, once per class and initiators, and latencies
+/// inside [`pinctl_topology::LATENCY_NS_RANGE`] (a firmware's `0` is written as unknown, never
+/// as 0 ns); tiers once each; the measurement as [`check_measurement`] says.
 pub(crate) fn check_performance(
     p: &MemoryPerformance,
     node_at: &HashMap<u32, usize>,
@@ -87,6 +88,13 @@ pub(crate) fn check_performance(
     for (i, a) in p.hmat.iter().enumerate() {
         let here = || at(prefix, format!("hmat[{i}]"));
         known_node(a.node, node_at, || format!("{}.node", here()))?;
+        for (field, ns) in
+            [("read_latency_ns", a.read_latency_ns), ("write_latency_ns", a.write_latency_ns)]
+        {
+            if let Some(why) = ns.and_then(|ns| implausible_latency(f64::from(ns))) {
+                return bad(format!("{}.{field}", here()), why);
+            }
+        }
         if let Some(j) = seen.insert((a.node, a.class, a.initiators.to_string()), i) {
             return bad(here(), format!("repeats `{}`", at(prefix, format!("hmat[{j}]"))));
         }
@@ -106,8 +114,9 @@ pub(crate) fn check_performance(
     }
 }
 
-/// Every pair names two nodes of the topology, once; latencies are finite and positive,
-/// bandwidths finite and not negative; texts hold no control characters.
+/// Every pair names two nodes of the topology, once; latencies are inside
+/// [`pinctl_topology::LATENCY_NS_RANGE`], bandwidths finite and not negative; nodes left out
+/// have ids within [`MAX_NODE_ID`]; texts hold no control characters.
 pub(crate) fn check_measurement(
     m: &Measurement,
     node_at: &HashMap<u32, usize>,
@@ -132,8 +141,8 @@ pub(crate) fn check_measurement(
                 ),
             );
         }
-        if !(p.latency_ns.is_finite() && p.latency_ns > 0.0) {
-            return bad(here("latency_ns"), format!("`{}` is not a latency", p.latency_ns));
+        if let Some(why) = implausible_latency(p.latency_ns) {
+            return bad(here("latency_ns"), why);
         }
         if !(p.read_bandwidth_gb_s.is_finite() && p.read_bandwidth_gb_s >= 0.0) {
             return bad(
@@ -143,6 +152,10 @@ pub(crate) fn check_measurement(
         }
     }
     for (i, n) in m.not_measured.iter().enumerate() {
+        if n.node > MAX_NODE_ID {
+            let why = pinctl_topology::ParseIdSetError::NodeTooLarge(n.node);
+            return bad(at(prefix, format!("not_measured[{i}].node")), why.to_string());
+        }
         plain_text(&n.why, || at(prefix, format!("not_measured[{i}].why")))?;
     }
     Ok(())

@@ -22,6 +22,8 @@ pub(crate) struct MemTree {
     entries: HashMap<String, Entry>,
     /// The folder absolute link targets are relative to (the capture's root).
     root: String,
+    /// What the tree holds so far, as [`MAX_TREE_BYTES`] counts it.
+    held: u64,
 }
 
 /// How many symbolic links a lookup may follow (Linux's MAXSYMLINKS).
@@ -35,6 +37,16 @@ pub const MAX_ENTRY_BYTES: u64 = pinctl_sysfs::fsroot::MAX_PROC_FILE_BYTES as u6
 /// Longest path in a capture: Linux's `PATH_MAX`. Bounds the depth (at most 2048 components)
 /// and so the implicit parent folders one entry can create.
 pub const MAX_PATH_BYTES: usize = 4096;
+
+/// Most memory a capture's tree may hold, counted as the bytes of every stored path, folder
+/// entry name, file and link target plus [`ENTRY_OVERHEAD`] an entry: the same 256 MiB a
+/// capture may decompress to. Bounding each path is not enough: every parent folder is stored
+/// under its full path, so 300 entries of 4,096-byte paths of one-letter folders (a 7 KiB
+/// gzip) would make 1.46 GiB of folder names.
+pub const MAX_TREE_BYTES: u64 = crate::MAX_CAPTURE_BYTES;
+
+/// What an entry costs besides its bytes: its slot in the index and its folder's name set.
+const ENTRY_OVERHEAD: u64 = 64;
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
@@ -85,7 +97,7 @@ impl MemTree {
                 EntryType::Directory => Entry::Dir(BTreeSet::new()),
                 _ => continue,
             };
-            tree.insert(path, item);
+            tree.insert(path, item)?;
         }
         // Read the stream to its end so a compressed capture's checksum and length are
         // checked, and data after the archive (trailing garbage) is refused.
@@ -93,12 +105,16 @@ impl MemTree {
         Ok(tree)
     }
 
-    fn insert(&mut self, path: String, item: Entry) {
+    fn insert(&mut self, path: String, item: Entry) -> io::Result<()> {
         // Register the name in every ancestor, creating folders the archive left implicit.
         let mut child = path.clone();
         loop {
             let dir = parent(&child).to_string();
             let name = child[if dir.is_empty() { 0 } else { dir.len() + 1 }..].to_string();
+            let new_dir = !self.entries.contains_key(&dir);
+            let cost = name.len() as u64
+                + ENTRY_OVERHEAD
+                + if new_dir { dir.len() as u64 + ENTRY_OVERHEAD } else { 0 };
             match self.entries.entry(dir.clone()).or_insert_with(|| Entry::Dir(BTreeSet::new())) {
                 Entry::Dir(names) => {
                     if !names.insert(name) {
@@ -108,18 +124,39 @@ impl MemTree {
                 // A file where a folder should be: the archive is inconsistent; keep the file.
                 _ => break,
             }
+            self.charge(cost, &path)?;
             if dir.is_empty() {
                 break;
             }
             child = dir;
         }
+        let bytes = match &item {
+            Entry::File(data) => data.len(),
+            Entry::Link(target) | Entry::HardLink(target) => target.len(),
+            Entry::Dir(_) => 0,
+        };
         match (self.entries.get_mut(&path), item) {
             // A folder entry after its contents keeps the names already registered.
             (Some(Entry::Dir(_)), Entry::Dir(_)) => {}
             (_, item) => {
+                self.charge((path.len() + bytes) as u64 + ENTRY_OVERHEAD, &path)?;
                 self.entries.insert(path, item);
             }
         }
+        Ok(())
+    }
+
+    /// Counts `bytes` more against [`MAX_TREE_BYTES`], refusing the capture past it.
+    fn charge(&mut self, bytes: u64, path: &str) -> io::Result<()> {
+        self.held = self.held.saturating_add(bytes);
+        if self.held > MAX_TREE_BYTES {
+            return Err(invalid(format!(
+                "entry `{}`: the capture's tree would hold more than {MAX_TREE_BYTES} bytes of \
+                 paths, names and files in memory (deep folders repeat their parents' paths)",
+                pinctl_topology::text::shown(path)
+            )));
+        }
+        Ok(())
     }
 
     /// Follows symbolic links in every component of `rel` (and in the last one when

@@ -389,7 +389,51 @@ mod tests {
         let e = parse(&with(&format!("{hmat},{hmat}"), &[])).unwrap_err();
         assert!(e.starts_with("memory_performance.hmat[1]: repeats"), "{e}");
         let e = parse(&with(hmat, &[pair(0, 0, "-1")])).unwrap_err();
-        assert!(e.contains("latency_ns: `-1` is not a latency"), "{e}");
+        assert!(e.contains("latency_ns: `-1` ns is not a memory latency"), "{e}");
+    }
+
+    /// Issue 26: one absurd number must be refused where it is read, by name, not planned on
+    /// (1e308 ns made the planner pick the farthest node) nor shown as `0 ns`.
+    #[test]
+    fn absurd_latencies_and_node_ids_are_refused_by_value() {
+        let pair = |ns: &str| {
+            format!(
+                r#"{{"cpu_node":0,"memory_node":1,"latency_ns":{ns},"read_bandwidth_gb_s":9.5,"threads":1,"latency_passes":3,"bandwidth_passes":3,"huge_page_bytes":0}}"#
+            )
+        };
+        let with = |hmat_ns: &str, pairs: &str, not_measured: &str| {
+            GOOD.replacen(
+                r#""warnings":[]"#,
+                &format!(
+                    r#""warnings":[],"memory_performance":{{"hmat":[{{"node":1,"class":"access1","initiators":[1],"read_latency_ns":{hmat_ns},"write_latency_ns":null,"read_bandwidth_mb_s":null,"write_bandwidth_mb_s":null}}],"measured":{{"tool":"pinctl","measured_at":"2025-01-01T00:00:00Z","kernel":null,"quick":false,"budget_ms":1,"elapsed_ms":1,"buffer_bytes":1,"last_level_cache_bytes":null,"pairs":[{pairs}],"not_measured":[{not_measured}]}}}}"#
+                ),
+                1,
+            )
+        };
+        assert!(parse(&with("80", &pair("120.5"), "")).is_ok());
+        let cases = [
+            (
+                with("80", &pair("1e308"), ""),
+                "measured.pairs[0].latency_ns: `1e308` ns is not a memory latency (pinctl believes 1 to 100000 ns)",
+            ),
+            (
+                with("80", &pair("1e-300"), ""),
+                "measured.pairs[0].latency_ns: `1e-300` ns is not a memory latency",
+            ),
+            (
+                with("0", &pair("120.5"), ""),
+                "hmat[0].read_latency_ns: `0` ns is not a memory latency",
+            ),
+            (with("4294967295", &pair("120.5"), ""), "hmat[0].read_latency_ns: `4294967295` ns"),
+            (
+                with("80", &pair("120.5"), r#"{"node":4294967295,"why":"offline"}"#),
+                "measured.not_measured[0].node: node id `4294967295` is too large (at most 4095",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse(&text).unwrap_err();
+            assert!(e.contains(want), "want {want}\n got {e}");
+        }
     }
 
     #[test]

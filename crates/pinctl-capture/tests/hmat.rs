@@ -181,7 +181,7 @@ fn a_probe_result_that_does_not_fit_its_topology_is_refused_by_name() {
         ),
         (
             serde_json::to_string(&measurement(&[(0, 1, 0.0)])).unwrap(),
-            "pairs[0].latency_ns`: `0` is not a latency",
+            "pairs[0].latency_ns`: `0` ns is not a memory latency",
         ),
         ("{\"pairs\": 3}".to_string(), "is not a `pinctl probe` result"),
     ];

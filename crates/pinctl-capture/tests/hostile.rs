@@ -9,7 +9,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use pinctl_capture::{
-    MAX_ENTRY_BYTES, MAX_PATH_BYTES, capture_topology, load_topology, read_tarball,
+    MAX_ENTRY_BYTES, MAX_PATH_BYTES, MAX_TREE_BYTES, capture_topology, load_topology, read_tarball,
 };
 use pinctl_sysfs::{DiscoveryError, TopologySource};
 
@@ -116,6 +116,8 @@ fn links_out_of_a_directory_root_are_refused_and_never_read() {
     let e = load(&root).unwrap_err();
     assert!(e.contains("leads out of the topology root"), "{e}");
     assert!(!e.contains("SECRET"), "{e}");
+    // Issue 26: the error names the link, not the root the walk had climbed back to.
+    assert!(e.starts_with(&format!("`{}` is a link", cpulist.display())), "{e}");
     // Absolute: taken below the root, as in tarballs.
     fs::remove_file(&cpulist).unwrap();
     symlink(&secret, &cpulist).unwrap();
@@ -230,6 +232,34 @@ fn a_pax_path_of_fifty_thousand_components_is_refused() {
     let e = chain(&read_tarball(&path).map(|_| ()).unwrap_err());
     assert!(e.contains(&format!("longer than {MAX_PATH_BYTES} bytes")), "{e}");
     assert!(e.len() < 400, "the error shows a shortened path: {e}");
+}
+
+/// Issue 26: each path was bounded, the tree was not. 300 entries of 4,094-byte paths of
+/// one-letter folders store every parent folder under its full path (1.46 GiB from a 7 KiB
+/// gzip): the tree's total is bounded and the capture refused past it, naming the entry.
+#[test]
+fn a_capture_of_deep_paths_is_refused_at_the_tree_bound() {
+    let mut b = tar::Builder::new(Vec::new());
+    for k in 0..300 {
+        let path = format!("{k:03}/") + &"a/".repeat(2044) + "f";
+        assert!(path.len() <= MAX_PATH_BYTES);
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o644);
+        b.append_data(&mut h, &path, &b"x"[..]).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.tar");
+    fs::write(&path, b.into_inner().unwrap()).unwrap();
+    let e = chain(&read_tarball(&path).map(|_| ()).unwrap_err());
+    assert!(
+        e.contains(&format!(
+            "would hold more than {MAX_TREE_BYTES} bytes of paths, names and files"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("entry `0"), "names the entry: {e}");
+    assert!(e.len() < 600, "the error shows a shortened path: {e}");
 }
 
 #[test]

@@ -11,6 +11,8 @@
 //! nanosecond so the costs stay exact integers. With a measure in nanoseconds, packages no
 //! longer stand in for distance: crossing a socket costs what it was measured to cost.
 
+use std::collections::HashMap;
+
 use pinctl_topology::{NodeId, Topology};
 use serde::Serialize;
 
@@ -94,10 +96,14 @@ impl DistanceTable {
         {
             if m.quick {
                 notes.push("the saved measurement is a --quick one, not for planning".to_string());
+            } else if let Some(why) = m.implausible() {
+                notes.push(format!("the saved measurement is not believed ({why})"));
             } else {
-                let lookup =
-                    |a: NodeId, b: NodeId| m.latency_ns(a, b).map(|ns| (ns * 10.0).round() as u32);
-                match latency_matrix(topology, needed, lookup) {
+                let figures = m
+                    .pairs
+                    .iter()
+                    .map(|p| (p.cpu_node, p.memory_node, (p.latency_ns * 10.0).round() as u32));
+                match latency_matrix(topology, needed, figures) {
                     Ok(matrix) => {
                         return DistanceTable {
                             matrix,
@@ -116,9 +122,15 @@ impl DistanceTable {
                 }
             }
         }
-        if !performance.hmat.is_empty() && wanted(DistanceMeasure::Hmat) {
-            let lookup = |a: NodeId, b: NodeId| performance.hmat_latency(a, b).map(|(ns, _)| ns);
-            match latency_matrix(topology, needed, lookup) {
+        let hmat_absurd = performance.hmat.iter().find_map(|a| {
+            let ns = a.latency_ns()?;
+            pinctl_topology::implausible_latency(f64::from(ns))
+                .map(|why| format!("HMAT is not believed (memory node {}: {why})", a.node))
+        });
+        if let Some(why) = hmat_absurd.filter(|_| wanted(DistanceMeasure::Hmat)) {
+            notes.push(why);
+        } else if !performance.hmat.is_empty() && wanted(DistanceMeasure::Hmat) {
+            match latency_matrix(topology, needed, performance.hmat_latencies()) {
                 Ok(matrix) => {
                     let note =
                         std::iter::once("HMAT read latency, as the firmware rated it".into())
@@ -170,22 +182,34 @@ fn tenths(d: u32) -> String {
     format!("{}.{} ns", d / 10, d % 10)
 }
 
-/// The matrix of a latency measure, by node position: the mean of both directions where
-/// both exist, else the one that does. `Err((a, b))` names the first pair of `needed` nodes
-/// it has no latency for, either way.
+/// The matrix of a latency measure, by node position, from its `(from, to, latency)` figures
+/// (the first figure of a pair counts): the mean of both directions where both exist, else
+/// the one that does. `Err((a, b))` names the first pair of `needed` nodes it has no latency
+/// for, either way. Each figure is placed once, never searched for: a measurement of 4,096
+/// nodes costs what the matrix costs (issue 26: a search per pair took 80 s).
 fn latency_matrix(
     topology: &Topology,
     needed: &[bool],
-    latency: impl Fn(NodeId, NodeId) -> Option<u32>,
+    figures: impl IntoIterator<Item = (NodeId, NodeId, u32)>,
 ) -> Result<Vec<Vec<u32>>, (NodeId, NodeId)> {
     let ids: Vec<NodeId> = topology.nodes.iter().map(|n| n.id).collect();
     let n = ids.len();
-    let mut matrix = vec![vec![0u32; n]; n];
-    let mut missing = Vec::new();
+    let position: HashMap<NodeId, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    // One matrix: figures first (NONE where a direction has none), then each pair's value.
+    const NONE: u32 = u32::MAX;
+    let mut matrix = vec![vec![NONE; n]; n];
+    for (from, to, latency) in figures {
+        if let (Some(&a), Some(&b)) = (position.get(&from), position.get(&to)) {
+            if matrix[a][b] == NONE {
+                matrix[a][b] = latency.min(NONE - 1);
+            }
+        }
+    }
+    let known = |v: u32| (v != NONE).then_some(v);
     for i in 0..n {
-        matrix[i][i] = latency(ids[i], ids[i]).unwrap_or(0);
+        matrix[i][i] = known(matrix[i][i]).unwrap_or(0);
         for j in i + 1..n {
-            let value = match (latency(ids[i], ids[j]), latency(ids[j], ids[i])) {
+            let value = match (known(matrix[i][j]), known(matrix[j][i])) {
                 (Some(a), Some(b)) => Some(((u64::from(a) + u64::from(b)) / 2) as u32),
                 (one, other) => one.or(other),
             };
@@ -195,15 +219,14 @@ fn latency_matrix(
                     matrix[j][i] = v;
                 }
                 None if needed[i] && needed[j] => return Err((ids[i], ids[j])),
-                None => missing.push((i, j)),
+                None => {}
             }
         }
     }
     // Pairs the planner never compares still get a value: the largest, never a flattering one.
-    let largest = matrix.iter().flatten().copied().max().unwrap_or(0);
-    for (i, j) in missing {
-        matrix[i][j] = largest;
-        matrix[j][i] = largest;
+    let largest = matrix.iter().flatten().copied().filter(|&v| v != NONE).max().unwrap_or(0);
+    for v in matrix.iter_mut().flatten().filter(|v| **v == NONE) {
+        *v = largest;
     }
     Ok(matrix)
 }

@@ -9,14 +9,15 @@ use crate::{Plan, PlannedInstance};
 /// The version of the plan document. docs/planning.md states what a change of it promises: it
 /// goes up when a field is removed, renamed or changes type or meaning; new fields may come
 /// within a version.
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+pub const PLAN_SCHEMA_VERSION: u32 = 2;
 
 /// `pinctl plan --json`: node sets as arrays of ids, CPU sets as list strings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanDocument {
-    /// The version of this document's form: 1. It goes up when a field is removed, renamed or
+    /// The version of this document's form: 2 (1 listed each instance's sharers in
+    /// `shares_with`, which grew with the square of their count). It goes up when a field is removed, renamed or
     /// changes type or meaning.
     pub schema_version: PlanSchemaVersion,
     /// One per instance, in the order of the service file.
@@ -44,6 +45,25 @@ pub struct PlanDocument {
     /// `share-nodes`), ascending by node: who is there and how many CPUs of instances each of
     /// its CPUs carries.
     pub node_use: Vec<NodeUseDocument>,
+    /// Instances whose CPUs overlap, directly or through another member (instances sharing a
+    /// node, or CPUs under `cpu-overcommit`), each group once, in the order of their first
+    /// member in the service file; an instance names its group in `sharing_group`.
+    pub sharing_groups: Vec<SharingGroupDocument>,
+}
+
+/// One group of instances whose CPUs overlap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SharingGroupDocument {
+    /// Its number: the `sharing_group` of its members, and its index in `sharing_groups`.
+    pub group: usize,
+    /// The nodes its members run on.
+    pub nodes: Vec<NodeId>,
+    /// Its members' CPUs, together.
+    pub cpus: CpuSet,
+    /// Its members, in the order of the service file (two or more).
+    pub members: Vec<String>,
 }
 
 /// How a node that instances do not own is used.
@@ -78,9 +98,9 @@ pub struct PlacementDocument {
     pub memory_nodes: Vec<NodeId>,
     /// Why these nodes and CPUs, one sentence each.
     pub reasons: Vec<String>,
-    /// Instances whose CPUs overlap this one's (they share a node, or CPUs under
-    /// `cpu-overcommit`); empty when its CPUs are its own.
-    pub shares_with: Vec<String>,
+    /// The `group` in `sharing_groups` of the instances whose CPUs overlap this one's (they
+    /// share a node, or CPUs under `cpu-overcommit`); null when its CPUs are its own.
+    pub sharing_group: Option<usize>,
     /// The service file the instance is defined in (several files of one host are planned
     /// together); filled in by whoever read the files.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -140,6 +160,17 @@ impl Plan {
                     cpus_per_cpu: u.cpus_per_cpu().parse().unwrap_or(0.0),
                 })
                 .collect(),
+            sharing_groups: self
+                .sharing_groups
+                .iter()
+                .enumerate()
+                .map(|(group, g)| SharingGroupDocument {
+                    group,
+                    nodes: ids(&g.nodes),
+                    cpus: g.cpus.clone(),
+                    members: g.members.clone(),
+                })
+                .collect(),
             interrupts_on_service_cpus: Vec::new(),
         }
     }
@@ -157,7 +188,7 @@ impl PlannedInstance {
             memory_policy: p.memory_policy,
             memory_nodes: ids(&p.memory_nodes),
             reasons: self.reasons.clone(),
-            shares_with: self.shares_with.clone(),
+            sharing_group: self.sharing_group,
             file: None,
             supervisor: None,
         }

@@ -18,7 +18,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         first.into_iter().chain(last).map(|i| (i, b.placement(i))).collect();
     placed.sort_by_key(|(i, _)| *i);
     let mut placements: Vec<PlannedInstance> = placed.into_iter().map(|(_, pl)| pl).collect();
-    crate::sharing::note_overlaps(&b.occupants, &mut placements);
+    let sharing_groups = crate::sharing::sharing_groups(&mut placements);
     b.shared_memory_violations();
     let Builder { mut warnings, violations, .. } = b;
 
@@ -57,6 +57,7 @@ pub(crate) fn build(p: &Problem, outcome: Outcome) -> Result<Plan, PlanError> {
         optimal: outcome.exhaustive,
         distances: p.distances.clone(),
         node_use,
+        sharing_groups,
     })
 }
 
@@ -66,8 +67,10 @@ struct Builder<'a> {
     p: &'a Problem,
     /// The nodes (indexes into `p.nodes`) of each instance.
     assignment: &'a [Vec<usize>],
-    /// The instances on each node.
+    /// The instances on each node, ascending.
     occupants: Vec<Vec<usize>>,
+    /// The CPUs `cpus = N` instances ask of each node, summed.
+    packed: Vec<u32>,
     node_cpus: Vec<NodeCpus>,
     /// The CPUs `cpus = N` instances took on each node (sharing instances get the rest).
     held: Vec<CpuSet>,
@@ -95,10 +98,22 @@ impl<'a> Builder<'a> {
         let kept = (0..p.instances.len())
             .map(|i| keep_cpus(p, i, &assignment[i], &mut node_cpus))
             .collect();
+        let packed = occupants
+            .iter()
+            .map(|on| {
+                on.iter()
+                    .map(|&k| match p.instances[k].shape {
+                        Shape::Shared(c) => c,
+                        _ => 0,
+                    })
+                    .fold(0u32, u32::saturating_add)
+            })
+            .collect();
         Builder {
             p,
             assignment,
             occupants,
+            packed,
             node_cpus,
             held: vec![CpuSet::new(); p.nodes.len()],
             kept,
@@ -136,7 +151,7 @@ impl<'a> Builder<'a> {
             service: inst.service.clone(),
             placement: Placement { nodes, cpus, memory_policy: inst.policy, memory_nodes },
             reasons,
-            shares_with: Vec::new(),
+            sharing_group: None,
         }
     }
 
@@ -188,23 +203,10 @@ impl<'a> Builder<'a> {
             }
             Shape::Shared(c) => {
                 let j = set[0];
-                let others: Vec<&str> = self.occupants[j]
-                    .iter()
-                    .filter(|&&k| k != i)
-                    .map(|&k| p.instances[k].name.as_str())
-                    .collect();
-                let used: u32 = self.occupants[j]
-                    .iter()
-                    .map(|&k| match p.instances[k].shape {
-                        Shape::Shared(c) => c,
-                        _ => 0,
-                    })
-                    .sum();
-                let sharing = if others.is_empty() {
-                    String::new()
-                } else {
-                    format!("; shares it with {}", others.join(", "))
-                };
+                let others = crate::sharing::others_named(p, &self.occupants[j], i);
+                let used = self.packed[j];
+                let sharing =
+                    if others.is_empty() { others } else { format!("; shares it with {others}") };
                 let cpus = match self.kept[i].clone() {
                     Some(kept) => kept,
                     None => self.node_cpus[j].take(c),
@@ -402,15 +404,22 @@ fn closeness(p: &Problem, set: &[usize]) -> String {
         }
     }
     let worst = distances.iter().copied().max().unwrap_or(0);
+    let measure = p.distances.measure;
+    // Packages rank only while distance is a firmware number: on a latency measure a set
+    // across packages may be the closest measured while one package had room.
+    let why_across = if measure.is_latency() {
+        "the measured latency decides, not the package"
+    } else {
+        "no single package had room"
+    };
     let where_ = match packages.as_slice() {
         [] => String::new(),
         [one] => format!("one package ({one}), "),
         many => format!(
-            "packages {} (no single package had room), ",
+            "packages {} ({why_across}), ",
             many.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
         ),
     };
-    let measure = p.distances.measure;
     let largest = match measure {
         DistanceMeasure::Slit | DistanceMeasure::Assumed => "largest distance",
         DistanceMeasure::Measured => "largest measured latency",
@@ -456,17 +465,9 @@ fn kept_free_violation(
             // With sharing instances there the node's CPUs are theirs whoever came first: say
             // whom it shares the node with rather than why it came.
             let sharing = |k: usize| matches!(p.instances[k].shape, Shape::Sharing { .. });
-            let others: Vec<&str> = occupants[j]
-                .iter()
-                .filter(|&&k| k != i)
-                .map(|&k| p.instances[k].name.as_str())
-                .collect();
+            let others = crate::sharing::others_named(p, &occupants[j], i);
             if occupants[j].iter().any(|&k| sharing(k)) && !others.is_empty() {
-                format!(
-                    "{} shares node {node}, kept free for {kept_for}, with {}",
-                    inst.name,
-                    crate::sharing::names(&others)
-                )
+                format!("{} shares node {node}, kept free for {kept_for}, with {others}", inst.name)
             } else {
                 format!(
                     "{} uses node {node}, kept free for {kept_for}: no other node had room",

@@ -27,6 +27,7 @@ pub use pinctl_topology::Placement;
 pub use distance::{DistanceMeasure, DistanceReport};
 pub use document::{
     NodeUseDocument, PLAN_SCHEMA_VERSION, PlacementDocument, PlanDocument, PlanSchemaVersion,
+    SharingGroupDocument,
 };
 pub use interrupts::InterruptLanding;
 pub use problem::{Cost, Load, Problem};
@@ -75,6 +76,23 @@ pub struct Plan {
     /// Every node hosting instances that do not own it, ascending: who is there, and how many
     /// CPUs of their CPU sets it carries.
     pub node_use: Vec<NodeUse>,
+    /// The instances whose CPUs overlap, each group named once (an instance points at its
+    /// group): a list of sharers in every instance would grow with the square of their count.
+    /// In the order of their first member in the config.
+    pub sharing_groups: Vec<SharingGroup>,
+}
+
+/// Instances whose CPU sets overlap, directly or through another member: the instances of
+/// `share-nodes` on one node, or `cpus = N` instances given the same CPUs under
+/// `cpu-overcommit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharingGroup {
+    /// Its members, in config order (two or more).
+    pub members: Vec<String>,
+    /// The nodes they run on.
+    pub nodes: NodeSet,
+    /// Their CPUs, together.
+    pub cpus: pinctl_topology::CpuSet,
 }
 
 /// A node that instances share (or may share): `cpus = N` instances, sharing instances.
@@ -96,9 +114,9 @@ impl NodeUse {
         sharing::ratio(self.cpus_given, self.usable_cpus)
     }
 
-    /// Whether some CPU of the node is given to more than one instance.
-    pub fn overlaps(&self, placements: &[PlannedInstance]) -> bool {
-        placements.iter().any(|p| self.instances.contains(&p.instance) && !p.shares_with.is_empty())
+    /// Whether an instance on the node shares CPUs with another (its sharing group runs there).
+    pub fn overlaps(&self, groups: &[SharingGroup]) -> bool {
+        groups.iter().any(|g| g.nodes.contains(self.node))
     }
 }
 
@@ -106,6 +124,11 @@ impl Plan {
     /// The planned instance named `instance`.
     pub fn instance(&self, instance: &str) -> Option<&PlannedInstance> {
         self.placements.iter().find(|p| p.instance == instance)
+    }
+
+    /// The sharing group of the instance named `instance`, when its CPUs are not its own.
+    pub fn sharing_group_of(&self, instance: &str) -> Option<&SharingGroup> {
+        self.instance(instance)?.sharing_group.and_then(|g| self.sharing_groups.get(g))
     }
 }
 
@@ -118,9 +141,10 @@ pub struct PlannedInstance {
     pub placement: Placement,
     /// Why these nodes and CPUs, one sentence each.
     pub reasons: Vec<String>,
-    /// Instances whose CPUs overlap this one's (instances sharing a node, or CPUs given more
-    /// than once under `cpu-overcommit`), in config order; empty when its CPUs are its own.
-    pub shares_with: Vec<String>,
+    /// The index in [`Plan::sharing_groups`] of the instances whose CPUs overlap this one's
+    /// (instances sharing a node, or CPUs given more than once under `cpu-overcommit`); `None`
+    /// when its CPUs are its own.
+    pub sharing_group: Option<usize>,
 }
 
 /// Why no plan could be made.

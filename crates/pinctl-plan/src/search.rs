@@ -770,7 +770,8 @@ impl Search<'_> {
             while !done(&set) {
                 let next = free.iter().copied().filter(|j| !set.contains(j)).min_by_key(|&j| {
                     let crossings = set.iter().filter(|&&s| p.crosses_packages(s, j)).count();
-                    let distance: u32 = set.iter().map(|&s| p.distance[s][j]).sum();
+                    // u64: a sum of u32 distances must not wrap whatever the table holds.
+                    let distance: u64 = set.iter().map(|&s| u64::from(p.distance[s][j])).sum();
                     (crossings, distance, Reverse(p.nodes[j].cpu_count()), j)
                 });
                 match next {

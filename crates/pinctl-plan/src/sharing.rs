@@ -3,11 +3,13 @@
 //! is, which instances' CPU sets overlap, and the CPUs-per-CPU ratio of every shared node.
 
 use std::collections::BTreeSet;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
-use pinctl_topology::{CpuSet, NodeId};
+use pinctl_topology::{CpuSet, NodeId, NodeSet};
 
 use crate::problem::{NodeInfo, Problem, Shape};
-use crate::{NodeUse, PlannedInstance, plural};
+use crate::{NodeUse, PlannedInstance, SharingGroup, plural};
 
 /// `12 of its 16 usable CPUs taken`, or on an overcommitted node `4 CPUs of instances on its
 /// 2 usable CPUs: 2 per CPU, as cpu-overcommit 2 allows`.
@@ -82,8 +84,7 @@ pub(crate) fn sharing_reason(
     } else {
         format!("; all its CPUs but the {} that `cpus = N` instances hold", held.len())
     };
-    let others: Vec<&str> =
-        occupants[j].iter().filter(|&&k| k != i).map(|&k| p.instances[k].name.as_str()).collect();
+    let others = others_named(p, &occupants[j], i);
     if others.is_empty() {
         return if alone_first {
             format!(
@@ -112,38 +113,92 @@ pub(crate) fn sharing_reason(
         "sharing instances spread evenly over the nodes they may use".to_string()
     };
     format!(
-        "shares node {node} and its CPUs with {} (share-nodes = \"{mode}\"{weight}: {why}){held}",
-        names(&others)
+        "shares node {node} and its CPUs with {others} (share-nodes = \"{mode}\"{weight}: {why}){held}"
     )
 }
 
-/// `a, b, c`, or `a, b, c, d, e and 3 more`.
-pub(crate) fn names(list: &[&str]) -> String {
+/// The instances on a node but `i`, as `a, b, c` or `a, b, c, d, e and 3 more`, in config
+/// order (`on_node` is ascending); empty when `i` is alone. Only the names shown are visited:
+/// each of thousands of instances sharing a node says whom it shares with, and must not walk
+/// (or copy) all the others to do so.
+pub(crate) fn others_named(p: &Problem, on_node: &[usize], i: usize) -> String {
     const SHOWN: usize = 5;
-    if list.len() <= SHOWN {
-        list.join(", ")
+    let count = on_node.len() - usize::from(on_node.binary_search(&i).is_ok());
+    let shown: Vec<&str> = on_node
+        .iter()
+        .filter(|&&k| k != i)
+        .take(SHOWN)
+        .map(|&k| p.instances[k].name.as_str())
+        .collect();
+    if count <= SHOWN {
+        shown.join(", ")
     } else {
-        format!("{} and {} more", list[..SHOWN].join(", "), list.len() - SHOWN)
+        format!("{} and {} more", shown.join(", "), count - SHOWN)
     }
 }
 
-/// Fills each placement's `shares_with`: the instances on one of its nodes whose CPU sets
-/// overlap its own, in config order.
-pub(crate) fn note_overlaps(occupants: &[Vec<usize>], placements: &mut [PlannedInstance]) {
-    let mut overlaps: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); placements.len()];
-    for on_node in occupants {
-        for (x, &a) in on_node.iter().enumerate() {
-            for &b in &on_node[x + 1..] {
-                if !placements[a].placement.cpus.is_disjoint(&placements[b].placement.cpus) {
-                    overlaps[a].insert(b);
-                    overlaps[b].insert(a);
+/// The sharing groups of the plan: instances whose CPU sets overlap, directly or through
+/// another member, each group once. Every instance points at its group. Linear in the sizes of
+/// the CPU sets (each CPU joins the instances that hold it), where a list of sharers per
+/// instance grows with the square of their count (8,192 instances on a node, issue 26).
+pub(crate) fn sharing_groups(placements: &mut [PlannedInstance]) -> Vec<SharingGroup> {
+    let mut roots = Roots::new(placements.len());
+    let mut holder: HashMap<u32, usize> = HashMap::new();
+    for (k, p) in placements.iter().enumerate() {
+        for cpu in p.placement.cpus.iter() {
+            match holder.entry(cpu) {
+                Entry::Occupied(first) => roots.join(*first.get(), k),
+                Entry::Vacant(free) => {
+                    free.insert(k);
                 }
             }
         }
     }
-    for (k, others) in overlaps.into_iter().enumerate() {
-        placements[k].shares_with =
-            others.into_iter().map(|o| placements[o].instance.clone()).collect();
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); placements.len()];
+    for k in 0..placements.len() {
+        members[roots.root(k)].push(k);
+    }
+    // Groups in the order of their first member: a root's list starts with its lowest index.
+    let mut order: Vec<Vec<usize>> = members.into_iter().filter(|m| m.len() > 1).collect();
+    order.sort_by_key(|m| m[0]);
+    let mut groups = Vec::with_capacity(order.len());
+    for (g, group) in order.into_iter().enumerate() {
+        let mut nodes = NodeSet::new();
+        let mut cpus = CpuSet::new();
+        for &k in &group {
+            placements[k].sharing_group = Some(g);
+            nodes = nodes.union(&placements[k].placement.nodes);
+            cpus = cpus.union(&placements[k].placement.cpus);
+        }
+        let members = group.iter().map(|&k| placements[k].instance.clone()).collect();
+        groups.push(SharingGroup { members, nodes, cpus });
+    }
+    groups
+}
+
+/// Disjoint sets of instances (union-find with path halving): which instances are joined by
+/// CPUs they hold in common.
+struct Roots(Vec<usize>);
+
+impl Roots {
+    fn new(n: usize) -> Roots {
+        Roots((0..n).collect())
+    }
+
+    fn root(&mut self, mut k: usize) -> usize {
+        while self.0[k] != k {
+            self.0[k] = self.0[self.0[k]];
+            k = self.0[k];
+        }
+        k
+    }
+
+    /// Joins the sets of `a` and `b`; the lower index stays the root, so a group's root is its
+    /// first member in config order.
+    fn join(&mut self, a: usize, b: usize) {
+        let (ra, rb) = (self.root(a), self.root(b));
+        let (low, high) = if ra < rb { (ra, rb) } else { (rb, ra) };
+        self.0[high] = low;
     }
 }
 

@@ -114,7 +114,9 @@ nodes = 2
     assert_eq!(
         db.reasons,
         [
-            "owns nodes 0,4 (nodes = 2): packages 0, 1 (no single package had room), largest measured latency between them 110.0 ns",
+            // Package 0 had room (nodes 0-1, SLIT's choice): the measurement chose, and the
+            // reason says so (issue 26), not "no single package had room".
+            "owns nodes 0,4 (nodes = 2): packages 0, 1 (the measured latency decides, not the package), largest measured latency between them 110.0 ns",
             "nodes 0,4 instead of nodes 0-1 (where SLIT alone puts it): measured 110.0 ns vs 131.0 ns between its nodes, though SLIT says 32 vs 12",
         ]
     );
@@ -136,6 +138,43 @@ fn plans_on_a_measurement_are_deterministic() {
     }
     let json = serde_json::to_value(first.document(&[], &[])).unwrap();
     assert_eq!(json["distances"]["measure"], "measured");
+}
+
+/// Issue 26: one latency of 1e308 ns (or 1e-300) in an otherwise sane measurement wrapped a
+/// sum of distances (a debug build panicked) and made the planner pick the nodes that value
+/// says are farthest. A measurement with a latency no memory has is not planned on, the plan
+/// says which value, and the plan stays the one the firmware's table gives.
+#[test]
+fn one_absurd_latency_never_turns_the_plan_upside_down() {
+    let text = r#"
+[service.db]
+command = ["/bin/db"]
+nodes = 3
+"#;
+    let sane = plan_text(&epyc(), text, false).unwrap();
+    for absurd in [1e308, 1e-300, 0.0] {
+        let mut t = epyc();
+        t.memory_performance.measured = Some(measurement(&t, |c, m| match (c.min(m), c.max(m)) {
+            (0, 1) if c != m => absurd,
+            _ if c == m => 90.0,
+            (a, b) if a / 4 == b / 4 => 140.0,
+            _ => 200.0,
+        }));
+        let plan = plan_text(&t, text, false).unwrap();
+        assert_eq!(plan.distances.measure, DistanceMeasure::Slit, "{absurd}");
+        let note = plan.distances.note.clone().unwrap();
+        assert!(
+            note.starts_with(
+                "the saved measurement is not believed (CPU node 0 to memory node 1: `"
+            ),
+            "{note}"
+        );
+        assert_eq!(
+            plan.instance("db").unwrap().placement,
+            sane.instance("db").unwrap().placement,
+            "{absurd}: the plan SLIT gives"
+        );
+    }
 }
 
 #[test]

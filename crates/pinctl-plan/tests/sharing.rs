@@ -44,7 +44,13 @@ fn eight_instances_without_a_size_on_two_nodes_share_four_to_a_node() {
         "memory bind 24GiB fits node 0 (125.4GiB after the reserve; its 4 instances expect 96GiB \
          together)"
     );
-    assert_eq!(plan.instance("mysql-5").unwrap().shares_with, ["mysql-4", "mysql-6", "mysql-7"]);
+    let group = plan.sharing_group_of("mysql-5").unwrap();
+    assert_eq!(group.members, ["mysql-4", "mysql-5", "mysql-6", "mysql-7"]);
+    assert_eq!(
+        (group.nodes.to_string(), group.cpus.to_string()),
+        ("1".into(), "16-31,48-63".into())
+    );
+    assert_eq!(plan.sharing_groups.len(), 2, "one group a node");
     let ratios: Vec<(u32, String)> =
         plan.node_use.iter().map(|u| (u.node, u.cpus_per_cpu())).collect();
     assert_eq!(ratios, [(0, "4".to_string()), (1, "4".to_string())]);
@@ -66,7 +72,8 @@ instances = 2
         reasons(&plan, "db-0")[0],
         "has node 0 to itself (share-nodes = \"when-needed\": a node of its own where the host has room)"
     );
-    assert!(plan.placements.iter().all(|p| p.shares_with.is_empty()), "nobody shares");
+    assert!(plan.placements.iter().all(|p| p.sharing_group.is_none()), "nobody shares");
+    assert!(plan.sharing_groups.is_empty());
     let ratios: Vec<String> = plan.node_use.iter().map(|u| u.cpus_per_cpu()).collect();
     assert_eq!(ratios, ["1", "1"]);
     // A node of its own ranks with rule 1, above keeping the NIC's node free: as `nodes = 1`
@@ -101,8 +108,8 @@ fn four_redis_of_one_cpu_on_two_cpus_only_where_overcommit_is_allowed() {
     let (t, plan) = scenario("redis-overcommit-vm.toml", "vm-2cpu.json");
     // The CPUs given to the fewest instances first: each CPU carries two, alternately.
     assert_eq!(where_each(&plan), ["redis-0 0 0", "redis-1 0 1", "redis-2 0 0", "redis-3 0 1"]);
-    assert_eq!(plan.instance("redis-0").unwrap().shares_with, ["redis-2"]);
-    assert_eq!(plan.instance("redis-1").unwrap().shares_with, ["redis-3"]);
+    assert_eq!(plan.sharing_group_of("redis-0").unwrap().members, ["redis-0", "redis-2"]);
+    assert_eq!(plan.sharing_group_of("redis-1").unwrap().members, ["redis-1", "redis-3"]);
     assert_eq!(
         reasons(&plan, "redis-0")[0],
         "cpus = 1: packed in node 0 (4 CPUs of instances on its 2 usable CPUs: 2 per CPU, as \
@@ -110,7 +117,7 @@ fn four_redis_of_one_cpu_on_two_cpus_only_where_overcommit_is_allowed() {
     );
     let node = &plan.node_use[0];
     assert_eq!((node.usable_cpus, node.cpus_given, node.cpus_per_cpu()), (2, 4, "2".into()));
-    assert!(node.overlaps(&plan.placements));
+    assert!(node.overlaps(&plan.sharing_groups));
 
     // Without the ratio, the third cannot be placed, and the error says what would allow it.
     let text =
@@ -152,7 +159,7 @@ fn an_exclusive_tikv_and_sharing_tidb_on_the_epyc() {
     );
     // Nothing lands on the nodes TiKV owns, nor on the NIC's node 5.
     assert_eq!(plan.kept_free_nodes.to_string(), "5");
-    assert!(plan.instance("tikv-0").unwrap().shares_with.is_empty());
+    assert!(plan.instance("tikv-0").unwrap().sharing_group.is_none());
     let shared: Vec<u32> = plan.node_use.iter().map(|u| u.node).collect();
     assert_eq!(shared, [0, 1, 3, 4, 7]);
     assert_eq!(
@@ -180,7 +187,7 @@ only-nodes = [0]
 "#;
     let plan = plan_text(&topology("xeon-e5-2682v4.json"), text, false).unwrap();
     assert_eq!(where_each(&plan), ["agent 0 0-1,32-33", "db-0 0 2-15,34-47", "db-1 0 2-15,34-47"]);
-    assert!(plan.instance("agent").unwrap().shares_with.is_empty(), "its CPUs are its own");
+    assert!(plan.instance("agent").unwrap().sharing_group.is_none(), "its CPUs are its own");
     assert!(
         reasons(&plan, "db-0")[0]
             .ends_with("; all its CPUs but the 4 that `cpus = N` instances hold"),
@@ -377,4 +384,33 @@ fn a_reload_adding_a_sharing_instance_moves_nobody() {
     let (old, new, _) = replan(&topology("epyc-nps4.json"), &nine(8), &nine(9));
     assert_eq!(where_each(&new)[..8], where_each(&old)[..]);
     assert_eq!((new.cost.moved, new.cost.shared_instances), (0, 1));
+}
+
+/// Issue 26: every sharing instance listed every other sharer of its node, so a plan of
+/// thousands of them grew with the square of their count (8,192 instances: 3.8 GiB). The plan
+/// names each group once and every instance points at it: what it carries grows with the
+/// instances, and each reason names a handful of the others.
+#[test]
+fn thousands_of_sharing_instances_name_their_group_once() {
+    const INSTANCES: usize = 2048;
+    let text = format!(
+        "[host]\nkeep-free = []\n[service.db]\ncommand = [\"/bin/db\"]\ninstances = {INSTANCES}\n\
+         share-nodes = \"always\"\nmemory = \"16MiB\"\n"
+    );
+    let plan = plan_text(&topology("xeon-e5-2682v4.json"), &text, false).unwrap();
+    assert_eq!(plan.sharing_groups.len(), 2, "one group a node");
+    assert_eq!(
+        plan.sharing_groups[0].members.len() + plan.sharing_groups[1].members.len(),
+        INSTANCES
+    );
+    assert_eq!(plan.sharing_group_of("db-1").unwrap().members[..2], ["db-0", "db-1"]);
+    assert_eq!(
+        reasons(&plan, "db-0")[0],
+        "shares node 0 and its CPUs with db-1, db-2, db-3, db-4, db-5 and 1018 more \
+         (share-nodes = \"always\": sharing instances spread evenly over the nodes they may use)"
+    );
+    // A few hundred bytes an instance (its reasons, its CPUs, its name in its group), not the
+    // names of the 1,023 others (about 12 KiB each).
+    let json = serde_json::to_string(&plan).unwrap();
+    assert!(json.len() < INSTANCES * 1024, "{} bytes for {INSTANCES} instances", json.len());
 }

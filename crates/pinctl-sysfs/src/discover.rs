@@ -115,10 +115,7 @@ pub(crate) fn numbered_folders(
     let names = fs.list(dir)?.unwrap_or_default();
     let mut ids = Vec::new();
     for name in &names {
-        let Some(digits) = name.strip_prefix(prefix) else { continue };
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
+        let Some(digits) = crate::parse::folder_number(name, prefix) else { continue };
         match digits.parse::<u32>() {
             Ok(id) if id <= max => ids.push(id),
             _ => {

@@ -462,8 +462,11 @@ impl<'t> FsRoot<'t> {
             rel.split('/').filter(|c| !c.is_empty()).rev().map(str::to_string).collect();
         let mut current: Vec<String> = Vec::new();
         let mut hops = 0;
-        let refuse = |at: &[String]| DiscoveryError::LinkOutsideRoot {
-            path: self.root.join(at.join("/")),
+        // The last link followed: a `..` that climbs out of the root came from its target, so
+        // the error names it, not the root the walk had reached.
+        let mut link: Option<PathBuf> = None;
+        let refuse = |link: &Option<PathBuf>, at: &[String]| DiscoveryError::LinkOutsideRoot {
+            path: link.clone().unwrap_or_else(|| self.root.join(at.join("/"))),
             root: self.root.clone(),
         };
         while let Some(comp) = pending.pop() {
@@ -471,7 +474,7 @@ impl<'t> FsRoot<'t> {
                 "." => continue,
                 ".." => {
                     if current.pop().is_none() {
-                        return Err(refuse(&current));
+                        return Err(refuse(&link, &current));
                     }
                     continue;
                 }
@@ -490,10 +493,11 @@ impl<'t> FsRoot<'t> {
             }
             hops += 1;
             if hops > MAX_LINKS {
-                return Err(refuse(&current));
+                return Err(refuse(&None, &current));
             }
             let target = fs::read_link(&here)
                 .map_err(|source| DiscoveryError::Io { path: here.clone(), source })?;
+            link = Some(here);
             let Some(target) = target.to_str() else { return Ok(false) };
             current.pop();
             if target.starts_with('/') {

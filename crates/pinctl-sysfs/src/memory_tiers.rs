@@ -12,13 +12,10 @@ use crate::parse;
 
 const TIERS_DIR: &str = "sys/devices/virtual/memory_tiering";
 
-/// The N of a `memory_tierN` folder name.
+/// The N of a `memory_tierN` folder name, spelled as the kernel spells it
+/// ([`parse::folder_number`]).
 pub fn tier_of_folder(name: &str) -> Option<u32> {
-    let digits = name.strip_prefix("memory_tier")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    parse::folder_number(name, "memory_tier")?.parse().ok()
 }
 
 /// Every tier with its nodes, lowest (fastest) first; none without the folder. A broken
@@ -51,5 +48,25 @@ mod tests {
         assert_eq!(tier_of_folder("memory_tier4x"), None);
         assert_eq!(tier_of_folder("power"), None);
         assert_eq!(tier_of_folder("memory_tier99999999999"), None);
+        assert_eq!(tier_of_folder("memory_tier0"), Some(0));
+    }
+
+    /// Issue 26: `memory_tier04` beside `memory_tier4` listed tier 4 twice (both read
+    /// `memory_tier4/nodelist`), and the snapshot of it failed to read back. The kernel writes
+    /// no leading zero: such a folder is not a tier.
+    #[test]
+    fn a_tier_spelled_with_a_leading_zero_is_not_a_second_tier() {
+        assert_eq!(tier_of_folder("memory_tier04"), None);
+        assert_eq!(tier_of_folder("memory_tier+4"), None);
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["memory_tier4", "memory_tier04", "memory_tier22"] {
+            let folder = dir.path().join(TIERS_DIR).join(name);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(folder.join("nodelist"), "0-1\n").unwrap();
+        }
+        let mut fs = FsRoot::new(dir.path());
+        let tiers = read_memory_tiers(&mut fs).unwrap();
+        let numbers: Vec<u32> = tiers.iter().map(|t| t.tier).collect();
+        assert_eq!(numbers, [4, 22]);
     }
 }

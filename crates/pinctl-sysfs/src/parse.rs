@@ -284,6 +284,18 @@ pub fn mountinfo(text: &str) -> Result<Vec<MountInfo>, ParseError> {
     Ok(out)
 }
 
+/// The digits `N` of a kernel folder named `{prefix}N` (`node4`, `cpu12`, `memory_tier22`) when
+/// they are written as the kernel writes a number: decimal, no sign, no leading zero. Any other
+/// spelling is not such a folder: `memory_tier04` or `node+4` beside `memory_tier4` and `node4`
+/// would name one tier or node twice.
+pub fn folder_number<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
+    let digits = name.strip_prefix(prefix)?;
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    canonical.then_some(digits)
+}
+
 /// Whether `name` is a PCI function address such as `0000:00:02.0` (domains may be longer).
 pub fn is_pci_address(name: &str) -> bool {
     let mut parts = name.split(':');
@@ -307,6 +319,16 @@ pub fn is_pci_address(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn folder_numbers_are_spelled_as_the_kernel_spells_them() {
+        assert_eq!(folder_number("node4", "node"), Some("4"));
+        assert_eq!(folder_number("node0", "node"), Some("0"));
+        assert_eq!(folder_number("node04", "node"), None);
+        assert_eq!(folder_number("node+4", "node"), None);
+        assert_eq!(folder_number("node", "node"), None);
+        assert_eq!(folder_number("cpu4", "node"), None);
+    }
 
     #[test]
     fn cache_types_and_sizes() {

@@ -246,11 +246,11 @@ pub fn three_nodes_slit_12_32() -> Topology {
 }
 
 /// A full (not `--quick`) `pinctl probe` result of the pairs `(CPU node, memory node, latency
-/// ns)`, in the order given: 10 GB/s and 3 passes of each kind per pair, 2 threads, a 256 MiB
+/// ns)`, sorted as readers leave them (by CPU node, then memory node): 10 GB/s and 3 passes of each kind per pair, 2 threads, a 256 MiB
 /// buffer on huge pages, by `pinctl 0.1.0` on 2025-01-01. Tests change the fields they are
 /// about.
 pub fn measurement(pairs: impl IntoIterator<Item = (NodeId, NodeId, f64)>) -> Measurement {
-    Measurement {
+    let mut m = Measurement {
         tool: "pinctl 0.1.0".into(),
         measured_at: "2025-01-01T00:00:00Z".into(),
         kernel: None,
@@ -273,7 +273,9 @@ pub fn measurement(pairs: impl IntoIterator<Item = (NodeId, NodeId, f64)>) -> Me
             })
             .collect(),
         not_measured: Vec::new(),
-    }
+    };
+    m.pairs.sort_by_key(|p| (p.cpu_node, p.memory_node));
+    m
 }
 
 #[cfg(test)]

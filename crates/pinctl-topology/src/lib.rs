@@ -25,7 +25,8 @@ pub use idset::{
 };
 pub use interrupts::{Interrupts, Irq, IrqCount, Irqbalance, NetQueues, QueueCpus};
 pub use performance::{
-    AccessClass, HmatAccess, MeasuredPair, Measurement, MemoryPerformance, MemoryTier, NotMeasured,
+    AccessClass, HmatAccess, LATENCY_NS_RANGE, MeasuredPair, Measurement, MemoryPerformance,
+    MemoryTier, NotMeasured, implausible_latency, plausible_latency_ns,
 };
 pub use placement::Placement;
 pub use policy::{MemoryPolicy, ParseMemoryPolicyError};

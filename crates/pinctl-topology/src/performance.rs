@@ -10,6 +10,35 @@ use serde::{Deserialize, Serialize};
 
 use crate::{NodeId, NodeSet};
 
+/// The memory latencies pinctl believes, nanoseconds, from any source (a probe result, HMAT,
+/// a snapshot): memory answers in tens to a few thousand nanoseconds (DRAM about 80, remote
+/// sockets and CXL a few hundred). Below a nanosecond nothing but a register answers; above
+/// 100 microseconds it is no memory access. A figure outside is refused where it is read,
+/// with the value named, and a planner never compares nodes by one: a single absurd number
+/// (`1e308`, `1e-300`, `0`) must not turn a plan upside down.
+pub const LATENCY_NS_RANGE: std::ops::RangeInclusive<f64> = 1.0..=100_000.0;
+
+/// Whether `ns` is a latency inside [`LATENCY_NS_RANGE`] (NaN is not).
+pub fn plausible_latency_ns(ns: f64) -> bool {
+    LATENCY_NS_RANGE.contains(&ns)
+}
+
+/// Why `ns` is not a latency to believe: `` `1e308` ns is not a memory latency (pinctl
+/// believes 1 to 100000 ns) ``; `None` when it is one. Very large and very small values are
+/// written with an exponent, as they were most likely written.
+pub fn implausible_latency(ns: f64) -> Option<String> {
+    if plausible_latency_ns(ns) {
+        return None;
+    }
+    let (low, high) = (LATENCY_NS_RANGE.start(), LATENCY_NS_RANGE.end());
+    let shown = if ns != 0.0 && ns.is_finite() && !(1e-3..1e16).contains(&ns.abs()) {
+        format!("{ns:e}")
+    } else {
+        format!("{ns}")
+    };
+    Some(format!("`{shown}` ns is not a memory latency (pinctl believes {low} to {high} ns)"))
+}
+
 /// Memory performance beyond SLIT. Every part is empty where the source has none (no HMAT
 /// table, a kernel before memory tiers, nothing measured), and the whole is absent from the
 /// JSON then, so documents of older pinctl read unchanged.
@@ -114,7 +143,8 @@ pub struct Measurement {
     /// The largest last-level cache of a CPU node's CPUs, bytes (what the buffer must be well
     /// past), when the source knew it.
     pub last_level_cache_bytes: Option<u64>,
-    /// One per measured pair, by CPU node then memory node.
+    /// One per measured pair, by CPU node then memory node (sorted so: [`Measurement::pair`]
+    /// finds a pair by halves).
     pub pairs: Vec<MeasuredPair>,
     /// Nodes the probe could not use on either side, and why (offline, outside the cpuset,
     /// too little free memory).
@@ -167,6 +197,21 @@ impl MemoryPerformance {
         self.hmat_entries(from, to).find_map(|a| a.latency_ns().map(|ns| (ns, a.class)))
     }
 
+    /// Every HMAT latency as `(initiator, memory node, ns)`, in the order of
+    /// [`MemoryPerformance::hmat_latency`]: the first figure of a pair is the one it gives.
+    /// Walks the entries once, where asking [`MemoryPerformance::hmat_latency`] of every pair
+    /// searches them for each.
+    pub fn hmat_latencies(&self) -> impl Iterator<Item = (NodeId, NodeId, u32)> + '_ {
+        [AccessClass::Access1, AccessClass::Hwloc, AccessClass::Access0].into_iter().flat_map(
+            move |class| {
+                self.hmat.iter().filter(move |a| a.class == class).flat_map(|a| {
+                    let ns = a.latency_ns();
+                    a.initiators.iter().filter_map(move |from| Some((from, a.node, ns?)))
+                })
+            },
+        )
+    }
+
     /// The HMAT read bandwidth from initiator node `from` to memory node `to`, MB/s, in the
     /// order of [`MemoryPerformance::hmat_latency`].
     pub fn hmat_read_bandwidth(&self, from: NodeId, to: NodeId) -> Option<u32> {
@@ -197,9 +242,29 @@ impl MemoryPerformance {
 }
 
 impl Measurement {
-    /// The measured pair from CPU node `cpu` to memory node `memory`.
+    /// The measured pair from CPU node `cpu` to memory node `memory`: found by halves in
+    /// `pairs`, which are in that order (every reader and the probe leave them so), not by a
+    /// scan per pair (a table of 4,096 nodes asks 16 million times).
     pub fn pair(&self, cpu: NodeId, memory: NodeId) -> Option<&MeasuredPair> {
-        self.pairs.iter().find(|p| p.cpu_node == cpu && p.memory_node == memory)
+        let k = self.pairs.binary_search_by_key(&(cpu, memory), |p| (p.cpu_node, p.memory_node));
+        k.ok().map(|k| &self.pairs[k])
+    }
+
+    /// The pairs measured from CPU node `cpu`, by memory node.
+    fn pairs_of(&self, cpu: NodeId) -> &[MeasuredPair] {
+        let start = self.pairs.partition_point(|p| p.cpu_node < cpu);
+        let end = self.pairs.partition_point(|p| p.cpu_node <= cpu);
+        &self.pairs[start..end]
+    }
+
+    /// The first latency outside [`LATENCY_NS_RANGE`], with its pair, said: a measurement
+    /// that holds one is not planned on.
+    pub fn implausible(&self) -> Option<String> {
+        self.pairs.iter().find_map(|p| {
+            implausible_latency(p.latency_ns).map(|why| {
+                format!("CPU node {} to memory node {}: {why}", p.cpu_node, p.memory_node)
+            })
+        })
     }
 
     /// The measured latency from CPU node `cpu` to memory node `memory`, nanoseconds.
@@ -220,9 +285,8 @@ impl Measurement {
     /// What a CPU node's remote latencies are compared with: its own memory's latency, or,
     /// for a node without memory, the lowest it measured to any node.
     pub fn local_latency_ns(&self, cpu: NodeId) -> Option<f64> {
-        self.latency_ns(cpu, cpu).or_else(|| {
-            self.pairs.iter().filter(|p| p.cpu_node == cpu).map(|p| p.latency_ns).reduce(f64::min)
-        })
+        self.latency_ns(cpu, cpu)
+            .or_else(|| self.pairs_of(cpu).iter().map(|p| p.latency_ns).reduce(f64::min))
     }
 
     /// Latency from `cpu` to `memory` over the CPU node's local latency (1.0 for local).
@@ -282,6 +346,68 @@ mod tests {
         assert_eq!(m.remote_ratio(3, 1), None);
         assert_eq!(m.cpu_nodes().to_string(), "0-2");
         assert_eq!(m.memory_nodes().to_string(), "0-1");
+    }
+
+    #[test]
+    fn absurd_latencies_are_named_and_not_believed() {
+        assert_eq!(implausible_latency(81.25), None);
+        assert_eq!(
+            implausible_latency(1e308).unwrap(),
+            "`1e308` ns is not a memory latency (pinctl believes 1 to 100000 ns)"
+        );
+        assert!(implausible_latency(1e-300).unwrap().starts_with("`1e-300` ns"));
+        assert!(implausible_latency(0.0).unwrap().starts_with("`0` ns"));
+        assert!(implausible_latency(f64::NAN).is_some());
+        let m = measurement(vec![pair(0, 0, 80.0), pair(0, 1, 1e308)]);
+        assert_eq!(
+            m.implausible().unwrap(),
+            "CPU node 0 to memory node 1: `1e308` ns is not a memory latency (pinctl believes 1 \
+             to 100000 ns)"
+        );
+    }
+
+    /// Issue 26: pairs are found by halves and HMAT figures listed in one walk; both must
+    /// answer what a search of every entry answers.
+    #[test]
+    fn indexed_lookups_answer_as_a_search_would() {
+        let pairs: Vec<MeasuredPair> = (0..40)
+            .flat_map(|c| (0..40).filter(move |m| (c + m) % 3 != 0).map(move |m| (c, m)))
+            .map(|(c, m)| pair(c, m, f64::from(80 + c * 40 + m)))
+            .collect();
+        let m = measurement(pairs.clone());
+        for c in 0..41 {
+            for mem in 0..41 {
+                let searched = pairs.iter().find(|p| p.cpu_node == c && p.memory_node == mem);
+                assert_eq!(m.pair(c, mem), searched, "{c} {mem}");
+            }
+            let lowest =
+                pairs.iter().filter(|p| p.cpu_node == c).map(|p| p.latency_ns).reduce(f64::min);
+            assert_eq!(m.local_latency_ns(c), m.latency_ns(c, c).or(lowest));
+        }
+        let access = |node, class, initiators: &str, ns| HmatAccess {
+            node,
+            class,
+            initiators: initiators.parse().unwrap(),
+            read_latency_ns: ns,
+            write_latency_ns: None,
+            read_bandwidth_mb_s: None,
+            write_bandwidth_mb_s: None,
+        };
+        let p = MemoryPerformance {
+            hmat: vec![
+                access(5, AccessClass::Access0, "0,4", Some(8)),
+                access(5, AccessClass::Access1, "0", Some(26)),
+                access(6, AccessClass::Hwloc, "0-2", Some(30)),
+                access(6, AccessClass::Access0, "2-3", None),
+            ],
+            ..Default::default()
+        };
+        for from in 0..8 {
+            for to in 0..8 {
+                let first = p.hmat_latencies().find(|&(f, t, _)| f == from && t == to);
+                assert_eq!(first.map(|(_, _, ns)| ns), p.hmat_latency(from, to).map(|(ns, _)| ns));
+            }
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub(crate) fn file(node: NodeId, name: &str) -> String {
 pub fn ids(files: &mut dyn KernelFiles) -> Result<Vec<NodeId>, DiscoveryError> {
     let names = files.names(DIR)?.unwrap_or_default();
     let mut ids: Vec<NodeId> =
-        names.iter().filter_map(|n| n.strip_prefix("node")?.parse().ok()).collect();
+        names.iter().filter_map(|n| crate::parse::folder_number(n, "node")?.parse().ok()).collect();
     ids.sort_unstable();
     Ok(ids)
 }

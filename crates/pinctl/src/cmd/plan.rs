@@ -220,7 +220,7 @@ fn render(
         .collect();
     writeln!(out, "kept free:  {}", escaped(&none(kept.join(", "))))?;
     let shared: Vec<&pinctl_plan::NodeUse> =
-        plan.node_use.iter().filter(|u| u.overlaps(&plan.placements)).collect();
+        plan.node_use.iter().filter(|u| u.overlaps(&plan.sharing_groups)).collect();
     if !shared.is_empty() {
         writeln!(out, "shared CPUs:")?;
         for u in shared {
@@ -232,6 +232,19 @@ fn render(
                 u.cpus_given,
                 u.usable_cpus,
                 u.cpus_per_cpu()
+            )?;
+        }
+    }
+    if !plan.sharing_groups.is_empty() {
+        writeln!(out, "sharing groups (instances whose CPUs overlap):")?;
+        for (g, group) in plan.sharing_groups.iter().enumerate() {
+            writeln!(
+                out,
+                "  {g}: CPUs {} of node{} {}: {}",
+                group.cpus,
+                if group.nodes.len() == 1 { "" } else { "s" },
+                group.nodes,
+                escaped(&group.members.join(", "))
             )?;
         }
     }
