@@ -104,13 +104,16 @@ unanswered() {
 }
 
 # A storm: four steps at random moments, each a reload of a newer file or a stop, start or
-# restart of an instance, every one a client in the background; then all must answer.
+# restart of an instance, every one a client in the background; then all must answer. The
+# first step is always a reload (what the storm is about), the others drawn.
 storm() {
     _reloads=
     _requests=
     for _step in 1 2 3 4; do
         _n=c-$(rand 3)
-        case $(rand 4) in
+        _what=$(rand 4)
+        [ "$_step" = 1 ] && _what=0
+        case $_what in
             0)
                 GENERATION=$((GENERATION + 1))
                 write_config $GENERATION
