@@ -39,7 +39,7 @@ pub const MAX_ENTRY_BYTES: u64 = pinctl_sysfs::fsroot::MAX_PROC_FILE_BYTES as u6
 pub const MAX_PATH_BYTES: usize = 4096;
 
 /// Most memory a capture's tree may hold, counted as the bytes of every stored path, folder
-/// entry name, file and link target plus [`ENTRY_OVERHEAD`] an entry: the same 256 MiB a
+/// entry name, file and link target plus `ENTRY_OVERHEAD` an entry: the same 256 MiB a
 /// capture may decompress to. Bounding each path is not enough: every parent folder is stored
 /// under its full path, so 300 entries of 4,096-byte paths of one-letter folders (a 7 KiB
 /// gzip) would make 1.46 GiB of folder names.

@@ -143,8 +143,8 @@ pub struct Measurement {
     /// The largest last-level cache of a CPU node's CPUs, bytes (what the buffer must be well
     /// past), when the source knew it.
     pub last_level_cache_bytes: Option<u64>,
-    /// One per measured pair, by CPU node then memory node (sorted so: [`Measurement::pair`]
-    /// finds a pair by halves).
+    /// One per measured pair, sorted by CPU node then memory node (a lookup of one pair is a
+    /// binary search).
     pub pairs: Vec<MeasuredPair>,
     /// Nodes the probe could not use on either side, and why (offline, outside the cpuset,
     /// too little free memory).
