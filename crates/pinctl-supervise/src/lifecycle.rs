@@ -346,7 +346,11 @@ fn transition(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
         (State::Deactivating { pid, then, .. }, Event::Exited { pid: p, exit, .. }) if p == pid => {
             unit.last_exit = Some(exit);
             match then {
-                AfterStop::Stay => State::Inactive,
+                AfterStop::Stay => {
+                    // One line per instance that a stop ended (`pinctl stop`, SIGTERM to pinctl).
+                    out.push(Action::Log(format!("stopped ({exit})")));
+                    State::Inactive
+                }
                 AfterStop::Fail(reason) => State::Failed { reason },
                 AfterStop::Start => {
                     unit.starts.clear();
@@ -750,5 +754,25 @@ mod tests {
     fn adopted_instances_are_stopped_like_own_ones() {
         let mut u = Unit::adopted(policy(), 77, ms(0));
         assert_eq!(step(&mut u, Event::Stop, ms(1))[0], Action::Kill { pid: 77, signal: SIGTERM });
+    }
+
+    #[test]
+    fn a_stop_says_stopped_once_when_the_process_is_gone() {
+        let mut u = Unit::adopted(policy(), 77, ms(0));
+        let mut said: Vec<String> = Vec::new();
+        let mut log = |actions: Vec<Action>| {
+            said.extend(actions.into_iter().filter_map(|a| match a {
+                Action::Log(l) => Some(l),
+                _ => None,
+            }));
+        };
+        log(step(&mut u, Event::Stop, ms(1)));
+        log(step(&mut u, Event::Stop, ms(2)));
+        let exit = Event::Exited { pid: 77, exit: Exit::Signal(15), jitter: 0.0 };
+        log(step(&mut u, exit, ms(3)));
+        assert_eq!(u.state, State::Inactive);
+        let stopped: Vec<&String> = said.iter().filter(|l| l.starts_with("stopped")).collect();
+        assert_eq!(stopped.len(), 1, "{said:?}");
+        assert!(stopped[0].contains("signal 15"), "{said:?}");
     }
 }
