@@ -492,7 +492,7 @@ impl InstanceDrift {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sample::KernelPolicy;
     use crate::sample::{MemorySource, NodeBytes, PolicyUse, ThreadSample};
@@ -511,7 +511,7 @@ mod tests {
         }
     }
 
-    fn planned() -> Placement {
+    pub(crate) fn planned() -> Placement {
         Placement {
             cpus: "0-3".parse().unwrap(),
             nodes: "0".parse().unwrap(),

@@ -46,11 +46,15 @@ pub struct LastSample {
     pub threads_out_of_place: usize,
     /// Why the sample failed, when it did.
     pub error: Option<String>,
+    /// The process it was taken of: a sample of an earlier process of the instance (before
+    /// a restart) is not what the instance is now.
+    pub pid: Option<u32>,
 }
 
 impl LastSample {
-    fn of(i: &InstanceReport) -> LastSample {
+    fn of(i: &InstanceReport, pid: Option<u32>) -> LastSample {
         LastSample {
+            pid,
             local_fraction: i.local_fraction,
             locality_not_judged: i.locality_not_judged.clone(),
             drifting: i.drifting.clone(),
@@ -119,8 +123,11 @@ impl SupervisedWatch {
     }
 
     /// What the watcher last found of `instance`.
+    /// `None` until it has sampled the process the instance runs now (after a restart,
+    /// the last sample was of the old one: `status` shows one truth per instance).
     pub fn last_sample(&self, instance: &str) -> Option<LastSample> {
-        self.shared.last.lock().ok()?.get(instance).cloned()
+        let pid = self.shared.instances.lock().ok()?.iter().find(|i| i.name == instance)?.pid;
+        self.shared.last.lock().ok()?.get(instance).filter(|s| s.pid == pid).cloned()
     }
 }
 
@@ -167,9 +174,43 @@ fn watch(shared: Arc<Shared>, start: Start) {
         watching.metrics.set_restarts(now.iter().map(|i| (i.name.as_str(), i.restarts)));
         let report = watching.cycle();
         if let Ok(mut last) = shared.last.lock() {
-            *last =
-                report.instances.iter().map(|i| (i.instance.clone(), LastSample::of(i))).collect();
+            let pid_of = |name: &str| now.iter().find(|n| n.name == name).and_then(|n| n.pid);
+            *last = report
+                .instances
+                .iter()
+                .map(|i| (i.instance.clone(), LastSample::of(i, pid_of(&i.instance))))
+                .collect();
         }
         watching.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(pid: Option<u32>) -> SupervisedInstance {
+        SupervisedInstance {
+            name: "db-0".into(),
+            service: "db".into(),
+            pid,
+            cgroup: None,
+            planned: crate::rules::tests::planned(),
+            restarts: 0,
+        }
+    }
+
+    #[test]
+    fn a_sample_of_the_process_before_a_restart_is_not_shown_as_the_instance_now() {
+        let watch = SupervisedWatch { shared: Arc::default(), start: None };
+        let sampled = LastSample { pid: Some(100), threads_out_of_place: 3, ..Default::default() };
+        watch.shared.last.lock().unwrap().insert("db-0".into(), sampled.clone());
+        *watch.shared.instances.lock().unwrap() = vec![running(Some(100))];
+        assert_eq!(watch.last_sample("db-0"), Some(sampled));
+        // Restarted: a new process, not sampled yet.
+        *watch.shared.instances.lock().unwrap() = vec![running(Some(200))];
+        assert_eq!(watch.last_sample("db-0"), None);
+        *watch.shared.instances.lock().unwrap() = vec![running(None)];
+        assert_eq!(watch.last_sample("db-0"), None);
     }
 }
