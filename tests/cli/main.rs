@@ -22,6 +22,7 @@
 
 mod check;
 mod exec;
+mod fleet;
 mod hostile;
 mod irq;
 mod numactl;

@@ -3,6 +3,7 @@
 pub(crate) mod check;
 pub(crate) mod control;
 pub(crate) mod exec;
+pub(crate) mod fleet;
 pub(crate) mod irq;
 pub(crate) mod numactl;
 pub(crate) mod performance;

@@ -136,7 +136,7 @@ pub(crate) fn service_file(
 /// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and
 /// kept-free nodes, the interrupts on the instances' CPUs, the plan's warnings, then the
 /// host's (as `pinctl check` prints them).
-fn render(
+pub(crate) fn render(
     out: &mut impl Write,
     plan: &Plan,
     config: &Path,
