@@ -249,7 +249,7 @@ _pinctl() {
             return 0
             ;;
         pinctl__subcmd__fleet)
-            opts="-c -h -V --config --topology --captures --json --strict --help --version"
+            opts="-c -h -V --config --topology --captures --json --strict --tiup --write --service-files --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -268,6 +268,18 @@ _pinctl() {
                     return 0
                     ;;
                 --captures)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tiup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --write)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-files)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

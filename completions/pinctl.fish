@@ -58,9 +58,12 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l json -d 'Print th
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l strict -d 'Fail when the best plan breaks a soft rule (memory over a node\'s capacity under a policy that spills, an instance away from its `near` device, a kept-free node used), and when a `near` entry names no device of the topology (a snapshot\'s too)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s V -l version -d 'Print version'
-complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -s c -l config -d 'The service file every host runs' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -s c -l config -d 'The service file every host runs; with `--tiup`, the mapping file that overrides the settings of TiUP\'s components (docs/fleet.md)' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l topology -d 'A host and its capture (`pinctl topology --capture`, a `--json` snapshot, hwloc XML): `HOST=CAPTURE`, as often as there are hosts' -r
 complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l captures -d 'A folder of captures named after their hosts (`db-1.json`, `10.0.1.16.tar.gz`, a sysfs tree `db-2/`), besides or instead of `--topology`' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l tiup -d 'A TiUP cluster topology: plan each host\'s instances and fill in their `numa_node` and `numa_cores`, every other byte kept; a unified diff on stdout unless `--write`' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l write -d 'With `--tiup`: write the filled-in topology to FILE (whole or not at all; it may be the topology itself) instead of printing a diff' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l service-files -d 'With `--tiup`: also write each planned host\'s service file to DIR/HOST.toml, to check or plan it alone with `pinctl plan -c`' -r -F
 complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l json -d 'Print the fleet\'s plan as JSON keyed by host (docs/fleet.md)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l strict -d 'A host whose best plan breaks a soft rule has no plan (as `pinctl plan --strict`)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -s h -l help -d 'Print help'

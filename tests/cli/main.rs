@@ -23,6 +23,7 @@
 mod check;
 mod exec;
 mod fleet;
+mod fleet_tiup;
 mod hostile;
 mod irq;
 mod numactl;

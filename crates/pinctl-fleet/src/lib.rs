@@ -14,3 +14,5 @@ mod hosts;
 
 pub use fleet::{HostError, HostSummary, plan_host, plan_hosts};
 pub use hosts::{HostCapture, HostsError, captures_in, host_capture, refuse_twice};
+
+pub mod tiup;

@@ -16,12 +16,15 @@ use pinctl_topology::text::escaped;
 
 use crate::error::{CmdResult, Error};
 
+mod tiup;
+
 /// Arguments of `pinctl fleet`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct FleetArgs {
-    /// The service file every host runs.
-    #[arg(short = 'c', long = "config", value_name = "FILE")]
-    config: PathBuf,
+    /// The service file every host runs; with `--tiup`, the mapping file that overrides the
+    /// settings of TiUP's components (docs/fleet.md).
+    #[arg(short = 'c', long = "config", value_name = "FILE", required_unless_present = "tiup")]
+    config: Option<PathBuf>,
     /// A host and its capture (`pinctl topology --capture`, a `--json` snapshot, hwloc XML):
     /// `HOST=CAPTURE`, as often as there are hosts.
     #[arg(long = "topology", value_name = "HOST=CAPTURE")]
@@ -36,11 +39,29 @@ pub(crate) struct FleetArgs {
     /// A host whose best plan breaks a soft rule has no plan (as `pinctl plan --strict`).
     #[arg(long)]
     strict: bool,
+    /// A TiUP cluster topology: plan each host's instances and fill in their `numa_node` and
+    /// `numa_cores`, every other byte kept; a unified diff on stdout unless `--write`.
+    #[arg(long, value_name = "TOPOLOGY.yaml", conflicts_with = "json")]
+    tiup: Option<PathBuf>,
+    /// With `--tiup`: write the filled-in topology to FILE (whole or not at all; it may be
+    /// the topology itself) instead of printing a diff.
+    #[arg(long, value_name = "FILE", requires = "tiup")]
+    write: Option<PathBuf>,
+    /// With `--tiup`: also write each planned host's service file to DIR/HOST.toml, to check
+    /// or plan it alone with `pinctl plan -c`.
+    #[arg(long, value_name = "DIR", requires = "tiup")]
+    service_files: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: FleetArgs) -> CmdResult {
     let hosts = hosts_of(&args.topologies, args.captures.as_deref())?;
-    let config = pinctl_launch::load_config(&args.config)?;
+    if let Some(topology) = &args.tiup {
+        return tiup::run(&args, topology, &hosts);
+    }
+    let Some(config_path) = &args.config else {
+        return Err(Error::usage("`-c FILE` is needed without `--tiup`"));
+    };
+    let config = pinctl_launch::load_config(config_path)?;
     let jobs: Vec<(HostCapture, &Config)> = hosts.into_iter().map(|h| (h, &config)).collect();
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
@@ -85,7 +106,13 @@ fn text(
         match &outcome {
             Ok((file, plan)) => {
                 let landing = super::irq::landing(file, plan);
-                let _ = super::plan::render(&mut block, plan, &args.config, &file.loaded, &landing);
+                let _ = super::plan::render(
+                    &mut block,
+                    plan,
+                    &file.config.path,
+                    &file.loaded,
+                    &landing,
+                );
                 // What `pinctl plan` says on stderr about the file on this host.
                 for d in &file.diagnostics {
                     let line = escaped(&super::plan::one_line(d));
