@@ -167,3 +167,51 @@ fn bad_hosts_are_usage_errors() {
         .code(2)
         .stderr(predicate::str::contains("no host to plan"));
 }
+
+#[test]
+fn json_carries_the_drop_ins_emit_systemd_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &FILE.replace("cpus = 1", "cpus = 1\nunit = \"cache@main.service\""),
+    );
+    let out = pinctl()
+        .arg("fleet")
+        .arg("-c")
+        .arg(&config)
+        .args([
+            "--topology",
+            &format!("db-1={EPYC}"),
+            "--topology",
+            &format!("db-2={XEON}"),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fleet: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (host, capture) in [("db-1", EPYC), ("db-2", XEON)] {
+        let units = dir.path().join(host);
+        pinctl()
+            .arg("plan")
+            .arg("-c")
+            .arg(&config)
+            .args(["--topology", capture, "--emit", "systemd"])
+            .arg(&units)
+            .assert()
+            .success();
+        let drop_ins = fleet["hosts"][host]["systemd_drop_ins"].as_array().unwrap();
+        assert_eq!(drop_ins.len(), 3, "{host}");
+        for d in drop_ins {
+            let path = d["path"].as_str().unwrap();
+            assert!(path.starts_with(d["unit"].as_str().unwrap()), "{path}");
+            let written = std::fs::read_to_string(units.join(path)).unwrap();
+            assert_eq!(d["content"], written, "{host} {path}");
+        }
+        assert_eq!(fleet["hosts"][host]["systemd_error"], serde_json::Value::Null);
+    }
+    assert_eq!(
+        fleet["hosts"]["db-1"]["systemd_drop_ins"][2]["path"],
+        "cache@main.service.d/50-pinctl.conf"
+    );
+}

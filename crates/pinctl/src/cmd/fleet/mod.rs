@@ -189,8 +189,9 @@ fn json(
     Ok(summaries)
 }
 
-/// One host's value under `hosts`: its plan as `pinctl plan --json` writes it, or why it has
-/// none.
+/// One host's value under `hosts`: its plan as `pinctl plan --json` writes it and the
+/// drop-ins `pinctl plan --emit systemd` would write, or why it has none: what an Ansible
+/// play takes as the host's `pinctl` variable (docs/fleet.md, "Ansible").
 #[derive(serde::Serialize)]
 struct HostDocument {
     host: String,
@@ -198,17 +199,38 @@ struct HostDocument {
     plan: Option<pinctl_plan::PlanDocument>,
     /// Why the host has no plan; `null` when it has one.
     error: Option<String>,
+    /// `unit`, `path` (`<unit>.d/50-pinctl.conf`, under the systemd folder) and `content` of
+    /// each instance's drop-in; empty without a plan, or when systemd cannot apply it.
+    systemd_drop_ins: Vec<super::plan::DropIn>,
+    /// Why systemd cannot apply the plan (a memory policy it has no `NUMAPolicy=` for, a unit
+    /// name it refuses); `null` when it can or there is no plan.
+    systemd_error: Option<String>,
 }
 
 fn host_document(host: &str, outcome: Result<(ServiceFile, Plan), HostError>) -> HostDocument {
+    let mut document = HostDocument {
+        host: host.to_string(),
+        plan: None,
+        error: None,
+        systemd_drop_ins: Vec::new(),
+        systemd_error: None,
+    };
     match outcome {
         Ok((file, plan)) => {
             let config_warnings: Vec<String> =
                 file.diagnostics.iter().map(super::plan::one_line).collect();
-            let mut document = plan.document(&file.loaded.topology.warnings, &config_warnings);
-            document.interrupts_on_service_cpus = super::irq::landing(&file, &plan);
-            HostDocument { host: host.to_string(), plan: Some(document), error: None }
+            let mut plan_document = plan.document(&file.loaded.topology.warnings, &config_warnings);
+            plan_document.interrupts_on_service_cpus = super::irq::landing(&file, &plan);
+            document.plan = Some(plan_document);
+            match super::plan::drop_ins(&file.config, &plan, &file.config.path) {
+                Ok(drop_ins) => document.systemd_drop_ins = drop_ins,
+                Err(e) => {
+                    document.systemd_error =
+                        e.message().map(|m| m.trim_start_matches("error: ").to_string())
+                }
+            }
         }
-        Err(e) => HostDocument { host: host.to_string(), plan: None, error: Some(e.to_string()) },
+        Err(e) => document.error = Some(e.to_string()),
     }
+    document
 }
