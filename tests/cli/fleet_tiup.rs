@@ -301,3 +301,30 @@ fn the_mapping_file_is_checked() {
             .stderr(predicate::str::contains(said));
     }
 }
+
+#[test]
+fn part_of_a_node_is_numa_cores_where_tiup_has_it_and_refused_where_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let map = dir.path().join("map.toml");
+    std::fs::write(&map, "[component.tidb]\ncpus = 4\n").unwrap();
+    let out = pinctl()
+        .args(["fleet", "--tiup", EXAMPLE, "-c"])
+        .arg(&map)
+        .args(["--topology", &format!("10.0.1.14={EPYC}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let diff = String::from_utf8(out.stdout).unwrap();
+    let cores: Vec<&str> =
+        changed_lines(&diff).into_iter().filter(|l| l.contains("numa_cores")).collect();
+    assert_eq!(cores.len(), 2, "{diff}");
+    std::fs::write(&map, "[component.pd]\ncpus = 2\n").unwrap();
+    pinctl()
+        .args(["fleet", "--tiup", EXAMPLE, "-c"])
+        .arg(&map)
+        .args(["--topology", &format!("10.0.1.11={XEON}")])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("TiUP's pd has no `numa_cores`: give it whole nodes"));
+}

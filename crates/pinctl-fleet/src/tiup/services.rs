@@ -405,3 +405,47 @@ pub fn numa_fields(
     }
     Ok(NumaFields { node: placement.nodes.to_string(), cores })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_dir_is_on_the_drive_of_its_longest_folder_prefix() {
+        let m = Mapping::parse(
+            Path::new("m.toml"),
+            "[data-dirs]\n\"/data\" = \"sda\"\n\"/data1/\" = \"nvme0n1\"\n",
+        )
+        .unwrap();
+        assert_eq!(m.drive_of("/data1/tikv-20160"), Some("nvme0n1"));
+        assert_eq!(m.drive_of("/data1"), Some("nvme0n1"));
+        assert_eq!(m.drive_of("/data/x"), Some("sda"));
+        assert_eq!(m.drive_of("/data10/x"), None, "a prefix ends at a `/`");
+        assert_eq!(m.drive_of("/other"), None);
+    }
+
+    #[test]
+    fn instances_are_named_and_housed_as_tiup_does() {
+        let text = "global:\n  deploy_dir: /tidb-deploy\n  data_dir: /tidb-data\n\
+                    tiflash_servers:\n  - host: a\n    tcp_port: 9001\n\
+                    tikv_servers:\n  - host: a\n    data_dir: /data2/kv\n\
+                    grafana_servers:\n  - host: a\n";
+        let t = super::super::read::read(Path::new("t.yaml"), text).unwrap();
+        let flash = planned(&t, &t.instances[0]).unwrap();
+        assert_eq!(flash.name, "tiflash-9001");
+        assert_eq!(flash.deploy_dir, "/tidb-deploy/tiflash-9001");
+        assert_eq!(flash.data_dir.as_deref(), Some("/tidb-data/tiflash-9001"));
+        let kv = planned(&t, &t.instances[1]).unwrap();
+        assert_eq!((kv.name.as_str(), kv.data_dir.as_deref()), ("tikv-20160", Some("/data2/kv")));
+        assert!(planned(&t, &t.instances[2]).is_none(), "grafana has no numa_node");
+        let mapping =
+            Mapping::parse(Path::new("m.toml"), "[data-dirs]\n\"/data2\" = \"nvme1n1\"\n").unwrap();
+        let (file, unknown) = service_file("a", &[flash, kv], &mapping, Path::new("t.yaml"));
+        assert!(file.contains("[service.tikv-20160]\ncommand = [\"/tidb-deploy/tikv-20160/scripts/run_tikv.sh\"]\nmemory-policy = \"bind\"\nnear = [\"nvme1n1\"]\nshare-weight = 4\n"), "{file}");
+        assert_eq!(
+            unknown,
+            ["tiflash-9001: no drive known for data_dir `/tidb-data/tiflash-9001`"]
+        );
+        pinctl_config::parse(Path::new("a.toml"), &file).unwrap();
+    }
+}

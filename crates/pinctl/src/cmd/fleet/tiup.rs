@@ -51,6 +51,10 @@ pub(super) fn run(args: &FleetArgs, topology_path: &Path, hosts: &[HostCapture])
         for r in &refusals {
             writeln!(err, "  {}", escaped_but_newlines(r)).context("writing to stderr")?;
         }
+        if args.service_files.is_none() {
+            writeln!(err, "note: `--service-files DIR` writes each host's service file (`HOST.toml`) these point into")
+                .context("writing to stderr")?;
+        }
         return Ok(ExitCode::FAILURE);
     }
     let edited = edit::apply(&text, &wanted)
