@@ -12,7 +12,7 @@ use pinctl_config::Config;
 use pinctl_fleet::{HostCapture, HostError, HostSummary};
 use pinctl_launch::ServiceFile;
 use pinctl_plan::Plan;
-use pinctl_topology::text::escaped;
+use pinctl_topology::text::{escaped, escaped_but_newlines};
 
 use crate::error::{CmdResult, Error};
 
@@ -119,7 +119,9 @@ fn text(
                     block.extend(format!("{}: {line}\n", d.severity).bytes());
                 }
             }
-            Err(e) => block.extend(format!("no plan: {}\n", escaped(&e.to_string())).bytes()),
+            Err(e) => {
+                block.extend(format!("no plan: {}\n", escaped_but_newlines(&e.to_string())).bytes())
+            }
         }
         block.push(b'\n');
         (block, HostSummary::of(&host.host, &outcome))
@@ -150,7 +152,8 @@ fn summary(out: &mut impl Write, summaries: &[HostSummary]) -> io::Result<()> {
         .iter()
         .map(|s| {
             let why = match (&s.refused, s.broken.as_slice()) {
-                (Some(reason), _) => format!("no plan: {reason}"),
+                // The first line: a rendered diagnostic follows in the host's block.
+                (Some(reason), _) => format!("no plan: {}", reason.lines().next().unwrap_or("")),
                 (None, []) => "ok".to_string(),
                 (None, [one]) => one.clone(),
                 (None, [first, rest @ ..]) => format!("{first} (and {} more)", rest.len()),
