@@ -300,9 +300,15 @@ pub struct Planned<'a> {
 /// and data folders (its own, else `global`'s joined with `NAME-PORT`, as TiUP does).
 pub fn planned<'a>(topology: &TiupTopology, instance: &'a Instance) -> Option<Planned<'a>> {
     let component = component(&instance.section)?;
-    let port = instance
-        .get(component.port_key)
-        .map_or(component.default_port.to_string(), |f| f.value.clone());
+    // TiUP's ports are integers; anything else (which TiUP refuses) is named by the
+    // instance's place instead, so that no text of the topology reaches a TOML table name.
+    let port = match instance.get(component.port_key) {
+        None => component.default_port.to_string(),
+        Some(f) if !f.value.is_empty() && f.value.bytes().all(|b| b.is_ascii_digit()) => {
+            f.value.clone()
+        }
+        Some(_) => format!("at{}", instance.index),
+    };
     let dir_name = format!("{}-{port}", component.name.replace('_', "-"));
     let folder = |key: &str, global: Option<&String>| match instance.get(key) {
         Some(f) if f.value.starts_with('/') => Some(f.value.clone()),
@@ -438,6 +444,9 @@ mod tests {
         let kv = planned(&t, &t.instances[1]).unwrap();
         assert_eq!((kv.name.as_str(), kv.data_dir.as_deref()), ("tikv-20160", Some("/data2/kv")));
         assert!(planned(&t, &t.instances[2]).is_none(), "grafana has no numa_node");
+        let hostile = "tikv_servers:\n  - host: a\n    port: \"1]\\n[host]\\nx = 1\"\n";
+        let h = super::super::read::read(Path::new("h.yaml"), hostile).unwrap();
+        assert_eq!(planned(&h, &h.instances[0]).unwrap().name, "tikv-at0");
         let mapping =
             Mapping::parse(Path::new("m.toml"), "[data-dirs]\n\"/data2\" = \"nvme1n1\"\n").unwrap();
         let (file, unknown) = service_file("a", &[flash, kv], &mapping, Path::new("t.yaml"));
