@@ -25,6 +25,9 @@ _pinctl() {
             pinctl,exec)
                 cmd="pinctl__subcmd__exec"
                 ;;
+            pinctl,fleet)
+                cmd="pinctl__subcmd__fleet"
+                ;;
             pinctl,irq)
                 cmd="pinctl__subcmd__irq"
                 ;;
@@ -74,7 +77,7 @@ _pinctl() {
 
     case "${cmd}" in
         pinctl)
-            opts="-h -V --help --version topology check plan exec run status start stop restart reload detach reopen-logs watch irq probe"
+            opts="-h -V --help --version topology check plan fleet exec run status start stop restart reload detach reopen-logs watch irq probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -235,6 +238,48 @@ _pinctl() {
                     return 0
                     ;;
                 -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pinctl__subcmd__fleet)
+            opts="-c -h -V --config --topology --captures --json --strict --tiup --write --service-files --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topology)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --captures)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tiup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --write)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-files)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

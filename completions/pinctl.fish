@@ -29,6 +29,7 @@ complete -c pinctl -n "__fish_pinctl_needs_command" -s V -l version -d 'Print ve
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "topology" -d 'Show the machine\'s NUMA topology: nodes, CPUs, memory, distances, devices, warnings'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "check" -d 'Validate a service file against a topology'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "plan" -d 'Compute where every service instance runs, and why (a dry run: changes nothing)'
+complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "fleet" -d 'Plan many hosts offline, each on its own capture; fill in a TiUP topology\'s NUMA fields'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "exec" -d 'Apply a placement to this process and exec a command (replaces numactl in units)'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "run" -d 'Supervise every instance of a service file: start, restart, reload, adopt'
 complete -c pinctl -n "__fish_pinctl_needs_command" -f -a "status" -d 'Show the supervised instances: state, PID, uptime, restarts, placement'
@@ -58,6 +59,16 @@ complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s v -l verbose -d '
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -l strict -d 'Fail when the best plan breaks a soft rule (memory over a node\'s capacity under a policy that spills, an instance away from its `near` device, a kept-free node used), and when a `near` entry names no device of the topology (a snapshot\'s too)'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c pinctl -n "__fish_pinctl_using_subcommand plan" -s V -l version -d 'Print version'
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -s c -l config -d 'The service file every host runs; with `--tiup`, the mapping file that overrides the settings of TiUP\'s components (docs/fleet.md)' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l topology -d 'A host and its capture (`pinctl topology --capture`, a `--json` snapshot, hwloc XML): `HOST=CAPTURE`, as often as there are hosts' -r
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l captures -d 'A folder of captures named after their hosts (`db-1.json`, `10.0.1.16.tar.gz`, a sysfs tree `db-2/`), besides or instead of `--topology`' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l tiup -d 'A TiUP cluster topology: plan each host\'s instances and fill in their `numa_node` and `numa_cores`, every other byte kept; a unified diff on stdout unless `--write`' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l write -d 'With `--tiup`: write the filled-in topology to FILE (whole or not at all; it may be the topology itself) instead of printing a diff' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l service-files -d 'With `--tiup`: also write each planned host\'s service file to DIR/HOST.toml, to check or plan it alone with `pinctl plan -c`' -r -F
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l json -d 'Print the fleet\'s plan as JSON keyed by host (docs/fleet.md)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -l strict -d 'A host whose best plan breaks a soft rule has no plan (as `pinctl plan --strict`)'
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -s h -l help -d 'Print help'
+complete -c pinctl -n "__fish_pinctl_using_subcommand fleet" -s V -l version -d 'Print version'
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l nodes -d 'Run on the CPUs of these nodes and allocate memory there (policy bind unless --mem says otherwise)' -r
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l cpus -d 'Run on these CPUs (overrides the CPUs of --nodes)' -r
 complete -c pinctl -n "__fish_pinctl_using_subcommand exec" -l mem -d 'Memory policy: default, bind, preferred, preferred-many, interleave, weighted-interleave, local' -r

@@ -6,6 +6,8 @@
 //!
 //! - `check`, `plan`, `plan_docs`, `topology`: the commands on bundled files and fixtures.
 //! - `probe`: `pinctl probe` measuring this machine, and what it saves.
+//! - `fleet`, `fleet_tiup`: `pinctl fleet` over bundled and shared captures, and TiUP's example
+//!   topology filled in (issue 29).
 //! - `exec`: `pinctl exec` applying placements on this machine.
 //! - `numactl`: pinctl's numactl mode against the real numactl (which must be installed).
 //! - `vm`: static checks of the QEMU test bed, and the whole VM suite as an ignored test.
@@ -22,6 +24,8 @@
 
 mod check;
 mod exec;
+mod fleet;
+mod fleet_tiup;
 mod host;
 mod hostile;
 mod irq;

@@ -37,6 +37,8 @@ enum Command {
     Check(cmd::check::CheckArgs),
     /// Compute where every service instance runs, and why (a dry run: changes nothing).
     Plan(cmd::plan::PlanArgs),
+    /// Plan many hosts offline, each on its own capture; fill in a TiUP topology's NUMA fields.
+    Fleet(cmd::fleet::FleetArgs),
     /// Apply a placement to this process and exec a command (replaces numactl in units).
     Exec(cmd::exec::ExecArgs),
     /// Supervise every instance of a service file: start, restart, reload, adopt.
@@ -76,6 +78,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Plan(a) => cmd::plan::run(a),
+        Command::Fleet(a) => cmd::fleet::run(a),
         Command::Exec(a) => cmd::exec::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Status(a) => cmd::control::status(a),

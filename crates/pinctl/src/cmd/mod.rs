@@ -3,6 +3,7 @@
 pub(crate) mod check;
 pub(crate) mod control;
 pub(crate) mod exec;
+pub(crate) mod fleet;
 pub(crate) mod host;
 pub(crate) mod host_status;
 pub(crate) mod irq;

@@ -235,7 +235,7 @@ pub(crate) fn render_performance(out: &mut impl Write, t: &Topology) -> io::Resu
 }
 
 /// A table with a header row, columns padded to their widest cell.
-fn table<const N: usize>(
+pub(crate) fn table<const N: usize>(
     out: &mut impl Write,
     header: [&str; N],
     rows: &[[String; N]],

@@ -138,18 +138,48 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
 /// The human form: one block per instance (nodes, CPUs, memory, then its reasons), free and
 /// kept-free nodes, the interrupts on the instances' CPUs, the plan's warnings, then the
 /// host's (as `pinctl check` prints them).
-fn render(
+pub(crate) fn render(
     out: &mut impl Write,
     plan: &Plan,
     host: &super::host::LoadedHost,
     landing: &[pinctl_plan::InterruptLanding],
     verbose: bool,
 ) -> io::Result<()> {
-    let loaded = &host.host.joint.loaded;
+    let supervisor = |name: &str| {
+        let file = host.host.file_of(name);
+        file.map(pinctl_launch::Host::supervisor_of).unwrap_or_default()
+    };
+    let of = PlanOf {
+        files: &host.asked,
+        loaded: &host.host.joint.loaded,
+        others: host.others(),
+        supervisor: &supervisor,
+    };
+    render_of(out, plan, &of, landing, verbose)
+}
+
+/// What a plan's text form says it is of: the files asked for, the topology, the host's
+/// other files planned with them, and each instance's supervisor.
+pub(crate) struct PlanOf<'a> {
+    pub(crate) files: &'a [std::path::PathBuf],
+    pub(crate) loaded: &'a pinctl_sysfs::LoadedTopology,
+    pub(crate) others: Vec<String>,
+    pub(crate) supervisor: &'a dyn Fn(&str) -> String,
+}
+
+/// [`render`] of a plan described by `of` (a fleet's host has no `LoadedHost`).
+pub(crate) fn render_of(
+    out: &mut impl Write,
+    plan: &Plan,
+    of: &PlanOf<'_>,
+    landing: &[pinctl_plan::InterruptLanding],
+    verbose: bool,
+) -> io::Result<()> {
+    let loaded = of.loaded;
     let files: Vec<String> =
-        host.asked.iter().map(|p| format!("`{}`", escaped(&p.display().to_string()))).collect();
+        of.files.iter().map(|p| format!("`{}`", escaped(&p.display().to_string()))).collect();
     writeln!(out, "plan for {} on {}", files.join(", "), escaped(&loaded.source.to_string()))?;
-    let others = host.others();
+    let others = &of.others;
     if !others.is_empty() {
         writeln!(out, "planned with the host's other files: {}", escaped(&others.join(", ")))?;
     }
@@ -158,11 +188,8 @@ fn render(
     }
     writeln!(out)?;
     // Several files: each instance's supervisor (`[host] name`) says whose it is.
-    let supervisor = |name: &str| {
-        let file = host.host.file_of(name);
-        file.map(pinctl_launch::Host::supervisor_of).unwrap_or_default()
-    };
-    let several = host.asked.len() > 1;
+    let supervisor = of.supervisor;
+    let several = of.files.len() > 1;
     let rows: Vec<[String; 4]> = plan
         .placements
         .iter()
@@ -309,6 +336,54 @@ fn emit_systemd(
     config_path: &Path,
     dir: &Path,
 ) -> Result<(), Error> {
+    let drop_ins: Vec<(PathBuf, String)> = drop_ins(config, plan, config_path)?
+        .into_iter()
+        .map(|d| (dir.join(d.path), d.text))
+        .collect();
+    let mut staged = Vec::with_capacity(drop_ins.len());
+    for (file, text) in &drop_ins {
+        let unit_dir = file.parent().unwrap_or(dir);
+        fs::create_dir_all(unit_dir)
+            .with_context(|| format!("cannot create `{}`", unit_dir.display()))?;
+        let file_staged = StagedFile::with_contents(file, text.as_bytes())
+            .with_context(|| format!("cannot write `{}`", file.display()))?;
+        staged.push(file_staged);
+    }
+    for ((file, _), file_staged) in drop_ins.iter().zip(staged) {
+        file_staged.commit().with_context(|| format!("cannot write `{}`", file.display()))?;
+        writeln!(out, "{}", escaped(&file.display().to_string())).context("writing to stdout")?;
+    }
+    let current: Vec<&Path> = drop_ins.iter().map(|(f, _)| f.as_path()).collect();
+    for stale in stale_drop_ins(dir, config_path, &current) {
+        fs::remove_file(&stale).with_context(|| format!("cannot remove `{}`", stale.display()))?;
+        // The unit's `.d` folder goes too when the drop-in was all it held.
+        if let Some(unit_dir) = stale.parent() {
+            let _ = fs::remove_dir(unit_dir);
+        }
+        writeln!(out, "removed {}", escaped(&stale.display().to_string()))
+            .context("writing to stdout")?;
+    }
+    Ok(())
+}
+
+/// One drop-in of `--emit systemd`: `<unit>.d/50-pinctl.conf` (relative to the folder it is
+/// written in) and its text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct DropIn {
+    pub(crate) unit: String,
+    pub(crate) path: PathBuf,
+    #[serde(rename = "content")]
+    pub(crate) text: String,
+}
+
+/// The drop-ins that apply `plan`, one per instance, or why systemd cannot apply it (a memory
+/// policy it has no `NUMAPolicy=` for, a unit name it would not accept): what `--emit systemd`
+/// writes, and what `pinctl fleet --json` hands to a configuration manager.
+pub(crate) fn drop_ins(
+    config: &Config,
+    plan: &Plan,
+    config_path: &Path,
+) -> Result<Vec<DropIn>, Error> {
     // Refuse before writing anything: systemd has no NUMAPolicy= for these.
     for p in &plan.placements {
         if matches!(
@@ -347,32 +422,10 @@ fn emit_systemd(
         if !p.placement.memory_nodes.is_empty() {
             let _ = writeln!(text, "NUMAMask={}", p.placement.memory_nodes);
         }
-        drop_ins.push((dir.join(format!("{unit}.d")).join("50-pinctl.conf"), text));
+        let path = Path::new(&format!("{unit}.d")).join("50-pinctl.conf");
+        drop_ins.push(DropIn { unit, path, text });
     }
-    let mut staged = Vec::with_capacity(drop_ins.len());
-    for (file, text) in &drop_ins {
-        let unit_dir = file.parent().unwrap_or(dir);
-        fs::create_dir_all(unit_dir)
-            .with_context(|| format!("cannot create `{}`", unit_dir.display()))?;
-        let file_staged = StagedFile::with_contents(file, text.as_bytes())
-            .with_context(|| format!("cannot write `{}`", file.display()))?;
-        staged.push(file_staged);
-    }
-    for ((file, _), file_staged) in drop_ins.iter().zip(staged) {
-        file_staged.commit().with_context(|| format!("cannot write `{}`", file.display()))?;
-        writeln!(out, "{}", escaped(&file.display().to_string())).context("writing to stdout")?;
-    }
-    let current: Vec<&Path> = drop_ins.iter().map(|(f, _)| f.as_path()).collect();
-    for stale in stale_drop_ins(dir, config_path, &current) {
-        fs::remove_file(&stale).with_context(|| format!("cannot remove `{}`", stale.display()))?;
-        // The unit's `.d` folder goes too when the drop-in was all it held.
-        if let Some(unit_dir) = stale.parent() {
-            let _ = fs::remove_dir(unit_dir);
-        }
-        writeln!(out, "removed {}", escaped(&stale.display().to_string()))
-            .context("writing to stdout")?;
-    }
-    Ok(())
+    Ok(drop_ins)
 }
 
 /// The first line of every drop-in written for the service file at `config_path`.
