@@ -17,6 +17,7 @@
 //! - `hostile`: hostile inputs built in each test (issue 12).
 //! - `trust`: `pinctl run` as root against hostile files, floods and SIGKILLs (issue 17).
 //! - `output`: instances' output as root: out of the service user's reach, never dropped (issue 25).
+//! - `host`: several service files of one host planned as one, `status --host` (issue 27).
 //! - `supervisor`: the harness `run` and `trust` share.
 //!
 //! `tests/fuzz_parsers.rs` stays a binary of its own: it installs a counting global allocator,
