@@ -190,9 +190,11 @@ check_eq detach/record-kept "-rw-------" "$(ls -l "$D/pinctl.irq.json" 2>/dev/nu
 RUN=$!
 answers() { "$PINCTL" status --socket "$D/sock" >/dev/null 2>&1; }
 wait_until 60 answers || fail detach/taken-over "the second supervisor does not answer"
+# (The edited copies are not `*.toml`: every `*.toml` of the file's folder is a file of the
+# host, planned with it.)
 # A reload that turns steering off puts everything back at once (the originals of the first
 # supervisor, from the record).
-sed 's/^steer-interrupts = true/steer-interrupts = false/' "$CONFIG" >"$D/off.toml" && cat "$D/off.toml" >"$CONFIG"
+sed 's/^steer-interrupts = true/steer-interrupts = false/' "$CONFIG" >"$D/off.tmp" && cat "$D/off.tmp" >"$CONFIG"
 run_to "$D/reload" "$PINCTL" reload --socket "$D/sock"
 check_eq reload/accepted 0 "$(rc_of "$D/reload")" "$D/reload.err"
 back_as_before() { snapshot | cmp -s - "$D/before"; }
@@ -202,7 +204,7 @@ if wait_until 30 back_as_before; then pass reload/steering-off-puts-everything-b
 fi
 check_eq reload/record-removed "" "$(ls "$D/pinctl.irq.json" 2>/dev/null)"
 # On again: steered again, and SIGTERM puts it all back.
-sed 's/^steer-interrupts = false/steer-interrupts = true/' "$CONFIG" >"$D/on.toml" && cat "$D/on.toml" >"$CONFIG"
+sed 's/^steer-interrupts = false/steer-interrupts = true/' "$CONFIG" >"$D/on.tmp" && cat "$D/on.tmp" >"$CONFIG"
 run_to "$D/reload2" "$PINCTL" reload --socket "$D/sock"
 if wait_until 30 nic_on_node && wait_until 30 back_on_node && [ -e "$D/pinctl.irq.json" ]; then
     pass reload/steering-on-again
