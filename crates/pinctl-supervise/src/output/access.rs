@@ -18,7 +18,7 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 use pinctl_sysfs::trust::{self, TrustError};
@@ -102,32 +102,12 @@ pub fn open(path: &Path, opener: &Opener) -> Result<fs::File, String> {
         }
         Err(e) => return Err(describe(e)),
     };
-    let user = match opener {
-        Opener::Supervisor { owner } => owner.as_ref(),
-        Opener::User(owner) => Some(owner),
-    };
     if let (true, Opener::Supervisor { owner: Some(o) }) = (made, opener) {
         let (uid, gid) = (rustix::fs::Uid::from_raw(o.uid), rustix::fs::Gid::from_raw(o.gid));
         rustix::fs::fchown(&fd, Some(uid), Some(gid)).map_err(describe)?;
     }
     let st = rustix::fs::fstat(&fd).map_err(describe)?;
-    let owned = match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => match opener {
-            Opener::Supervisor { .. } => st.st_uid == 0 || user.is_some_and(|u| u.uid == st.st_uid),
-            Opener::User(u) => st.st_uid == u.uid,
-        },
-        FileType::CharacterDevice => st.st_uid == 0,
-        _ => false,
-    };
-    if !owned {
-        let whose = match user {
-            Some(u) if u.uid != 0 => format!("root's or user `{}`'s", u.name),
-            _ => "root's".to_string(),
-        };
-        return Err(format!(
-            "it is not a regular file of {whose} (someone else's file, a FIFO or a socket?)"
-        ));
-    }
+    writable_kind(FileType::from_raw_mode(st.st_mode), st.st_uid, opener)?;
     rustix::fs::fcntl_setfl(&fd, OFlags::APPEND).map_err(describe)?;
     Ok(fs::File::from(fd))
 }
@@ -167,6 +147,32 @@ pub fn check(path: &Path, owner: Option<&FileOwner>) -> Result<String, String> {
     })
 }
 
+/// Whether a file of `kind` owned by `uid` may be written for `opener`: a regular file of
+/// root's or the instance's user's (only the user's when opened as the user), or a character
+/// device of root's such as `/dev/null`. The one rule [`open`] and [`check`] apply.
+fn writable_kind(kind: FileType, uid: u32, opener: &Opener) -> Result<(), String> {
+    let user = match opener {
+        Opener::Supervisor { owner } => owner.as_ref(),
+        Opener::User(owner) => Some(owner),
+    };
+    let allowed = match kind {
+        FileType::RegularFile => match opener {
+            Opener::Supervisor { .. } => uid == 0 || user.is_some_and(|u| u.uid == uid),
+            Opener::User(u) => uid == u.uid,
+        },
+        FileType::CharacterDevice => uid == 0,
+        _ => false,
+    };
+    if allowed {
+        return Ok(());
+    }
+    let whose = match user {
+        Some(u) if u.uid != 0 => format!("root's or user `{}`'s", u.name),
+        _ => "root's".to_string(),
+    };
+    Err(format!("it is not a regular file of {whose} (someone else's file, a FIFO or a socket?)"))
+}
+
 /// Whether the calling thread could open `path` as [`open`] does, without creating it: the
 /// file, when there, is no link and is writable; else its folder lets it be created.
 fn may_open(path: &Path, opener: &Opener) -> Result<(), String> {
@@ -177,20 +183,10 @@ fn may_open(path: &Path, opener: &Opener) -> Result<(), String> {
     };
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err("it is a symbolic link".to_string()),
-        Ok(m) if m.is_file() => {
-            let owner_ok = match opener {
-                Opener::Supervisor { owner } => {
-                    m.uid() == 0 || owner.as_ref().is_some_and(|o| o.uid == m.uid())
-                }
-                Opener::User(o) => m.uid() == o.uid,
-            };
-            if !owner_ok {
-                return Err(format!("it belongs to uid {}", m.uid()));
-            }
+        Ok(m) => {
+            writable_kind(FileType::from_raw_mode(m.mode()), m.uid(), opener)?;
             writable(path, Access::WRITE_OK)
         }
-        Ok(m) if m.file_type().is_char_device() && m.uid() == 0 => Ok(()),
-        Ok(_) => Err("it is not a regular file".to_string()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             writable(trust::folder_of(path), Access::WRITE_OK | Access::EXEC_OK)
         }
