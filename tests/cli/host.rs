@@ -9,26 +9,9 @@ use predicates::prelude::*;
 use crate::supervisor::{unique_name, wait_for};
 use crate::support::{EPYC, pinctl};
 
-const DB: &str = r#"
-[host]
-keep-free = ["eth0"]
+const DB: &str = include_str!("../fixtures/host/db.toml");
 
-[service.mariadb]
-command = ["/usr/sbin/mariadbd", "--datadir=/data{instance}"]
-instances = 2
-nodes = 1
-memory = "32GiB"
-memory-policy = "bind"
-near = ["nvme{instance}n1"]
-"#;
-
-const CACHE: &str = r#"
-[service.redis]
-command = ["/usr/bin/redis-server", "/etc/redis/{instance}.conf"]
-instances = 3
-nodes = 1
-memory = "16GiB"
-"#;
+const CACHE: &str = include_str!("../fixtures/host/cache.toml");
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);

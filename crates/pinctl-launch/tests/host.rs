@@ -26,33 +26,11 @@ fn config(path: &str, text: &str) -> Config {
     pinctl_config::parse(Path::new(path), text).unwrap()
 }
 
-const DB: &str = r#"
-[host]
-keep-free = ["eth0"]
+const DB: &str = include_str!("../../../tests/fixtures/host/db.toml");
 
-[service.mariadb]
-command = ["/usr/sbin/mariadbd", "--datadir=/data{instance}"]
-instances = 2
-nodes = 1
-memory = "32GiB"
-memory-policy = "bind"
-near = ["nvme{instance}n1"]
-"#;
+const CACHE: &str = include_str!("../../../tests/fixtures/host/cache.toml");
 
-const CACHE: &str = r#"
-[service.redis]
-command = ["/usr/bin/redis-server", "/etc/redis/{instance}.conf"]
-instances = 3
-nodes = 1
-memory = "16GiB"
-"#;
-
-const WORKERS: &str = r#"
-[service.worker]
-command = ["/usr/bin/worker", "{instance}"]
-instances = 4
-cpus = 4
-"#;
+const WORKERS: &str = include_str!("../../../tests/fixtures/host/workers.toml");
 
 /// The database, cache and workers files of one host.
 fn files() -> Vec<Config> {
