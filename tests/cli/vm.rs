@@ -160,6 +160,17 @@ fn every_scenario_names_existing_layouts_and_configs() {
             .lines()
             .find_map(|l| l.strip_prefix("# layouts: "))
             .unwrap_or_else(|| panic!("{} has no `# layouts:` line", s.display()));
+        // The guest's init knows only these roles; another word would leave the scenario
+        // out on every kernel of a run of several.
+        if let Some(kernels) = text.lines().find_map(|l| l.strip_prefix("# kernels: ")) {
+            for k in kernels.split_whitespace() {
+                assert!(
+                    ["oldest", "newest"].contains(&k),
+                    "{}: `# kernels:` takes `oldest` and `newest`, not `{k}`",
+                    s.display()
+                );
+            }
+        }
         for layout in line.split_whitespace() {
             assert!(layouts.contains(layout), "{}: unknown layout `{layout}`", s.display());
             if text.contains("/vm/configs/$LAYOUT.toml") {

@@ -1,4 +1,5 @@
 # layouts: 4node
+# timeout: 300
 # Scenario 6: differential test of pinctl's numactl mode against Debian's numactl. Each line
 # of numactl-lines.txt runs under both; the kernel's Cpus_allowed_list, Mems_allowed_list and
 # the numa_maps policy of the probe's allocation must be identical, and a line numactl refuses

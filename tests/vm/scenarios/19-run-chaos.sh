@@ -1,5 +1,6 @@
 # layouts: 4node-run
 # timeout: 600
+# kernels: oldest newest
 # Scenario 19: SIGKILL of `pinctl run` at random points in a 4-node guest (issue 17). Three
 # instances bound to a node each, restarted on exit, watched with `on-drift = "rebalance"`. Each
 # round strikes at one of: the supervisor starting (spawns, state writes), an instance's respawn

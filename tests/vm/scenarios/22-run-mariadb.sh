@@ -1,5 +1,6 @@
 # layouts: 4node-run
 # timeout: 900
+# kernels: oldest newest
 # Scenario 22: a real database scaled by reload under a writer (issue 18). Debian's MariaDB
 # server runs under `pinctl run` as service `db` (its data directory, socket and log named by
 # `{instance}`), first one instance, then two, then one again, each change a `pinctl reload`,
