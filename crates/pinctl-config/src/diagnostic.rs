@@ -226,6 +226,18 @@ impl Diagnostic {
         }
     }
 
+    /// The diagnostic on one line: `FILE:LINE:COLUMN: message`, or `FILE: message` when it
+    /// has no place (a plan's `config_warnings`, a fleet host's block).
+    pub fn one_line(&self) -> String {
+        match (&self.location, &self.path) {
+            (Some(l), _) => {
+                format!("{}:{}:{}: {}", l.path().display(), l.line(), l.column(), self.message)
+            }
+            (None, Some(path)) => format!("{}: {}", path.display(), self.message),
+            (None, None) => self.message.clone(),
+        }
+    }
+
     /// A diagnostic about a whole file.
     pub fn for_file(path: &Path, severity: Severity, message: impl Into<String>) -> Diagnostic {
         Diagnostic {

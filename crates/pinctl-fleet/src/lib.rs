@@ -9,9 +9,11 @@
 //! Ansible) stays the engine.
 #![forbid(unsafe_code)]
 
+mod document;
 mod fleet;
 mod hosts;
 
+pub use document::HostDocument;
 pub use fleet::{HostError, HostSummary, plan_host, plan_hosts};
 pub use hosts::{HostCapture, HostsError, captures_in, host_capture, refuse_twice};
 

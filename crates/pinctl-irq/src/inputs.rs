@@ -97,6 +97,15 @@ impl SteerSettings {
         }
     }
 
+    /// The inputs of a decision for `plan`'s instances, each on its planned CPUs.
+    pub fn of_plan(&self, plan: &pinctl_plan::Plan) -> SteerInputs {
+        self.inputs(
+            plan.placements
+                .iter()
+                .map(|p| (p.instance.as_str(), p.service.as_str(), &p.placement.cpus)),
+        )
+    }
+
     /// The inputs of a decision for these instances: (instance, service, CPUs) each.
     pub fn inputs<'a>(
         &self,

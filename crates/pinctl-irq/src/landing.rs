@@ -14,6 +14,16 @@ fn already_moved(irq: &pinctl_topology::Irq, cpus: &pinctl_topology::CpuSet, ste
     steer && !irq.managed && irq.affinity.as_ref().is_some_and(|a| a.is_disjoint(cpus))
 }
 
+/// The interrupts of `file`'s topology on the CPUs `plan` gives its instances, with what
+/// the file's steering settings do about each (`pinctl plan`, `pinctl fleet`).
+pub fn of_plan(
+    file: &pinctl_launch::ServiceFile,
+    plan: &pinctl_plan::Plan,
+) -> Vec<InterruptLanding> {
+    let settings = crate::SteerSettings::of_file(file);
+    on_service_cpus(&file.loaded.topology, &settings.of_plan(plan), settings.steer)
+}
+
 /// Every interrupt of `topology` that lands on an instance's CPUs (its effective affinity
 /// where the kernel says, else its affinity; not one steering already moved off them), by
 /// instance in `inputs`' order, then number.

@@ -15,6 +15,7 @@
 //! settings, nor print: it returns reports for its caller to show. No `unsafe` here.
 #![forbid(unsafe_code)]
 
+pub mod by_hand;
 pub mod decide;
 pub mod inputs;
 pub mod irqbalance;

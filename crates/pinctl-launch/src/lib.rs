@@ -12,8 +12,10 @@
 
 mod apply;
 mod current;
+pub mod emit;
 mod error;
 mod host;
+pub mod numactl;
 mod planned;
 mod policies;
 mod request;

@@ -4,6 +4,7 @@
 //! line editor that keeps every other byte ([`edit`]).
 
 pub mod edit;
+pub mod fill;
 pub mod read;
 pub mod services;
 

@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pinctl_irq::{SteerSettings, Steerer};
-use pinctl_launch::ServiceFile;
-use pinctl_plan::{InterruptLanding, Plan};
+use pinctl_irq::{SteerSettings, Steerer, by_hand};
+use pinctl_plan::InterruptLanding;
 use pinctl_topology::text::escaped;
 use pinctl_topology::{CpuSet, Irq, Topology};
 
@@ -53,66 +52,11 @@ struct FileArg {
     state_file: Option<PathBuf>,
 }
 
-/// The steering settings of a service file: its keys, its instances' `interrupts`, the NICs it
-/// keeps free.
-fn steer_settings(file: &ServiceFile) -> SteerSettings {
-    SteerSettings::of_file(file)
-}
-
-/// Interrupts of `topology` on the CPUs of `plan`'s instances.
-pub(crate) fn landing(file: &ServiceFile, plan: &Plan) -> Vec<InterruptLanding> {
-    let settings = steer_settings(file);
-    let inputs = planned_inputs(&settings, plan);
-    pinctl_irq::landing::on_service_cpus(&file.loaded.topology, &inputs, settings.steer)
-}
-
-/// What steering needs of `plan`: each instance with its service and CPUs.
-fn planned_inputs(settings: &SteerSettings, plan: &Plan) -> pinctl_irq::SteerInputs {
-    settings.inputs(
-        plan.placements
-            .iter()
-            .map(|p| (p.instance.as_str(), p.service.as_str(), &p.placement.cpus)),
-    )
-}
-
-/// Where the record of the supervisor of `config` is.
-fn record_path(
-    config: &pinctl_config::Config,
-    state_file: Option<PathBuf>,
-) -> Result<(PathBuf, PathBuf), Error> {
-    let sup = config.supervisor().map_err(|e| Error::failure(anyhow::anyhow!(e)))?;
-    let state = state_file.unwrap_or(sup.state_file);
-    Ok((pinctl_irq::record::path_for(&state, &sup.name), state))
-}
-
-/// The supervisor's lock: `pinctl irq` and a `pinctl run` of the same file never steer at
-/// once.
-fn lock(state_file: &Path) -> Result<pinctl_supervise::statefile::StateLock, Error> {
-    pinctl_supervise::statefile::StateLock::acquire(state_file).map_err(|e| match e {
-        pinctl_supervise::statefile::StateError::Locked { holder, .. } => Error::failure(anyhow::anyhow!(
-            "`pinctl run` (PID {holder}) supervises this file and steers its interrupts itself: \
-             change the file and `pinctl reload`, or stop it first"
-        )),
-        other => Error::failure(other),
-    })
-}
-
 pub(crate) fn run(args: IrqArgs) -> CmdResult {
     match args.action {
         IrqAction::Apply(a) => apply(a),
         IrqAction::Restore(a) => restore(a),
     }
-}
-
-fn needs_root(what: &str) -> Result<(), Error> {
-    let uid = pinctl_sysfs::trust::euid();
-    if uid != 0 {
-        return Err(Error::failure(anyhow::anyhow!(
-            "`pinctl irq {what}` writes /proc/irq/N/smp_affinity_list and talks to irqbalance: \
-             it needs root (running as uid {uid})"
-        )));
-    }
-    Ok(())
 }
 
 fn apply(args: ApplyArgs) -> CmdResult {
@@ -126,7 +70,7 @@ fn apply(args: ApplyArgs) -> CmdResult {
         )));
     }
     let (_, plan) = host.plan()?;
-    let inputs = planned_inputs(&steer_settings(prepared), &plan);
+    let inputs = SteerSettings::of_file(prepared).of_plan(&plan);
     let topology = &prepared.loaded.topology;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if args.dry_run {
@@ -135,10 +79,10 @@ fn apply(args: ApplyArgs) -> CmdResult {
         out.flush().context("writing to stdout")?;
         return Ok(ExitCode::SUCCESS);
     }
-    needs_root("apply")?;
-    let (record, state) = record_path(&prepared.config, args.file.state_file)?;
-    let _lock = lock(&state)?;
-    let report = Steerer::live(&record).apply(topology, &inputs).map_err(Error::failure)?;
+    by_hand::needs_root("apply").map_err(Error::failure)?;
+    let held = by_hand::hold(&prepared.config, args.file.state_file).map_err(Error::failure)?;
+    let record = &held.record;
+    let report = Steerer::live(record).apply(topology, &inputs).map_err(Error::failure)?;
     for line in report.lines() {
         writeln!(out, "{}", escaped(&line)).context("writing to stdout")?;
     }
@@ -160,11 +104,10 @@ fn apply(args: ApplyArgs) -> CmdResult {
 }
 
 fn restore(args: FileArg) -> CmdResult {
-    needs_root("restore")?;
+    by_hand::needs_root("restore").map_err(Error::failure)?;
     let config = pinctl_launch::load_config(&args.config)?;
-    let (record, state) = record_path(&config, args.state_file)?;
-    let _lock = lock(&state)?;
-    let report = Steerer::live(&record).restore().map_err(Error::failure)?;
+    let held = by_hand::hold(&config, args.state_file).map_err(Error::failure)?;
+    let report = Steerer::live(&held.record).restore().map_err(Error::failure)?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     for line in report.lines() {
         writeln!(out, "{}", escaped(&line)).context("writing to stdout")?;

@@ -5,18 +5,15 @@
 //! The files and the topology come through the route every planning command shares
 //! (`super::host`).
 
-use std::fmt::Write as _;
-use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pinctl_capture::StagedFile;
 use pinctl_config::Config;
+use pinctl_launch::emit::{self, Wrote};
 use pinctl_plan::{Placement, Plan};
-use pinctl_topology::MemoryPolicy;
-use pinctl_topology::text::{escaped, shown};
+use pinctl_topology::text::escaped;
 
 use crate::error::{CmdResult, Error};
 
@@ -113,7 +110,7 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
         }
         None if args.json => {
             let config_warnings: Vec<String> =
-                host.files.iter().flat_map(|f| &f.diagnostics).map(one_line).collect();
+                host.files.iter().flat_map(|f| &f.diagnostics).map(|d| d.one_line()).collect();
             let mut document = plan.document(&loaded.topology.warnings, &config_warnings);
             for p in &mut document.services {
                 if let Some(f) = host.file_of(&p.name) {
@@ -121,12 +118,12 @@ pub(crate) fn run(args: PlanArgs) -> CmdResult {
                     p.supervisor = Some(pinctl_launch::Host::supervisor_of(f));
                 }
             }
-            document.interrupts_on_service_cpus = super::irq::landing(&host.joint, &plan);
+            document.interrupts_on_service_cpus = pinctl_irq::landing::of_plan(&host.joint, &plan);
             serde_json::to_writer_pretty(&mut out, &document).context("writing JSON")?;
             writeln!(out).context("writing to stdout")?;
         }
         None => {
-            let landing = super::irq::landing(&host.joint, &plan);
+            let landing = pinctl_irq::landing::of_plan(&host.joint, &plan);
             render(&mut out, &plan, &loaded_host, &landing, args.verbose)
                 .context("writing to stdout")?;
         }
@@ -301,16 +298,9 @@ fn distances_line(d: &pinctl_plan::DistanceReport) -> Option<String> {
     })
 }
 
-/// A diagnostic of the service file on one line, for `config_warnings`: `FILE:LINE:COLUMN:
-/// message`, or `FILE: message` when it has no place.
+/// A diagnostic on one line; `pinctl run` names it here.
 pub(crate) fn one_line(d: &pinctl_config::Diagnostic) -> String {
-    match (&d.location, &d.path) {
-        (Some(l), _) => {
-            format!("{}:{}:{}: {}", l.path().display(), l.line(), l.column(), d.message)
-        }
-        (None, Some(path)) => format!("{}: {}", path.display(), d.message),
-        (None, None) => d.message.clone(),
-    }
+    d.one_line()
 }
 
 /// `bind 2`, `preferred 2-3`, `local`.
@@ -322,13 +312,8 @@ fn memory(p: &Placement) -> String {
     }
 }
 
-/// A drop-in per instance: `DIR/<unit>.d/50-pinctl.conf` with `CPUAffinity=`, `NUMAPolicy=`,
-/// `NUMAMask=`. Units default to `<instance>.service`. All drop-ins or none: each is staged
-/// beside its destination and synced, and only when every one is staged are they renamed into
-/// place (a symbolic link at a drop-in's path is replaced, never followed). Text from input
-/// (the `-c` path, instance and service names) has its control characters escaped, so it
-/// cannot end the comment line it is written in; a unit name systemd would not accept is
-/// refused.
+/// A drop-in per instance (`DIR/<unit>.d/50-pinctl.conf`), all or none, and the stale
+/// ones of the same file removed; each path said as it is written or removed.
 fn emit_systemd(
     out: &mut impl Write,
     config: &Config,
@@ -336,211 +321,36 @@ fn emit_systemd(
     config_path: &Path,
     dir: &Path,
 ) -> Result<(), Error> {
-    let drop_ins: Vec<(PathBuf, String)> = drop_ins(config, plan, config_path)?
-        .into_iter()
-        .map(|d| (dir.join(d.path), d.text))
-        .collect();
-    let mut staged = Vec::with_capacity(drop_ins.len());
-    for (file, text) in &drop_ins {
-        let unit_dir = file.parent().unwrap_or(dir);
-        fs::create_dir_all(unit_dir)
-            .with_context(|| format!("cannot create `{}`", unit_dir.display()))?;
-        let file_staged = StagedFile::with_contents(file, text.as_bytes())
-            .with_context(|| format!("cannot write `{}`", file.display()))?;
-        staged.push(file_staged);
-    }
-    for ((file, _), file_staged) in drop_ins.iter().zip(staged) {
-        file_staged.commit().with_context(|| format!("cannot write `{}`", file.display()))?;
-        writeln!(out, "{}", escaped(&file.display().to_string())).context("writing to stdout")?;
-    }
-    let current: Vec<&Path> = drop_ins.iter().map(|(f, _)| f.as_path()).collect();
-    for stale in stale_drop_ins(dir, config_path, &current) {
-        fs::remove_file(&stale).with_context(|| format!("cannot remove `{}`", stale.display()))?;
-        // The unit's `.d` folder goes too when the drop-in was all it held.
-        if let Some(unit_dir) = stale.parent() {
-            let _ = fs::remove_dir(unit_dir);
-        }
-        writeln!(out, "removed {}", escaped(&stale.display().to_string()))
-            .context("writing to stdout")?;
-    }
-    Ok(())
-}
-
-/// One drop-in of `--emit systemd`: `<unit>.d/50-pinctl.conf` (relative to the folder it is
-/// written in) and its text.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct DropIn {
-    pub(crate) unit: String,
-    pub(crate) path: PathBuf,
-    #[serde(rename = "content")]
-    pub(crate) text: String,
-}
-
-/// The drop-ins that apply `plan`, one per instance, or why systemd cannot apply it (a memory
-/// policy it has no `NUMAPolicy=` for, a unit name it would not accept): what `--emit systemd`
-/// writes, and what `pinctl fleet --json` hands to a configuration manager.
-pub(crate) fn drop_ins(
-    config: &Config,
-    plan: &Plan,
-    config_path: &Path,
-) -> Result<Vec<DropIn>, Error> {
-    // Refuse before writing anything: systemd has no NUMAPolicy= for these.
-    for p in &plan.placements {
-        if matches!(
-            p.placement.memory_policy,
-            MemoryPolicy::PreferredMany | MemoryPolicy::WeightedInterleave
-        ) {
-            return Err(Error::failure(anyhow::anyhow!(
-                "{}: systemd's NUMAPolicy= has no `{}`; use `--emit numactl` or `pinctl exec`",
-                shown(&p.instance),
-                p.placement.memory_policy
-            )));
-        }
-    }
-    let mut drop_ins = Vec::with_capacity(plan.placements.len());
-    for p in &plan.placements {
-        let unit = config
-            .instance(&p.instance)
-            .and_then(|(_, i)| i.unit.clone())
-            .unwrap_or_else(|| format!("{}.service", p.instance));
-        if !pinctl_config::is_service_unit_name(&unit) {
-            return Err(Error::failure(anyhow::anyhow!(
-                "`{}` is not a systemd service unit name: set `unit` for instance `{}`",
-                shown(&unit),
-                shown(&p.instance)
-            )));
-        }
-        let mut text = format!(
-            "{} instance `{}` of service `{}`.\n\
-             [Service]\nCPUAffinity={}\nNUMAPolicy={}\n",
-            written_by(config_path),
-            escaped(&p.instance),
-            escaped(&p.service),
-            p.placement.cpus,
-            p.placement.memory_policy
-        );
-        if !p.placement.memory_nodes.is_empty() {
-            let _ = writeln!(text, "NUMAMask={}", p.placement.memory_nodes);
-        }
-        let path = Path::new(&format!("{unit}.d")).join("50-pinctl.conf");
-        drop_ins.push(DropIn { unit, path, text });
-    }
-    Ok(drop_ins)
-}
-
-/// The first line of every drop-in written for the service file at `config_path`.
-fn written_by(config_path: &Path) -> String {
-    format!(
-        "# Written by `pinctl plan -c {} --emit systemd`:",
-        escaped(&config_path.display().to_string())
-    )
-}
-
-/// The drop-ins in `dir` that an earlier `--emit systemd` of the same file wrote for instances
-/// the plan no longer has (a service scaled down or removed): `<unit>.d/50-pinctl.conf` whose
-/// first line names the same `-c` path, a regular file of this user in a real folder (a link
-/// is never followed). Anything else is left alone, another file's drop-ins included.
-fn stale_drop_ins(dir: &Path, config_path: &Path, current: &[&Path]) -> Vec<PathBuf> {
-    use std::io::{BufRead as _, BufReader};
-    use std::os::unix::fs::MetadataExt as _;
-    let header = written_by(config_path);
-    let me = pinctl_sysfs::trust::euid();
-    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-    let mut stale: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".service.d"))
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path().join("50-pinctl.conf"))
-        .filter(|f| !current.contains(&f.as_path()))
-        .filter(|f| fs::symlink_metadata(f).is_ok_and(|m| m.file_type().is_file() && m.uid() == me))
-        .filter(|f| {
-            // Only the first line is read, and at most 4 KiB of it.
-            let Ok(file) = fs::File::open(f) else { return false };
-            let mut first = String::new();
-            let read = BufReader::new(io::Read::take(file, 4096)).read_line(&mut first);
-            read.is_ok() && first.starts_with(&header)
-        })
-        .collect();
-    stale.sort();
-    stale
+    let drop_ins = emit::drop_ins(config, plan, config_path).map_err(Error::failure)?;
+    let mut say = |step: Wrote<'_>| match step {
+        Wrote::Written(file) => writeln!(out, "{}", escaped(&file.display().to_string())),
+        Wrote::Removed(file) => writeln!(out, "removed {}", escaped(&file.display().to_string())),
+    };
+    emit::write_drop_ins(dir, &drop_ins, config_path, &mut say).map_err(Error::failure)
 }
 
 /// A numactl command line per instance, preceded by a comment naming it, and by one naming
-/// the settings a numactl line cannot carry (also said on `err`): they belong to whatever runs
-/// the line, or to `pinctl exec -c`, which applies them.
+/// the settings a numactl line cannot carry (also said on `err`).
 fn emit_numactl(
     out: &mut impl Write,
     err: &mut impl Write,
     config: &Config,
     plan: &Plan,
 ) -> io::Result<()> {
-    for p in &plan.placements {
-        if let Some((service, instance)) = config.instance(&p.instance) {
-            let limits = &service.limits;
-            let dropped: Vec<&str> = [
-                (!instance.env.is_empty(), "env"),
-                (service.user.is_some(), "user"),
-                (service.group.is_some(), "group"),
-                (instance.working_dir.is_some(), "working-dir"),
-                (instance.output.is_some(), "output"),
-                (
-                    [limits.nofile, limits.nproc, limits.memlock, limits.core, limits.stack]
-                        .iter()
-                        .any(Option::is_some),
-                    "limits",
-                ),
-            ]
-            .into_iter()
-            .filter_map(|(set, key)| set.then_some(key))
-            .collect();
-            if !dropped.is_empty() {
-                let what = format!(
-                    "{}: a numactl line does not carry `{}`: set them where the line runs, or \
-                     start it with `pinctl exec -c FILE --service {}`",
-                    escaped(&p.instance),
-                    dropped.join("`, `"),
-                    escaped(&p.instance)
-                );
-                writeln!(err, "warning: {what}")?;
-                writeln!(out, "# warning: {what}")?;
-            }
+    for l in emit::numactl_lines(config, plan) {
+        if !l.dropped.is_empty() {
+            let what = format!(
+                "{}: a numactl line does not carry `{}`: set them where the line runs, or \
+                 start it with `pinctl exec -c FILE --service {}`",
+                escaped(&l.instance),
+                l.dropped.join("`, `"),
+                escaped(&l.instance)
+            );
+            writeln!(err, "warning: {what}")?;
+            writeln!(out, "# warning: {what}")?;
         }
-        let nodes = p.placement.memory_nodes.to_string();
-        let policy = match p.placement.memory_policy {
-            MemoryPolicy::Default => String::new(),
-            MemoryPolicy::Local => " --localalloc".to_string(),
-            MemoryPolicy::Bind => format!(" --membind={nodes}"),
-            MemoryPolicy::Preferred => format!(" --preferred={nodes}"),
-            MemoryPolicy::PreferredMany => format!(" --preferred-many={nodes}"),
-            MemoryPolicy::Interleave => format!(" --interleave={nodes}"),
-            MemoryPolicy::WeightedInterleave => format!(" --weighted-interleave={nodes}"),
-        };
-        let command = config
-            .instance(&p.instance)
-            .map(|(_, i)| i.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))
-            .unwrap_or_default();
-        writeln!(out, "# {}", p.instance)?;
-        writeln!(out, "numactl --physcpubind={}{policy} -- {command}", p.placement.cpus)?;
+        writeln!(out, "# {}", l.instance)?;
+        writeln!(out, "{}", l.line)?;
     }
     Ok(())
-}
-
-/// `arg` as one POSIX shell word.
-fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
-    if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', r"'\''")) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_words() {
-        assert_eq!(shell_quote("/usr/bin/x"), "/usr/bin/x");
-        assert_eq!(shell_quote("daemon off;"), "'daemon off;'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
 }

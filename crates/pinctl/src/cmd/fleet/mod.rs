@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use pinctl_config::Config;
-use pinctl_fleet::{HostCapture, HostError, HostSummary};
+use pinctl_fleet::{HostCapture, HostDocument, HostError, HostSummary};
 use pinctl_launch::ServiceFile;
 use pinctl_plan::Plan;
 use pinctl_topology::text::{escaped, escaped_but_newlines};
@@ -105,7 +105,7 @@ fn text(
                 .into_bytes();
         match &outcome {
             Ok((file, plan)) => {
-                let landing = super::irq::landing(file, plan);
+                let landing = pinctl_irq::landing::of_plan(file, plan);
                 let files = [file.config.path.clone()];
                 let of = super::plan::PlanOf {
                     files: &files,
@@ -116,7 +116,7 @@ fn text(
                 let _ = super::plan::render_of(&mut block, plan, &of, &landing, false);
                 // What `pinctl plan` says on stderr about the file on this host.
                 for d in &file.diagnostics {
-                    let line = escaped(&super::plan::one_line(d));
+                    let line = escaped(&d.one_line());
                     block.extend(format!("{}: {line}\n", d.severity).bytes());
                 }
             }
@@ -174,7 +174,7 @@ fn json(
 ) -> Result<Vec<HostSummary>, Error> {
     let per_host = |host: &HostCapture, outcome: Result<(ServiceFile, Plan), HostError>| {
         let summary = HostSummary::of(&host.host, &outcome);
-        let value = host_document(&host.host, outcome);
+        let value = HostDocument::of(&host.host, outcome);
         (serde_json::to_vec_pretty(&value), summary)
     };
     out.write_all(b"{\n\"schema_version\": 1,\n\"hosts\": {").context("writing to stdout")?;
@@ -191,55 +191,4 @@ fn json(
     serde_json::to_writer_pretty(&mut *out, &summaries).context("writing JSON")?;
     writeln!(out, "\n}}").context("writing to stdout")?;
     Ok(summaries)
-}
-
-/// One host's value under `hosts`: its plan as `pinctl plan --json` writes it and the
-/// drop-ins `pinctl plan --emit systemd` would write, or why it has none: what an Ansible
-/// play takes as the host's `pinctl` variable (docs/fleet.md, "Ansible").
-#[derive(serde::Serialize)]
-struct HostDocument {
-    host: String,
-    /// `null` when the host has no plan.
-    plan: Option<pinctl_plan::PlanDocument>,
-    /// Why the host has no plan; `null` when it has one.
-    error: Option<String>,
-    /// `unit`, `path` (`<unit>.d/50-pinctl.conf`, under the systemd folder) and `content` of
-    /// each instance's drop-in; empty without a plan, or when systemd cannot apply it.
-    systemd_drop_ins: Vec<super::plan::DropIn>,
-    /// Why systemd cannot apply the plan (a memory policy it has no `NUMAPolicy=` for, a unit
-    /// name it refuses); `null` when it can or there is no plan.
-    systemd_error: Option<String>,
-}
-
-fn host_document(host: &str, outcome: Result<(ServiceFile, Plan), HostError>) -> HostDocument {
-    let mut document = HostDocument {
-        host: host.to_string(),
-        plan: None,
-        error: None,
-        systemd_drop_ins: Vec::new(),
-        systemd_error: None,
-    };
-    match outcome {
-        Ok((file, plan)) => {
-            let config_warnings: Vec<String> =
-                file.diagnostics.iter().map(super::plan::one_line).collect();
-            let mut plan_document = plan.document(&file.loaded.topology.warnings, &config_warnings);
-            plan_document.interrupts_on_service_cpus = super::irq::landing(&file, &plan);
-            // As `pinctl plan` names them: the file each instance is defined in, its supervisor.
-            for p in &mut plan_document.services {
-                p.file = Some(file.config.path.display().to_string());
-                p.supervisor = Some(pinctl_launch::Host::supervisor_of(&file));
-            }
-            document.plan = Some(plan_document);
-            match super::plan::drop_ins(&file.config, &plan, &file.config.path) {
-                Ok(drop_ins) => document.systemd_drop_ins = drop_ins,
-                Err(e) => {
-                    document.systemd_error =
-                        e.message().map(|m| m.trim_start_matches("error: ").to_string())
-                }
-            }
-        }
-        Err(e) => document.error = Some(e.to_string()),
-    }
-    document
 }

@@ -8,12 +8,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pinctl_config::Config;
-use pinctl_fleet::tiup::edit::{self, NumaFields};
-use pinctl_fleet::tiup::read::{self, Instance};
-use pinctl_fleet::tiup::services::{self, Mapping};
-use pinctl_fleet::tiup::{Prepared, TiupHost};
-use pinctl_fleet::{HostCapture, HostSummary};
+use pinctl_fleet::HostCapture;
+use pinctl_fleet::tiup::Prepared;
+use pinctl_fleet::tiup::edit;
+use pinctl_fleet::tiup::fill::{self, Filled, HostFill};
+use pinctl_fleet::tiup::read;
+use pinctl_fleet::tiup::services::Mapping;
 use pinctl_topology::text::{escaped, escaped_but_newlines};
 
 use super::FleetArgs;
@@ -36,9 +36,11 @@ pub(super) fn run(args: &FleetArgs, topology_path: &Path, hosts: &[HostCapture])
     let mut err = io::stderr().lock();
     say_what_is_left(&mut err, &prepared).context("writing to stderr")?;
     if let Some(dir) = &args.service_files {
-        write_service_files(dir, &prepared.hosts)?;
+        fill::write_service_files(dir, &prepared.hosts).map_err(Error::failure)?;
     }
-    let (wanted, refusals) = plan(&prepared, args.strict, &mut err)?;
+    let Filled { wanted, refusals } =
+        fill::fill(&prepared, args.strict, |host| say_host(&mut err, host))
+            .context("writing to stderr")?;
     if !refusals.is_empty() {
         writeln!(
             err,
@@ -123,72 +125,20 @@ fn say_what_is_left(err: &mut impl Write, p: &Prepared<'_>) -> io::Result<()> {
     Ok(())
 }
 
-fn write_service_files(dir: &Path, hosts: &[TiupHost<'_>]) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
-    for h in hosts {
-        let file = dir.join(format!("{}.toml", h.capture.host));
-        pinctl_capture::write_atomically(&file, h.text.as_bytes())
-            .with_context(|| format!("cannot write `{}`", file.display()))?;
+/// A line per planned host on `err`: its instances and their nodes, then the rules its plan
+/// could not keep.
+fn say_host(err: &mut impl Write, host: &HostFill<'_>) -> io::Result<()> {
+    let Some(placed) = &host.placed else { return Ok(()) };
+    let line: Vec<String> = placed
+        .iter()
+        .map(|(p, f)| match &f.cores {
+            Some(c) => format!("{} node {} cores {c}", p.name, f.node),
+            None => format!("{} node {}", p.name, f.node),
+        })
+        .collect();
+    writeln!(err, "{}: {}", host.summary.host, escaped(&line.join(", ")))?;
+    for b in &host.summary.broken {
+        writeln!(err, "  warning: {}", escaped(b))?;
     }
     Ok(())
-}
-
-/// Each instance's NUMA keys, and the reasons of those that cannot have them.
-type Filled<'t> = (Vec<(&'t Instance, NumaFields)>, Vec<String>);
-
-/// Each captured host planned; each instance's NUMA keys, or why it cannot have them. A line
-/// per host on `err`: its instances and their nodes.
-fn plan<'t>(
-    prepared: &'t Prepared<'t>,
-    strict: bool,
-    err: &mut impl Write,
-) -> Result<Filled<'t>, Error> {
-    let jobs: Vec<(HostCapture, &Config)> =
-        prepared.hosts.iter().map(|h| (h.capture.clone(), &h.config)).collect();
-    let per_host = |host: &HostCapture, outcome| {
-        let summary = HostSummary::of(&host.host, &outcome);
-        let tiup_host =
-            prepared.hosts.iter().find(|h| h.capture.host == host.host).expect("a job per host");
-        let fields: Result<Vec<Result<NumaFields, String>>, String> = match &outcome {
-            Ok((file, plan)) => Ok(tiup_host
-                .instances
-                .iter()
-                .map(|p| services::numa_fields(p, plan, &file.loaded.topology))
-                .collect()),
-            Err(e) => Err(e.to_string()),
-        };
-        (summary, fields)
-    };
-    let mut wanted = Vec::new();
-    let mut refusals = Vec::new();
-    let mut k = 0;
-    pinctl_fleet::plan_hosts(&jobs, strict, per_host, |(summary, fields)| {
-        let tiup_host = &prepared.hosts[k];
-        k += 1;
-        match fields {
-            Err(reason) => refusals.push(format!("{}: {reason}", summary.host)),
-            Ok(fields) => {
-                let mut line = Vec::new();
-                for (p, f) in tiup_host.instances.iter().zip(fields) {
-                    match f {
-                        Ok(f) => {
-                            line.push(match &f.cores {
-                                Some(c) => format!("{} node {} cores {c}", p.name, f.node),
-                                None => format!("{} node {}", p.name, f.node),
-                            });
-                            wanted.push((p.instance, f));
-                        }
-                        Err(reason) => refusals.push(format!("{}: {reason}", summary.host)),
-                    }
-                }
-                writeln!(err, "{}: {}", summary.host, escaped(&line.join(", ")))?;
-                for b in &summary.broken {
-                    writeln!(err, "  warning: {}", escaped(b))?;
-                }
-            }
-        }
-        io::Result::Ok(())
-    })
-    .context("writing to stderr")?;
-    Ok((wanted, refusals))
 }
