@@ -1,4 +1,5 @@
 # layouts: 4node 8node
+# timeout: 300
 # Scenario 5b: `pinctl exec -c FILE --service X` applies exactly the placement `pinctl plan`
 # prints for instance X: for every instance of configs/<layout>.toml, the kernel's
 # Cpus_allowed_list equals the plan's CPUs, numa_maps shows the plan's policy and nodes, and
