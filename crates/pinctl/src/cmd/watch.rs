@@ -23,7 +23,6 @@ use pinctl_drift::watch_loop::{Presence, Said, Sink, WatchLoop, WatchSettings};
 use pinctl_drift::{DriftKind, Edge};
 use pinctl_supervise::observe::{Observed, Observer};
 use pinctl_supervise::protocol::DriftState;
-use pinctl_topology::Placement;
 
 use crate::error::CmdResult;
 
@@ -112,15 +111,7 @@ fn watched(config: &pinctl_config::Config, plan: &pinctl_plan::Plan) -> Vec<Targ
             cgroup: i.cgroup.clone(),
         });
         // Where the supervisor put it (a reload keeps instances where they run).
-        let placed = (
-            i.nodes.parse(),
-            i.cpus.parse(),
-            i.memory_policy.parse(),
-            if i.memory_nodes.is_empty() { Ok(Default::default()) } else { i.memory_nodes.parse() },
-        );
-        if let (Ok(nodes), Ok(cpus), Ok(memory_policy), Ok(memory_nodes)) = placed {
-            t.planned = Placement { nodes, cpus, memory_policy, memory_nodes };
-        }
+        t.planned = i.placement.clone();
     }
     targets
 }
