@@ -6,10 +6,12 @@
 //! alert commands, Prometheus metrics, and rebalancing (threads re-pinned, pages moved back in
 //! batches with a bounded stall under a rate limit).
 //!
-//! Used by `pinctl watch` and the supervisor. It must not change an instance whose action is
-//! `ignore` or `alert`, call the kernel except through [`rebalance::ProcessControl`], read a
-//! kernel file except through pinctl-sysfs's reader of it (under the root it is given), or
-//! print: it returns events and reports for its caller to show.
+//! Used by `pinctl watch`, and by `pinctl run` as an observer of the supervisor
+//! ([`supervised::SupervisedWatch`], as pinctl-irq's steering is). It must not change an
+//! instance whose action is `ignore` or `alert`, call the kernel except through
+//! [`rebalance::ProcessControl`], read a kernel file except through pinctl-sysfs's reader of
+//! it (under the root it is given), or print: it returns events, reports and log lines
+//! ([`text`]) for its caller to show.
 #![forbid(unsafe_code)]
 
 pub mod alert;
@@ -20,6 +22,7 @@ pub mod rebalance;
 pub mod rules;
 pub mod sample;
 pub mod supervised;
+pub mod text;
 pub mod watch;
 pub mod watch_loop;
 

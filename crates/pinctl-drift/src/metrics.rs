@@ -408,9 +408,39 @@ pub fn classic_text(openmetrics: &str) -> String {
     out
 }
 
-/// Binds the metrics listener (port 0 picks a free port; see `local_addr`).
-pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+/// The metrics socket of `metrics-listen`, bound and not served yet. `pinctl watch` and
+/// `pinctl run` both bind it when they start, before any runtime runs, so that a taken port
+/// refuses the command at once; it is served once a runtime runs.
+#[derive(Debug)]
+pub struct Listening {
+    listener: std::net::TcpListener,
+    /// Where it listens (the port picked for port 0).
+    pub addr: SocketAddr,
+}
+
+/// `metrics-listen` could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on `{addr}` (metrics-listen)")]
+pub struct BindError {
+    pub addr: SocketAddr,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl Listening {
+    pub fn bind(addr: SocketAddr) -> Result<Listening, BindError> {
+        let bound = std::net::TcpListener::bind(addr).and_then(|listener| {
+            listener.set_nonblocking(true)?;
+            Ok(Listening { addr: listener.local_addr()?, listener })
+        });
+        bound.map_err(|source| BindError { addr, source })
+    }
+
+    /// Serves it on the tokio runtime this is called in, until that runtime stops.
+    pub fn serve(self, server: MetricsServer) -> std::io::Result<()> {
+        tokio::spawn(serve(TcpListener::from_std(self.listener)?, server));
+        Ok(())
+    }
 }
 
 /// Connections served at once; one more takes the slot of the connection that has waited

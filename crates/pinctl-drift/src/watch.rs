@@ -227,6 +227,33 @@ pub struct CycleReport {
     pub took: Duration,
 }
 
+/// What `watch --once` exits with: a check a cron job or a Nagios/Icinga service runs, so the
+/// monitoring plugins' statuses (docs/drift.md): nothing wrong, drift, an instance that could
+/// not be sampled, or a file or plan it could not use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    Ok = 0,
+    Drift = 1,
+    NotSampled = 2,
+    Unknown = 3,
+}
+
+impl CycleReport {
+    /// The worst of the instances': one not sampled outweighs drift elsewhere (it may be
+    /// drifting too, unseen).
+    pub fn check(&self) -> CheckStatus {
+        let not_sampled = self.instances.iter().any(|i| i.sample.is_none());
+        let drifting = self.instances.iter().any(|i| !i.findings.is_empty());
+        if not_sampled {
+            CheckStatus::NotSampled
+        } else if drifting {
+            CheckStatus::Drift
+        } else {
+            CheckStatus::Ok
+        }
+    }
+}
+
 /// The state kept between cycles.
 #[derive(Debug)]
 pub struct Watcher {

@@ -76,6 +76,12 @@ pub enum Said<'a> {
     Notice(&'a str),
     /// An alert command could not start, failed or was killed.
     AlertError { instance: Option<&'a str>, message: String },
+    /// Metrics are served here (`metrics-listen` as bound).
+    Metrics { listen: std::net::SocketAddr },
+    /// Metrics cannot be served (the watcher goes on).
+    MetricsError(String),
+    /// The watcher cannot go on (its thread could not start): nothing is watched.
+    WatchError(String),
 }
 
 /// Where the loop's words go.
@@ -197,13 +203,22 @@ impl<C: Clock> WatchLoop<C> {
     /// Waits until the next cycle is due: one `watch-interval` after the last one was due. A
     /// cycle longer than the interval starts the next one at once, without catching up.
     pub fn wait(&mut self) {
+        let d = self.until_next();
+        if !d.is_zero() {
+            self.clock.sleep(d);
+        }
+    }
+
+    /// How long [`WatchLoop::wait`] would wait, the next cycle counted as due then: for a
+    /// caller that waits itself (`pinctl run`'s watcher waits to be stopped as well).
+    pub fn until_next(&mut self) -> Duration {
         let now = self.clock.now();
         self.next += self.watcher.interval();
         if self.next > now {
-            let d = self.next - now;
-            self.clock.sleep(d);
+            self.next - now
         } else {
             self.next = now;
+            Duration::ZERO
         }
     }
 
@@ -272,6 +287,9 @@ mod tests {
                 Said::Rebalance(r) => format!("rebalance {}", r.instance),
                 Said::Notice(n) => format!("notice {n}"),
                 Said::AlertError { message, .. } => format!("alert-error {message}"),
+                Said::Metrics { listen } => format!("metrics {listen}"),
+                Said::MetricsError(m) => format!("metrics-error {m}"),
+                Said::WatchError(m) => format!("watch-error {m}"),
             };
             self.0.borrow_mut().push(line);
         }

@@ -175,9 +175,9 @@ fn a_live_scrape_passes_promtool_check_metrics() {
         n.numa_miss = 8;
     }
     m.record(&second);
-    let listener = rt.block_on(metrics::bind("127.0.0.1:0".parse().unwrap())).unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(metrics::serve(listener, m.server()));
+    let listening = metrics::Listening::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listening.addr;
+    rt.block_on(async { listening.serve(m.server()) }).unwrap();
     let response = rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(10), scrape(addr, "/metrics", "*/*"))
             .await
@@ -226,9 +226,9 @@ fn idle_connections_in_every_slot_cannot_lock_scrapes_out() {
     // an idle connection timing out.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let m = Metrics::new();
-    let listener = rt.block_on(metrics::bind("127.0.0.1:0".parse().unwrap())).unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(metrics::serve(listener, m.server()));
+    let listening = metrics::Listening::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listening.addr;
+    rt.block_on(async { listening.serve(m.server()) }).unwrap();
     let mut idle = Vec::new();
     for n in 0..metrics::MAX_CONNECTIONS {
         let mut s = rt.block_on(tokio::net::TcpStream::connect(addr)).unwrap();

@@ -1,6 +1,7 @@
 //! The control socket's protocol (docs/supervisor.md): one JSON object per line each way, a
 //! [`Request`] from the client, a [`Response`] from the supervisor, then the next request.
 
+use pinctl_topology::Placement;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::Change;
@@ -50,10 +51,11 @@ pub struct InstanceStatus {
     pub reason: Option<String>,
     /// Whether the process was adopted from an earlier supervisor.
     pub adopted: bool,
-    pub nodes: String,
-    pub cpus: String,
-    pub memory_policy: String,
-    pub memory_nodes: String,
+    /// Where it runs, as the supervisor placed it (a reload keeps instances where they run).
+    /// Flattened, its four fields are the strings an older client reads (`nodes`, `cpus`,
+    /// `memory_policy`, `memory_nodes`), and an older supervisor's answer reads as one.
+    #[serde(flatten)]
+    pub placement: Placement,
     /// Its own cgroup v2 path (`/pinctl/db/db-0`) while it runs in one: every process in it is
     /// the instance's (`pinctl watch` samples it there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,6 +179,30 @@ mod tests {
         let r: Request = serde_json::from_str(r#"{"cmd":"reopen-logs"}"#).unwrap();
         assert_eq!(r, Request::ReopenLogs);
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
+    }
+
+    #[test]
+    fn a_status_carries_its_placement_in_the_four_fields_an_older_client_reads() {
+        let older = r#"{"name":"db-0","service":"db","state":"active","pid":7,"uptime_s":1.5,
+            "restarts":0,"last_exit":null,"reason":null,"adopted":false,"nodes":"0-1",
+            "cpus":"0-7","memory_policy":"preferred","memory_nodes":"1"}"#;
+        let status: InstanceStatus = serde_json::from_str(older).unwrap();
+        let p = &status.placement;
+        assert_eq!((p.nodes.to_string(), p.cpus.to_string()), ("0-1".into(), "0-7".into()));
+        assert_eq!(p.memory_policy, pinctl_topology::MemoryPolicy::Preferred);
+        assert_eq!(p.memory_nodes.to_string(), "1");
+        let sent = serde_json::to_value(&status).unwrap();
+        for (key, value) in [
+            ("nodes", "0-1"),
+            ("cpus", "0-7"),
+            ("memory_policy", "preferred"),
+            ("memory_nodes", "1"),
+        ] {
+            assert_eq!(sent[key], value, "{key}");
+        }
+        // A placement that does not parse is refused with the answer, not dropped later.
+        let bad = older.replace(r#""cpus":"0-7""#, r#""cpus":"7-0""#);
+        assert!(serde_json::from_str::<InstanceStatus>(&bad).is_err());
     }
 
     #[test]

@@ -183,7 +183,6 @@ impl Supervisor {
             .filter(|n| names.contains(n))
             .filter_map(|n| {
                 let inst = self.instances.get(n)?;
-                let p = &inst.spec.placement;
                 let pid = inst.unit.state.pid();
                 let usage = pid.and_then(launch::usage);
                 Some(InstanceStatus {
@@ -199,10 +198,7 @@ impl Supervisor {
                         _ => None,
                     },
                     adopted: inst.adopted && pid.is_some(),
-                    nodes: p.nodes.to_string(),
-                    cpus: p.cpus.to_string(),
-                    memory_policy: p.memory_policy.to_string(),
-                    memory_nodes: p.memory_nodes.to_string(),
+                    placement: inst.spec.placement.clone(),
                     cgroup: inst.cgroup.clone().filter(|_| pid.is_some()),
                     cpu_s: usage.map(|(cpu, _)| cpu),
                     rss_bytes: usage.and_then(|(_, rss)| rss),

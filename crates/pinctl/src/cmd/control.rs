@@ -319,10 +319,11 @@ pub(crate) fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::
     let rows: Vec<[String; 13]> = instances
         .iter()
         .map(|i| {
-            let memory = if i.memory_nodes.is_empty() {
-                i.memory_policy.clone()
+            let p = &i.placement;
+            let memory = if p.memory_nodes.is_empty() {
+                p.memory_policy.to_string()
             } else {
-                format!("{} {}", i.memory_policy, i.memory_nodes)
+                format!("{} {}", p.memory_policy, p.memory_nodes)
             };
             [
                 i.name.clone(),
@@ -332,8 +333,8 @@ pub(crate) fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::
                 i.restarts.to_string(),
                 i.cpu_s.map_or("-".into(), |s| format!("{s:.2}s")),
                 i.rss_bytes.map_or("-".into(), rss),
-                i.nodes.clone(),
-                i.cpus.clone(),
+                p.nodes.to_string(),
+                p.cpus.to_string(),
                 memory,
                 local(i.drift.as_ref()),
                 drift(i.drift.as_ref()),

@@ -113,9 +113,7 @@ fn nodes(status: &mut HostStatus) {
         status.supervisors.iter().filter_map(|s| s.file.as_ref().map(PathBuf::from)).collect();
     let mut used = NodeSet::new();
     for i in status.supervisors.iter().flat_map(|s| &s.instances) {
-        if let Ok(nodes) = NodeSet::parse_list(&i.nodes) {
-            used = used.union(&nodes);
-        }
+        used = used.union(&i.placement.nodes);
     }
     let loaded = match pinctl_launch::live_topology() {
         Ok(loaded) => loaded,

@@ -7,9 +7,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pinctl_irq::observer::SteeringObserver;
-use pinctl_supervise::observe::{Observed, Observer};
-use pinctl_supervise::protocol::DriftState;
+use pinctl_drift::supervised::SupervisedWatch;
+use pinctl_supervise::observe::Observer;
 use pinctl_supervise::{Options, Outcome, Replan};
 use pinctl_topology::Placement;
 
@@ -84,39 +83,6 @@ fn held_by_others(host: &super::host::LoadedHost) -> BTreeMap<String, Placement>
     held
 }
 
-/// The observers of `pinctl run`: the drift watcher and interrupt steering, each told of the
-/// supervisor's instances and reloads.
-struct Observers {
-    watch: Option<super::watch::SupervisedObserver>,
-    steering: Option<SteeringObserver>,
-}
-
-impl Observer for Observers {
-    fn instances(&mut self, instances: &[Observed]) {
-        if let Some(w) = &mut self.watch {
-            w.instances(instances);
-        }
-        if let Some(s) = &mut self.steering {
-            s.instances(instances);
-        }
-    }
-
-    fn drift(&self, instance: &str) -> Option<DriftState> {
-        self.watch.as_ref()?.drift(instance)
-    }
-
-    fn reloaded(&mut self, file: &pinctl_launch::ServiceFile) -> Vec<String> {
-        let mut said = Vec::new();
-        if let Some(w) = &mut self.watch {
-            said.extend(w.reloaded(file));
-        }
-        if let Some(s) = &mut self.steering {
-            said.extend(s.reloaded(file));
-        }
-        said
-    }
-}
-
 fn steering_log(line: &str) {
     pinctl_supervise::relay::log_line(&format!("pinctl: irq: {line}"));
 }
@@ -151,11 +117,12 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
         .map_err(Error::failure)?;
     // The drift watcher samples the instances where the plan put them on this machine: not
     // when they run unpinned or were planned for another topology (tests only).
-    let watch = if args.unpinned || args.topology.is_some() {
-        None
-    } else {
-        Some(super::watch::SupervisedObserver::new(config).map_err(Error::failure)?)
-    };
+    let mut observers: Vec<Box<dyn Observer>> = Vec::new();
+    if !args.unpinned && args.topology.is_none() {
+        let lines = Box::new(super::watch::LogTo::Supervisor);
+        let watch = SupervisedWatch::new(config, lines).map_err(Error::failure)?;
+        observers.push(Box::new(watch));
+    }
     // Interrupts are steered on this machine for the plan (docs/irq.md): not for instances
     // run unpinned or planned for another topology (tests only). The record of what it
     // changes sits beside the state file.
@@ -174,12 +141,12 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     let planner = Box::new(move |running: &BTreeMap<String, Placement>| {
         replan(&path, topology.as_deref(), strict, running)
     });
-    let (steering_observer, steering) = match steering {
-        Some((o, s)) => (Some(o), Some(s)),
-        None => (None, None),
-    };
-    let observer: Box<dyn Observer> = Box::new(Observers { watch, steering: steering_observer });
-    let outcome = pinctl_supervise::run_observed(lock, options, specs, planner, Some(observer));
+    let steering = steering.map(|(observer, steering)| {
+        observers.push(Box::new(observer));
+        steering
+    });
+    let outcome =
+        pinctl_supervise::run_observed(lock, options, specs, planner, Some(Box::new(observers)));
     // Stopped: every interrupt, queue and irqbalance setting steering changed is put back.
     // Detached: left as it is, with its record, for the next supervisor to take over.
     if let Some(s) = steering {
