@@ -1,5 +1,5 @@
 # layouts: 4node 8node 4node-odd
-# timeout: 720
+# timeout: 1000
 # Scenario 10: numactl's own test scripts (checktopology, checkaffinity, bind_range, regress2,
 # regress from the numactl source of the numactl installed on the host; tests/vm/run fetches and
 # builds them, they are never vendored) run twice: with Debian's numactl, and with pinctl

@@ -47,7 +47,7 @@ drift_round() {
     PID=$(sed -n 's/^pinctl: db: started as \([0-9]*\) .*/\1/p' "$R/run.err" | head -n 1)
     N=$(sed -n 's/^pinctl: db: started as [0-9]* .*(nodes \([0-9]*\)).*/\1/p' "$R/run.err" | head -n 1)
     [ -n "$N" ] || N=$(awk '/Mems_allowed_list/ { print $2 }' "/proc/$PID/status" 2>/dev/null)
-    wait_until 30 grep -qx "db: ready" "$R/run.out"
+    wait_until 90 grep -qx "db: ready" "$R/run.out"
     if [ -n "$PID" ] && grep -qx "db: ready" "$R/run.out"; then pass "$P/run/started"; else
         fail "$P/run/started" "no started instance: $(head -c 600 "$R/run.err" | tr '\n' ' ')"
         kill -9 "$RUN" 2>/dev/null
