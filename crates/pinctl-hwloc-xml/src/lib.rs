@@ -86,7 +86,7 @@ pub enum HwlocXmlError {
 /// matrix. Host facts hwloc does not record stay `None`; the kernel release comes from the
 /// `OSRelease` info when the file has one.
 pub fn read_hwloc_xml(path: &Path) -> Result<Topology, HwlocXmlError> {
-    let bytes = pinctl_sysfs::fsroot::read_regular(path, MAX_XML_BYTES)
+    let bytes = pinctl_trust::read_regular(path, MAX_XML_BYTES)
         .map_err(|source| HwlocXmlError::Read { path: path.to_path_buf(), source })?;
     let xml = std::str::from_utf8(&bytes)
         .map_err(|source| HwlocXmlError::NotUtf8 { path: path.to_path_buf(), source })?;

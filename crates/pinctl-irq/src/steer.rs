@@ -287,7 +287,7 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         match record::read(&self.record_path) {
             Ok(Some(r)) => Ok(r),
             Ok(None) => Ok(Record::new()),
-            Err(e) => Err(Box::new(record::set_aside(&self.record_path, e))),
+            Err(e) => Err(Box::new(record::set_aside(e))),
         }
     }
 
