@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use pinctl_topology::text::shown;
 use pinctl_topology::{
     Cpu, CpuSet, HostFacts, IdKind, IdSet, MAX_CPU_ID, MAX_NODE_ID, Node, NodeId, NodeSet,
     SchemaVersion, Topology,
@@ -10,7 +9,7 @@ use pinctl_topology::{
 
 use crate::devices::{DeviceScope, read_devices};
 use crate::error::DiscoveryError;
-use crate::fsroot::{Fact, FsRoot};
+use crate::fsroot::{Fact, FsRoot, numbered_folders};
 use crate::parse;
 
 use crate::node::DIR as NODE_DIR;
@@ -102,31 +101,6 @@ fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryE
     topology.memory_performance.hmat = crate::hmat::read_hmat(fs, &topology.node_ids())?;
     topology.memory_performance.memory_tiers = crate::memory_tiers::read_memory_tiers(fs)?;
     Ok(topology)
-}
-
-/// The ids of the `{prefix}N` entries of `dir` (`cpu0`, `node1`), unsorted; other names are
-/// skipped. An id beyond `max` is refused before anything is sized by it.
-pub(crate) fn numbered_folders(
-    fs: &mut FsRoot,
-    dir: &str,
-    prefix: &str,
-    max: u32,
-) -> Result<Vec<u32>, DiscoveryError> {
-    let names = fs.list(dir)?.unwrap_or_default();
-    let mut ids = Vec::new();
-    for name in &names {
-        let Some(digits) = crate::parse::folder_number(name, prefix) else { continue };
-        match digits.parse::<u32>() {
-            Ok(id) if id <= max => ids.push(id),
-            _ => {
-                return Err(DiscoveryError::IdTooLarge {
-                    path: fs.full(&format!("{dir}/{}", shown(name))),
-                    max,
-                });
-            }
-        }
-    }
-    Ok(ids)
 }
 
 /// Present CPUs and the online ones among them.

@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use pinctl_topology::DiscoveryWarning;
-use pinctl_topology::text::escaped;
+use pinctl_topology::text::{escaped, shown};
 
 use pinctl_trust::{open_regular, read_all};
 
@@ -555,6 +555,31 @@ pub fn parsed<T>(
         Some(text) => parse(text),
     };
     parsed.map(Some).map_err(|source| DiscoveryError::Parse { path: files.full(rel), source })
+}
+
+/// The ids of the `{prefix}N` entries of `dir` (`cpu0`, `node1`), unsorted; other names are
+/// skipped. An id beyond `max` is refused before anything is sized by it.
+pub(crate) fn numbered_folders(
+    fs: &mut FsRoot,
+    dir: &str,
+    prefix: &str,
+    max: u32,
+) -> Result<Vec<u32>, DiscoveryError> {
+    let names = fs.list(dir)?.unwrap_or_default();
+    let mut ids = Vec::new();
+    for name in &names {
+        let Some(digits) = crate::parse::folder_number(name, prefix) else { continue };
+        match digits.parse::<u32>() {
+            Ok(id) if id <= max => ids.push(id),
+            _ => {
+                return Err(DiscoveryError::IdTooLarge {
+                    path: fs.full(&format!("{dir}/{}", shown(name))),
+                    max,
+                });
+            }
+        }
+    }
+    Ok(ids)
 }
 
 /// How many symbolic links one lookup may follow (Linux's `MAXSYMLINKS`).
