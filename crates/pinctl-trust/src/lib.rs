@@ -34,10 +34,4 @@ pub use walk::{
 };
 
 #[cfg(test)]
-mod testing {
-    use std::os::unix::fs::PermissionsExt as _;
-
-    pub(crate) fn chmod(p: &std::path::Path, mode: u32) {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-}
+mod tests;
