@@ -204,11 +204,11 @@ mod tests {
 
     impl Record for Notes {
         const KIND: &'static Kind = &NOTES;
-        fn format(&self) -> &str {
-            &self.format
-        }
         fn boot_id(&self) -> Option<&str> {
             self.boot_id.as_deref()
+        }
+        fn format(&self) -> &str {
+            &self.format
         }
         fn check(&self) -> Result<(), String> {
             let broken = self.lines.iter().filter(|l| l.contains('\n')).count();
