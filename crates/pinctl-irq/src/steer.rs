@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use pinctl_sysfs::FsRoot;
 use pinctl_sysfs::fsroot::parsed;
 use pinctl_sysfs::parse::id_list;
-use pinctl_topology::{CpuSet, Interrupts, Topology};
+use pinctl_topology::{CpuSet, Interrupts, Irqbalance, Topology};
 use serde::Serialize;
 
 use crate::decide::{Decision, Unmovable, Why, decide};
@@ -542,32 +542,10 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         let socket = self.root.join(b.socket.trim_start_matches('/'));
         let Some(start_time) = self.start_time(b.pid) else { return Ok(false) };
         if record.irqbalance.is_none() {
-            let setup = match self.balancer.setup(&socket) {
-                Ok(s) => s,
-                Err(e) => {
-                    let w = format!(
-                        "cannot tell irqbalance (PID {}) which CPUs to avoid: {e}; pinctl moves \
-                         interrupts off the quiet CPUs itself, and irqbalance may move them back \
-                         at each of its passes (set IRQBALANCE_BANNED_CPULIST={} for it)",
-                        b.pid, d.quiet_cpus
-                    );
-                    self.say(report, w);
-                    return Ok(false);
-                }
+            let Some(first) = self.first_contact(&b, start_time, &socket, d, report) else {
+                return Ok(false);
             };
-            let own =
-                pinctl_sysfs::irqbalance::own_banned_cpus(&mut FsRoot::new(&self.root), b.pid)
-                    .ok()
-                    .flatten();
-            record.irqbalance = Some(IrqbalanceRecord {
-                pid: b.pid,
-                start_time,
-                own_choice: own.as_ref() == Some(&setup.banned_cpus),
-                avoided_cpus: setup.banned_cpus.clone(),
-                banned_irqs: setup.banned_irqs.clone(),
-                told_cpus: setup.banned_cpus,
-                told_irqs: setup.banned_irqs,
-            });
+            record.irqbalance = Some(first);
         }
         let r = record.irqbalance.as_mut().expect("just recorded");
         let want_cpus = r.avoided_cpus.union(&d.quiet_cpus);
@@ -617,6 +595,43 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             r.told_irqs.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
         ));
         Ok(true)
+    }
+
+    /// What irqbalance avoids and leaves alone before pinctl tells it anything (asked on its
+    /// socket), to be recorded; `None` when it cannot be asked (said in `report`).
+    fn first_contact(
+        &mut self,
+        b: &Irqbalance,
+        start_time: u64,
+        socket: &Path,
+        d: &Decision,
+        report: &mut Report,
+    ) -> Option<IrqbalanceRecord> {
+        let setup = match self.balancer.setup(socket) {
+            Ok(s) => s,
+            Err(e) => {
+                let w = format!(
+                    "cannot tell irqbalance (PID {}) which CPUs to avoid: {e}; pinctl moves \
+                     interrupts off the quiet CPUs itself, and irqbalance may move them back \
+                     at each of its passes (set IRQBALANCE_BANNED_CPULIST={} for it)",
+                    b.pid, d.quiet_cpus
+                );
+                self.say(report, w);
+                return None;
+            }
+        };
+        let own = pinctl_sysfs::irqbalance::own_banned_cpus(&mut FsRoot::new(&self.root), b.pid)
+            .ok()
+            .flatten();
+        Some(IrqbalanceRecord {
+            pid: b.pid,
+            start_time,
+            own_choice: own.as_ref() == Some(&setup.banned_cpus),
+            avoided_cpus: setup.banned_cpus.clone(),
+            banned_irqs: setup.banned_irqs.clone(),
+            told_cpus: setup.banned_cpus,
+            told_irqs: setup.banned_irqs,
+        })
     }
 
     /// Puts back everything the record holds (an interrupt number now given to another device
