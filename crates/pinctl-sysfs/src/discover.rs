@@ -208,45 +208,10 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     let mut listed_cpus = Vec::with_capacity(online.len());
     let mut rows: Vec<Option<Vec<u32>>> = Vec::with_capacity(online.len());
     for id in online.iter() {
-        let dir = format!("{NODE_DIR}/node{id}");
-        let no_cpus = || format!("node {id} has no CPUs");
-        let listed = match fs.fact(&format!("{dir}/cpulist"), parse::id_list, || {
-            format!("node {id}'s CPUs are those its `cpumap` lists (none without one)")
-        })? {
-            Fact::Value(set) => set,
-            _ => match fs.fact(&format!("{dir}/cpumap"), parse::id_mask, no_cpus)? {
-                Fact::Value(set) => set,
-                Fact::Absent => {
-                    if let Some(file) = others.cpus_file(fs) {
-                        fs.warn(&format!("{dir}/{file}"), "is missing".into(), no_cpus);
-                    }
-                    CpuSet::new()
-                }
-                _ => CpuSet::new(),
-            },
-        };
+        let listed = listed_cpus_of(fs, id, &mut others)?;
         let node_cpus = listed.intersection(&cpus.online);
-        let meminfo_rel = format!("{dir}/meminfo");
-        let unknown_memory = || format!("node {id}'s memory is unknown");
-        let mem = match fs.fact(&meminfo_rel, crate::node::meminfo::parse, unknown_memory)? {
-            Fact::Value(mem) => mem,
-            Fact::Absent if others.have(fs, 1, "meminfo") => {
-                fs.warn(&meminfo_rel, "is missing".into(), unknown_memory);
-                crate::node::meminfo::NodeMeminfo::default()
-            }
-            _ => crate::node::meminfo::NodeMeminfo::default(),
-        };
-        let distance_rel = format!("{dir}/distance");
-        let unknown_distances =
-            || format!("the distances are unknown (no row for node {id}, so no matrix)");
-        rows.push(match fs.fact(&distance_rel, parse::distance_row, unknown_distances)? {
-            Fact::Value(row) => Some(row),
-            Fact::Absent if others.have(fs, 2, "distance") => {
-                fs.warn(&distance_rel, "is missing".into(), unknown_distances);
-                None
-            }
-            _ => None,
-        });
+        let mem = meminfo_of(fs, id, &mut others)?;
+        rows.push(distance_row_of(fs, id, &mut others)?);
         // `has_cpu` can lag behind hotplug (it lists nothing in the offline-node fixture while
         // the node holds online CPUs): online CPUs in the node's list are the stronger fact.
         let node_has_cpu =
@@ -270,6 +235,73 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     }
     let distances = distance_matrix(&online, possible.as_ref(), &rows);
     Ok(NodesRead { nodes, distances, listed_cpus, possible, online })
+}
+
+/// The CPUs node `id` lists (`cpulist`, else `cpumap`), online or not; none when it lists
+/// none, said when other nodes have the file.
+fn listed_cpus_of(
+    fs: &mut FsRoot,
+    id: u32,
+    others: &mut OthersHave<'_>,
+) -> Result<CpuSet, DiscoveryError> {
+    let dir = format!("{NODE_DIR}/node{id}");
+    let no_cpus = || format!("node {id} has no CPUs");
+    let listed = match fs.fact(&format!("{dir}/cpulist"), parse::id_list, || {
+        format!("node {id}'s CPUs are those its `cpumap` lists (none without one)")
+    })? {
+        Fact::Value(set) => set,
+        _ => match fs.fact(&format!("{dir}/cpumap"), parse::id_mask, no_cpus)? {
+            Fact::Value(set) => set,
+            Fact::Absent => {
+                if let Some(file) = others.cpus_file(fs) {
+                    fs.warn(&format!("{dir}/{file}"), "is missing".into(), no_cpus);
+                }
+                CpuSet::new()
+            }
+            _ => CpuSet::new(),
+        },
+    };
+    Ok(listed)
+}
+
+/// Node `id`'s memory (`meminfo`); unknown when it has none, said when other nodes have it.
+fn meminfo_of(
+    fs: &mut FsRoot,
+    id: u32,
+    others: &mut OthersHave<'_>,
+) -> Result<crate::node::meminfo::NodeMeminfo, DiscoveryError> {
+    let dir = format!("{NODE_DIR}/node{id}");
+    let meminfo_rel = format!("{dir}/meminfo");
+    let unknown_memory = || format!("node {id}'s memory is unknown");
+    let mem = match fs.fact(&meminfo_rel, crate::node::meminfo::parse, unknown_memory)? {
+        Fact::Value(mem) => mem,
+        Fact::Absent if others.have(fs, 1, "meminfo") => {
+            fs.warn(&meminfo_rel, "is missing".into(), unknown_memory);
+            crate::node::meminfo::NodeMeminfo::default()
+        }
+        _ => crate::node::meminfo::NodeMeminfo::default(),
+    };
+    Ok(mem)
+}
+
+/// Node `id`'s row of distances; `None` when it has none, said when other nodes have one.
+fn distance_row_of(
+    fs: &mut FsRoot,
+    id: u32,
+    others: &mut OthersHave<'_>,
+) -> Result<Option<Vec<u32>>, DiscoveryError> {
+    let dir = format!("{NODE_DIR}/node{id}");
+    let distance_rel = format!("{dir}/distance");
+    let unknown_distances =
+        || format!("the distances are unknown (no row for node {id}, so no matrix)");
+    Ok(match fs.fact(&distance_rel, parse::distance_row, unknown_distances)? {
+        Fact::Value(row) => Some(row),
+        Fact::Absent if others.have(fs, 2, "distance") => {
+            fs.warn(&distance_rel, "is missing".into(), unknown_distances);
+            None
+        }
+        _ => None,
+    })
 }
 
 /// Whether any online node has a per-node file, each asked at most once.
