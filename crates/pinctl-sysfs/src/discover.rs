@@ -466,14 +466,7 @@ fn read_cpus(
             }
         }
     }
-    for (k, value_file) in ["physical_package_id", "core_id"].into_iter().enumerate() {
-        for &id in missing[k].iter().filter(|_| some_have[k]) {
-            let what = CPU_FACTS[k];
-            let rel = format!("{CPU_DIR}/cpu{id}/topology/{value_file}");
-            // A broken file was warned about already; `warn` keeps the first word per file.
-            fs.warn(&rel, "is missing".into(), || format!("CPU {id}'s {what} is unknown"));
-        }
-    }
+    warn_missing(fs, &missing, some_have);
     let out = cpus
         .present
         .iter()
@@ -487,6 +480,19 @@ fn read_cpus(
         })
         .collect();
     Ok(out)
+}
+
+/// Says each online CPU's missing package or core file (`missing`, by fact), when some CPU
+/// has that file (`some_have`): then it is broken, not a dump's format.
+fn warn_missing(fs: &mut FsRoot, missing: &[Vec<u32>; 2], some_have: [bool; 2]) {
+    for (k, value_file) in ["physical_package_id", "core_id"].into_iter().enumerate() {
+        for &id in missing[k].iter().filter(|_| some_have[k]) {
+            let what = CPU_FACTS[k];
+            let rel = format!("{CPU_DIR}/cpu{id}/topology/{value_file}");
+            // A broken file was warned about already; `warn` keeps the first word per file.
+            fs.warn(&rel, "is missing".into(), || format!("CPU {id}'s {what} is unknown"));
+        }
+    }
 }
 
 fn read_host(
