@@ -11,7 +11,7 @@ use pinctl_sysfs::parse::is_pci_address;
 use pinctl_sysfs::{FsRoot, read_tree};
 
 use crate::error::SourceError;
-use pinctl_sysfs::atomic::StagedFile;
+use pinctl_trust::atomic::StagedFile;
 
 /// Name of the single top-level folder of a capture.
 const TOP: &str = "pinctl-capture";

@@ -62,3 +62,13 @@ pub enum SourceError {
         source: io::Error,
     },
 }
+
+/// A rule of a snapshot or probe result broken: the JSON path of the offending value, and
+/// what is wrong with it (made into [`SourceError::SnapshotInvalid`] or
+/// [`SourceError::MeasurementInvalid`] with the file's path).
+pub(crate) type Invalid = (String, String);
+
+/// The rule at `at` is broken, as `what` says.
+pub(crate) fn bad<T>(at: String, what: String) -> Result<T, Invalid> {
+    Err((at, what))
+}

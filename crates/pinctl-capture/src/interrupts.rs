@@ -8,7 +8,7 @@ use pinctl_sysfs::proc::interrupts::MAX_IRQ;
 use pinctl_topology::text::{has_control, shown};
 use pinctl_topology::{Interrupts, MAX_CPU_ID, MAX_NODE_ID, QueueCpus};
 
-use crate::snapshot::{Invalid, bad};
+use crate::error::{Invalid, bad};
 
 fn text(value: &str, max: usize, at: impl FnOnce() -> String) -> Result<(), Invalid> {
     if has_control(value) || value.len() > max {

@@ -20,7 +20,7 @@ pub use capture::{CaptureSummary, capture_topology, capture_topology_with};
 pub use error::SourceError;
 pub use measured::PROBE_FILE;
 pub use memtree::{MAX_ENTRY_BYTES, MAX_PATH_BYTES, MAX_TREE_BYTES};
-pub use pinctl_sysfs::atomic::{StagedFile, write_atomically};
+pub use pinctl_trust::atomic::{StagedFile, write_atomically};
 pub use tarball::{
     MAX_CAPTURE_BYTES, MAX_SNAPSHOT_BYTES, UnpackedTree, load_topology, read_tarball,
     unpack_tarball,

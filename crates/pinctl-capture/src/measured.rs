@@ -10,8 +10,7 @@ use pinctl_sysfs::FsRoot;
 use pinctl_topology::text::has_control;
 use pinctl_topology::{MAX_NODE_ID, Measurement, MemoryPerformance, Topology, implausible_latency};
 
-use crate::error::SourceError;
-use crate::snapshot::{Invalid, bad};
+use crate::error::{Invalid, SourceError, bad};
 
 /// Where a capture keeps the probe result, relative to its root.
 pub const PROBE_FILE: &str = "pinctl/probe.json";

@@ -10,7 +10,7 @@ use std::path::Path;
 use pinctl_topology::text::{has_control, shown};
 use pinctl_topology::{MAX_CPU_ID, MAX_NODE_ID, NodeSet, TOPOLOGY_SCHEMA_VERSION, Topology};
 
-use crate::error::SourceError;
+use crate::error::{Invalid, SourceError, bad};
 
 /// Parses and checks a snapshot; `path` only names it in errors. A UTF-8 byte-order mark is
 /// accepted, as in service files.
@@ -56,12 +56,6 @@ fn newer_version(bytes: &[u8]) -> Option<String> {
     newer.then(|| n.to_string())
 }
 
-pub(crate) type Invalid = (String, String);
-
-pub(crate) fn bad<T>(at: String, what: String) -> Result<T, Invalid> {
-    Err((at, what))
-}
-
 fn check_nodes(set: &NodeSet, at: impl FnOnce() -> String) -> Result<(), Invalid> {
     set.check_node_ids().or_else(|e| bad(at(), e.to_string()))
 }
@@ -75,6 +69,22 @@ fn check_name(name: &str, at: impl FnOnce() -> String) -> Result<(), Invalid> {
 
 /// Every rule a snapshot must keep; `Err((json path, what is wrong))` at the first broken one.
 fn check(t: &Topology) -> Result<(), Invalid> {
+    let (node_at, cpu_owner) = check_node_list(t)?;
+    check_distances(t)?;
+    let cpu_at = check_cpus(t, &node_at, &cpu_owner)?;
+    check_devices(t)?;
+    check_caches(t, &cpu_at)?;
+    check_host_and_texts(t)?;
+    crate::measured::check_performance(&t.memory_performance, &node_at, "memory_performance")?;
+    crate::interrupts::check(&t.interrupts)
+}
+
+/// Ids and where they are listed: an index into `nodes` or `cpus`.
+type Positions = HashMap<u32, usize>;
+
+/// Each node listed once with its own CPUs: where each node id is in `nodes`, and which node
+/// lists each CPU.
+fn check_node_list(t: &Topology) -> Result<(Positions, Positions), Invalid> {
     let mut node_at: HashMap<u32, usize> = HashMap::new();
     let mut cpu_owner: HashMap<u32, usize> = HashMap::new();
     for (i, n) in t.nodes.iter().enumerate() {
@@ -105,6 +115,11 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
+    Ok((node_at, cpu_owner))
+}
+
+/// A SLIT-like matrix, one row and column per node, or none.
+fn check_distances(t: &Topology) -> Result<(), Invalid> {
     let n = t.nodes.len();
     if !t.distances.is_empty() {
         if t.distances.len() != n {
@@ -131,6 +146,15 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
+    Ok(())
+}
+
+/// Each CPU listed once, on a node that lists it: where each CPU id is in `cpus`.
+fn check_cpus(
+    t: &Topology,
+    node_at: &Positions,
+    cpu_owner: &Positions,
+) -> Result<Positions, Invalid> {
     let mut cpu_at: HashMap<u32, usize> = HashMap::new();
     for (i, c) in t.cpus.iter().enumerate() {
         if c.id > MAX_CPU_ID {
@@ -159,6 +183,11 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
+    Ok(cpu_at)
+}
+
+/// Each device named once, by its name or an alias, with nodes that agree.
+fn check_devices(t: &Topology) -> Result<(), Invalid> {
     let mut device_at: HashMap<&str, usize> = HashMap::new();
     for (i, d) in t.devices.iter().enumerate() {
         check_name(&d.name, || format!("devices[{i}].name"))?;
@@ -201,6 +230,11 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             alias_at.insert(a, i);
         }
     }
+    Ok(())
+}
+
+/// Each cache shared by CPUs of `cpus`, a CPU in one last-level cache.
+fn check_caches(t: &Topology, cpu_at: &Positions) -> Result<(), Invalid> {
     let mut cache_of: HashMap<u32, usize> = HashMap::new();
     for (i, cache) in t.caches.iter().enumerate() {
         if cache.level == 0 {
@@ -223,6 +257,11 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
+    Ok(())
+}
+
+/// Host facts and every text shown to a person: no control characters.
+fn check_host_and_texts(t: &Topology) -> Result<(), Invalid> {
     let h = &t.host;
     if let Some(set) = &h.allowed_nodes {
         check_nodes(set, || "host.allowed_nodes".into())?;
@@ -246,8 +285,7 @@ fn check(t: &Topology) -> Result<(), Invalid> {
             }
         }
     }
-    crate::measured::check_performance(&t.memory_performance, &node_at, "memory_performance")?;
-    crate::interrupts::check(&t.interrupts)
+    Ok(())
 }
 
 /// Nodes and CPUs ascending by id (distance rows and columns follow the nodes), devices by

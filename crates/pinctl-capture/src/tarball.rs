@@ -42,7 +42,7 @@ pub fn load_topology(src: &TopologySource) -> Result<LoadedTopology, SourceError
 pub const MAX_SNAPSHOT_BYTES: usize = 16 << 20;
 
 fn read_snapshot(path: &Path) -> Result<Topology, SourceError> {
-    let bytes = pinctl_sysfs::fsroot::read_regular(path, MAX_SNAPSHOT_BYTES).map_err(|source| {
+    let bytes = pinctl_trust::read_regular(path, MAX_SNAPSHOT_BYTES).map_err(|source| {
         SourceError::Discovery(pinctl_sysfs::DiscoveryError::Io {
             path: path.to_path_buf(),
             source,

@@ -186,6 +186,15 @@ impl std::fmt::Display for Overcommit {
     }
 }
 
+/// The folder of every supervisor's socket, state file and lock when `[host]` names none.
+pub const RUNTIME_DIR: &str = "/run/pinctl";
+/// The control socket of the supervisor named `pinctl` (that of `/etc/pinctl/pinctl.toml`),
+/// which clients reach when nothing tells them another.
+pub const DEFAULT_SOCKET: &str = "/run/pinctl/pinctl.sock";
+/// The one state file every supervisor shared before supervisors were named: read once by
+/// the first supervisor to start after an upgrade, for the instances its file names.
+pub const LEGACY_STATE_FILE: &str = "/run/pinctl/state.json";
+
 /// Where the supervisor of a service file lives: one per file, apart by construction. Two
 /// files get two names (from their file names, or `[host] name`), so two sockets, two state
 /// files, two locks and two cgroup subtrees; two files of one name in different folders meet
@@ -219,7 +228,7 @@ impl Config {
                 stem.to_string()
             }
         };
-        let dir = std::path::Path::new(crate::parse::RUNTIME_DIR);
+        let dir = std::path::Path::new(RUNTIME_DIR);
         Ok(SupervisorPaths {
             socket: self.host.socket.clone().unwrap_or_else(|| dir.join(format!("{name}.sock"))),
             state_file: self
@@ -227,11 +236,7 @@ impl Config {
                 .state_file
                 .clone()
                 .unwrap_or_else(|| dir.join(format!("{name}.state.json"))),
-            legacy_state_file: self
-                .host
-                .state_file
-                .is_none()
-                .then(|| crate::parse::LEGACY_STATE_FILE.into()),
+            legacy_state_file: self.host.state_file.is_none().then(|| LEGACY_STATE_FILE.into()),
             name,
         })
     }

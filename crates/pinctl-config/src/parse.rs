@@ -160,14 +160,6 @@ pub const MIN_RESTART_DELAY: Duration = Duration::from_millis(100);
 /// `StartLimitIntervalSec=10s`. `start-limit = "off"` removes it.
 pub const DEFAULT_START_LIMIT: StartLimit =
     StartLimit { burst: 5, interval: Duration::from_secs(10) };
-/// The folder of every supervisor's socket, state file and lock when `[host]` names none.
-pub const RUNTIME_DIR: &str = "/run/pinctl";
-/// The control socket of the supervisor named `pinctl` (that of `/etc/pinctl/pinctl.toml`),
-/// which clients reach when nothing tells them another.
-pub const DEFAULT_SOCKET: &str = "/run/pinctl/pinctl.sock";
-/// The one state file every supervisor shared before supervisors were named: read once by
-/// the first supervisor to start after an upgrade, for the instances its file names.
-pub const LEGACY_STATE_FILE: &str = "/run/pinctl/state.json";
 
 /// More instances than this cannot be placed: each needs a CPU of its own and Linux builds
 /// top out at 8192 CPUs (NR_CPUS). It bounds one service's `instances` and, checked before any

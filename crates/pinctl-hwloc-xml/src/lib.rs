@@ -86,7 +86,7 @@ pub enum HwlocXmlError {
 /// matrix. Host facts hwloc does not record stay `None`; the kernel release comes from the
 /// `OSRelease` info when the file has one.
 pub fn read_hwloc_xml(path: &Path) -> Result<Topology, HwlocXmlError> {
-    let bytes = pinctl_sysfs::fsroot::read_regular(path, MAX_XML_BYTES)
+    let bytes = pinctl_trust::read_regular(path, MAX_XML_BYTES)
         .map_err(|source| HwlocXmlError::Read { path: path.to_path_buf(), source })?;
     let xml = std::str::from_utf8(&bytes)
         .map_err(|source| HwlocXmlError::NotUtf8 { path: path.to_path_buf(), source })?;
@@ -248,19 +248,7 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
             shown(top.tag_name().name())
         ));
     }
-    let format = match top.attribute("version").map(|v| v.split('.').next().unwrap_or("")) {
-        Some("2") => Format::V2,
-        Some("3") => Format::V3,
-        None => {
-            return Err("it is hwloc 1.x's XML format (no `version`), which pinctl does not \
-                        read; export it again with hwloc 2 or later (`lstopo --of xml`) or \
-                        capture the machine with `pinctl topology --capture`"
-                .into());
-        }
-        Some(v) => {
-            return Err(format!("it is hwloc XML format `{}`; pinctl reads 2.x and 3.x", shown(v)));
-        }
-    };
+    let format = format_of(top)?;
     let root = top
         .children()
         .find(is_object)
@@ -268,9 +256,58 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         .ok_or("it holds no object (an hwloc export starts with the Machine)")?;
     let objects: Vec<Object<'_, '_>> =
         top.descendants().filter(is_object).map(|element| Object { element }).collect();
+    let Nodes { mut nodes, subtyped, gp_to_node } = numa_nodes(&objects)?;
+    let online: CpuSet = id_set(root.attr("cpuset"), "the topology's CPU set")?;
+    let cpus = pus(&root, &objects, &online, &nodes, &subtyped)?;
+    for node in &mut nodes {
+        node.has_cpu = cpus.iter().any(|c| c.online && c.node == Some(node.id));
+    }
+    let distances = numa_distances(top, &nodes, &gp_to_node)?;
+    let hmat = memattrs::memory_attributes(top, &nodes, &gp_to_node)?;
+    let devices = os_devices(&objects, format, nodes.len() > 1)?;
+    let host = host_facts(top, &root, &online)?;
+    let mut topology = Topology {
+        schema_version: SchemaVersion,
+        nodes,
+        distances,
+        cpus,
+        devices,
+        host,
+        warnings: Vec::new(),
+        discovery_warnings: Vec::new(),
+        memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
+        caches: caches(&objects, &online)?,
+        interrupts: Default::default(),
+    };
+    topology.refresh_warnings();
+    Ok(topology)
+}
 
+/// The XML format of the document whose root element is `top`: 2.x or 3.x, else why not.
+fn format_of(top: XmlNode<'_, '_>) -> Result<Format, String> {
+    match top.attribute("version").map(|v| v.split('.').next().unwrap_or("")) {
+        Some("2") => Ok(Format::V2),
+        Some("3") => Ok(Format::V3),
+        None => Err("it is hwloc 1.x's XML format (no `version`), which pinctl does not read; \
+                     export it again with hwloc 2 or later (`lstopo --of xml`) or capture the \
+                     machine with `pinctl topology --capture`"
+            .into()),
+        Some(v) => Err(format!("it is hwloc XML format `{}`; pinctl reads 2.x and 3.x", shown(v))),
+    }
+}
+
+/// hwloc's NUMA nodes, by id, and what else the file says of them.
+struct Nodes<'a> {
+    nodes: Vec<Node>,
+    /// The nodes hwloc gave a subtype (an NVDIMM, CXL or HBM node: not a CPU's own).
+    subtyped: Vec<NodeId>,
+    /// Each node by hwloc's global index, which distances and memory attributes use.
+    gp_to_node: HashMap<&'a str, NodeId>,
+}
+
+fn numa_nodes<'a>(objects: &[Object<'a, '_>]) -> Result<Nodes<'a>, String> {
     let mut nodes = Vec::new();
-    let mut node_subtyped = Vec::new();
+    let mut subtyped = Vec::new();
     let mut gp_to_node = HashMap::new();
     for obj in objects.iter().filter(|o| o.kind() == "NUMANode") {
         let id = obj.os_id("a NUMA node", MAX_NODE_ID)?;
@@ -295,7 +332,9 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
             // memoryless nodes), even when the dump it came from lacked meminfo.
             has_memory: true,
         });
-        node_subtyped.push((id, obj.attr("subtype").is_some()));
+        if obj.attr("subtype").is_some() {
+            subtyped.push(id);
+        }
         if let Some(gp) = obj.attr("gp_index") {
             gp_to_node.insert(gp.trim(), id);
         }
@@ -304,15 +343,24 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
     if let Some(w) = nodes.windows(2).find(|w| w[0].id == w[1].id) {
         return Err(format!("NUMA node `{}` appears twice", w[0].id));
     }
-    let subtyped = |id: NodeId| node_subtyped.iter().any(|&(n, s)| n == id && s);
+    Ok(Nodes { nodes, subtyped, gp_to_node })
+}
 
-    let online: CpuSet = id_set(root.attr("cpuset"), "the topology's CPU set")?;
+/// Every CPU the file knows of (`complete_cpuset`), each PU with its package, core and node;
+/// those absent from hwloc's tree come out offline.
+fn pus(
+    root: &Object<'_, '_>,
+    objects: &[Object<'_, '_>],
+    online: &CpuSet,
+    nodes: &[Node],
+    subtyped: &[NodeId],
+) -> Result<Vec<Cpu>, String> {
     let known: CpuSet = match root.attr("complete_cpuset") {
         Some(set) => id_set(Some(set), "the topology's complete CPU set")?,
         None => online.clone(),
     };
     let mut cpus: Vec<Cpu> = known
-        .union(&online)
+        .union(online)
         .iter()
         .map(|id| Cpu { id, online: false, package: None, core: None, node: None })
         .collect();
@@ -333,18 +381,19 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
             node: nodes
                 .iter()
                 .filter(|n| n.cpus.contains(id))
-                .min_by_key(|n| (n.cpus.len(), subtyped(n.id), n.id))
+                .min_by_key(|n| (n.cpus.len(), subtyped.contains(&n.id), n.id))
                 .map(|n| n.id),
         };
     }
-    for node in &mut nodes {
-        node.has_cpu = cpus.iter().any(|c| c.online && c.node == Some(node.id));
-    }
+    Ok(cpus)
+}
 
-    let distances = numa_distances(top, &nodes, &gp_to_node)?;
-    let hmat = memattrs::memory_attributes(top, &nodes, &gp_to_node)?;
-
-    let many_nodes = nodes.len() > 1;
+/// hwloc's OS devices, each on the nodes of its nearest non-I/O ancestor.
+fn os_devices(
+    objects: &[Object<'_, '_>],
+    format: Format,
+    many_nodes: bool,
+) -> Result<Vec<Device>, String> {
     let mut devices = Vec::new();
     for obj in objects.iter().filter(|o| o.kind() == "OSDev") {
         let name = obj.attr("name").ok_or("an OS device has no name")?.to_string();
@@ -377,7 +426,15 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         devices.push(device);
     }
     devices.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.pci.cmp(&b.pci)));
+    Ok(devices)
+}
 
+/// What the file says of the host: its kernel and what this process was allowed.
+fn host_facts(
+    top: XmlNode<'_, '_>,
+    root: &Object<'_, '_>,
+    online: &CpuSet,
+) -> Result<HostFacts, String> {
     let allowed_cpus = match root.attr("allowed_cpuset") {
         Some(set) => id_set(Some(set), "the allowed CPU set")?,
         None => online.clone(),
@@ -406,22 +463,7 @@ fn convert(doc: &Document<'_>) -> Result<Topology, String> {
         memory_bytes: None,
         memory_policies: None,
     };
-
-    let mut topology = Topology {
-        schema_version: SchemaVersion,
-        nodes,
-        distances,
-        cpus,
-        devices,
-        host,
-        warnings: Vec::new(),
-        discovery_warnings: Vec::new(),
-        memory_performance: pinctl_topology::MemoryPerformance { hmat, ..Default::default() },
-        caches: caches(&objects, &online)?,
-        interrupts: Default::default(),
-    };
-    topology.refresh_warnings();
-    Ok(topology)
+    Ok(host)
 }
 
 /// The last-level caches: hwloc's data and unified cache objects (`L3Cache`, ...; not the

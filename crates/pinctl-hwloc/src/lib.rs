@@ -77,7 +77,7 @@ pub enum HwlocError {
 /// matrix. Host facts hwloc does not record stay `None`; the kernel release comes from the
 /// `OSRelease` info when the file has one.
 pub fn read_hwloc_xml(path: &Path) -> Result<Topology, HwlocError> {
-    let bytes = pinctl_sysfs::fsroot::read_regular(path, MAX_XML_BYTES)
+    let bytes = pinctl_trust::read_regular(path, MAX_XML_BYTES)
         .map_err(|source| HwlocError::Read { path: path.to_path_buf(), source })?;
     let xml = std::str::from_utf8(&bytes)
         .map_err(|source| HwlocError::NotUtf8 { path: path.to_path_buf(), source })?;

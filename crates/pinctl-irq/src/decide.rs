@@ -198,21 +198,44 @@ pub fn decide(topology: &Topology, interrupts: &Interrupts, inputs: &SteerInputs
     }
     d.quiet_cpus = quiet.clone();
 
-    // Where each steered NIC's vectors go.
+    let nics = nic_destinations(topology, inputs, &online, &free, &mut d.notes);
+    let governed = steer_nics(topology, interrupts, &nics, &quiet, &mut d);
+    keep_off_quiet(topology, interrupts, &governed, &Cpus { online, quiet, free }, &mut d);
+    d.irqs.sort_by_key(|t| t.irq);
+    d.unmovable.sort_by_key(|u| u.irq);
+    d
+}
+
+/// The online CPUs, those of quiet instances, and the others, where interrupts may go.
+struct Cpus {
+    online: CpuSet,
+    quiet: CpuSet,
+    free: CpuSet,
+}
+
+/// Where each steered NIC's vectors go, and why: a kept-free NIC's to the free CPUs of its
+/// node (else the nearest), a NIC `near` nic-queues instances to their CPUs.
+fn nic_destinations(
+    topology: &Topology,
+    inputs: &SteerInputs,
+    online: &CpuSet,
+    free: &CpuSet,
+    notes: &mut Vec<String>,
+) -> BTreeMap<String, (CpuSet, Why)> {
     let mut nics: BTreeMap<String, (CpuSet, Why)> = BTreeMap::new();
     for nic in &inputs.kept_free_nics {
         let Some(dev) = topology.devices.iter().find(|x| &x.name == nic) else { continue };
         if dev.nodes.is_empty() {
-            d.notes.push(format!(
+            notes.push(format!(
                 "the node of kept-free NIC `{nic}` is unknown: its interrupts are only kept off \
                  quiet CPUs"
             ));
             continue;
         }
-        let mut to = node_cpus(topology, &dev.nodes).intersection(&free);
+        let mut to = node_cpus(topology, &dev.nodes).intersection(free);
         if to.is_empty() {
-            to = nearest_free(topology, &dev.nodes, &free);
-            d.notes.push(format!(
+            to = nearest_free(topology, &dev.nodes, free);
+            notes.push(format!(
                 "every CPU of node(s) {} of `{nic}` belongs to a quiet instance: its queues go \
                  to the nearest free CPUs, {to}",
                 dev.nodes
@@ -224,7 +247,7 @@ pub fn decide(topology: &Topology, interrupts: &Interrupts, inputs: &SteerInputs
     for o in inputs.owners.iter().filter(|o| o.mode == ServiceInterrupts::NicQueues) {
         for nic in &o.nics {
             let e = own.entry(nic.as_str()).or_default();
-            e.0 = e.0.union(&o.cpus.intersection(&online));
+            e.0 = e.0.union(&o.cpus.intersection(online));
             e.1.push(o.instance.clone());
         }
     }
@@ -233,7 +256,7 @@ pub fn decide(topology: &Topology, interrupts: &Interrupts, inputs: &SteerInputs
             continue;
         }
         if nics.contains_key(nic) {
-            d.notes.push(format!(
+            notes.push(format!(
                 "`{nic}` is kept free and `near` nic-queues instance(s) {}: its queues go to \
                  their CPUs",
                 instances.join(", ")
@@ -243,8 +266,20 @@ pub fn decide(topology: &Topology, interrupts: &Interrupts, inputs: &SteerInputs
         nics.insert(nic.to_string(), (cpus, why));
     }
 
+    nics
+}
+
+/// Each steered NIC's vectors, one queue a CPU, and its queues' RPS and XPS masks: the
+/// interrupts so governed.
+fn steer_nics(
+    topology: &Topology,
+    interrupts: &Interrupts,
+    nics: &BTreeMap<String, (CpuSet, Why)>,
+    quiet: &CpuSet,
+    d: &mut Decision,
+) -> BTreeSet<u32> {
     let mut governed: BTreeSet<u32> = BTreeSet::new();
-    for (nic, (to, why)) in &nics {
+    for (nic, (to, why)) in nics {
         let Some(pci) =
             topology.devices.iter().find(|x| &x.name == nic).and_then(|x| x.pci.as_deref())
         else {
@@ -256,7 +291,7 @@ pub fn decide(topology: &Topology, interrupts: &Interrupts, inputs: &SteerInputs
         for (k, irq) in vectors.iter().enumerate() {
             governed.insert(irq.irq);
             if irq.managed {
-                let on = irq.lands_on().map(|l| l.intersection(&quiet)).unwrap_or_default();
+                let on = irq.lands_on().map(|l| l.intersection(quiet)).unwrap_or_default();
                 if !on.is_empty() {
                     d.unmovable.push(Unmovable { irq: irq.irq, name: irq.name.clone(), on });
                 }
@@ -299,34 +334,44 @@ pub fn decide(topology: &Topology, interrupts: &Interrupts, inputs: &SteerInputs
         }
     }
 
+    governed
+}
+
+/// Every other interrupt on a quiet CPU moves off it: to the rest of its CPUs, else its
+/// node's free CPUs, else the nearest; a kernel-managed one that cannot is said unmovable.
+fn keep_off_quiet(
+    topology: &Topology,
+    interrupts: &Interrupts,
+    governed: &BTreeSet<u32>,
+    cpus: &Cpus,
+    d: &mut Decision,
+) {
+    let Cpus { online, quiet, free } = cpus;
     for irq in &interrupts.irqs {
         if governed.contains(&irq.irq) {
             continue;
         }
         if irq.managed {
-            let on = irq.lands_on().map(|l| l.intersection(&quiet)).unwrap_or_default();
+            let on = irq.lands_on().map(|l| l.intersection(quiet)).unwrap_or_default();
             if !on.is_empty() {
                 d.unmovable.push(Unmovable { irq: irq.irq, name: irq.name.clone(), on });
             }
             continue;
         }
         let Some(affinity) = &irq.affinity else { continue };
-        if affinity.is_disjoint(&quiet) {
+        if affinity.is_disjoint(quiet) {
             continue;
         }
-        let mut to = affinity.difference(&quiet).intersection(&online);
+        let mut to = affinity.difference(quiet).intersection(online);
         if to.is_empty() {
             let nodes: NodeSet = irq.node.into_iter().collect();
             to = if nodes.is_empty() {
                 free.clone()
             } else {
-                let own = node_cpus(topology, &nodes).intersection(&free);
-                if own.is_empty() { nearest_free(topology, &nodes, &free) } else { own }
+                let own = node_cpus(topology, &nodes).intersection(free);
+                if own.is_empty() { nearest_free(topology, &nodes, free) } else { own }
             };
         }
         d.irqs.push(IrqTarget { irq: irq.irq, name: irq.name.clone(), to, why: Why::OffQuietCpus });
     }
-    d.irqs.sort_by_key(|t| t.irq);
-    d.unmovable.sort_by_key(|u| u.irq);
-    d
 }

@@ -107,14 +107,14 @@ pub fn ban_irqs_command(irqs: &[u32]) -> String {
 }
 
 /// Sends `command` to the irqbalance listening on `socket` and reads what it answers until it
-/// closes the connection. The socket must be root's ([`pinctl_sysfs::trust::check_socket`]).
+/// closes the connection. The socket must be root's ([`pinctl_trust::check_socket`]).
 pub fn exchange(socket: &Path, command: &str) -> Result<String, IrqbalanceError> {
     let err = |why: String| IrqbalanceError::Socket { path: socket.to_path_buf(), why };
     if command.len() > MAX_COMMAND_BYTES {
         let shown: String = command.chars().take(40).collect();
         return Err(IrqbalanceError::TooLong { command: shown, len: command.len() });
     }
-    match pinctl_sysfs::trust::check_socket(socket) {
+    match pinctl_trust::check_socket(socket) {
         Ok(true) => {}
         Ok(false) => return Err(err("it is gone".into())),
         Err(e) => return Err(err(e.to_string())),
@@ -160,7 +160,7 @@ impl Balancer for SocketBalancer {
     fn setup(&mut self, socket: &Path) -> Result<Setup, IrqbalanceError> {
         let answer = exchange(socket, "setup")?;
         if answer.is_empty() {
-            return Err(IrqbalanceError::NotRoot { uid: pinctl_sysfs::trust::euid() });
+            return Err(IrqbalanceError::NotRoot { uid: pinctl_trust::euid() });
         }
         parse_setup(&answer)
     }
@@ -241,7 +241,7 @@ mod tests {
         let setup = SocketBalancer.setup(&path).unwrap();
         let (command, uid) = server.join().unwrap();
         assert_eq!(command, "setup");
-        assert_eq!(uid, Some(pinctl_sysfs::trust::euid()));
+        assert_eq!(uid, Some(pinctl_trust::euid()));
         assert_eq!(setup.banned_cpus.to_string(), "0-1");
     }
 }

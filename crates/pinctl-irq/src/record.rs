@@ -5,16 +5,16 @@
 //! originals behind, and the next one puts them back or keeps steering from them), as a file
 //! only root can read and write, beside the supervisor's state file
 //! (`/run/pinctl/NAME.irq.json`). It decides what pinctl writes into `/proc` as root, so it is
-//! believed only when nobody but root could have written it ([`pinctl_sysfs::trust`]), when
-//! it is pinctl's, and when it was written in this boot (interrupt numbers are not stable
-//! across boots).
+//! one of pinctl's trusted records ([`pinctl_trust::record`]): believed only when nobody but
+//! root could have written it, when it is pinctl's, and when it was written in this boot
+//! (interrupt numbers are not stable across boots).
 
 use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
 
-use pinctl_sysfs::trust::{self, TrustError};
 use pinctl_topology::CpuSet;
+pub use pinctl_trust::record::RecordError;
+use pinctl_trust::record::{self, Kind};
 use serde::{Deserialize, Serialize};
 
 /// Marks the file as pinctl's.
@@ -25,7 +25,7 @@ pub const MAX_BYTES: usize = 16 << 20;
 
 /// The record of the supervisor named `name` whose state file is `state_file`: beside it.
 pub fn path_for(state_file: &Path, name: &str) -> PathBuf {
-    trust::folder_of(state_file).join(format!("{name}.irq.json"))
+    pinctl_trust::folder_of(state_file).join(format!("{name}.irq.json"))
 }
 
 /// Everything pinctl changed.
@@ -87,11 +87,7 @@ pub struct IrqbalanceRecord {
 impl Record {
     /// An empty record of this boot.
     pub fn new() -> Record {
-        Record {
-            format: FORMAT.into(),
-            boot_id: pinctl_supervise::statefile::boot_id(),
-            ..Record::default()
-        }
+        Record { format: FORMAT.into(), boot_id: pinctl_trust::boot_id(), ..Record::default() }
     }
 
     /// Whether nothing is recorded.
@@ -105,39 +101,23 @@ impl Record {
     }
 }
 
-/// Why the record could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordError {
-    #[error("cannot read `{}`: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot write `{}`: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("`{}` is not trusted: {}: refused, nothing is put back from it", path.display(), trust::about(path, reason))]
-    Untrusted { path: PathBuf, reason: trust::Refused },
-    #[error("`{}` is not pinctl's or is damaged ({reason}): refused, nothing is put back from it", path.display())]
-    Foreign { path: PathBuf, reason: String },
-    #[error("`{}` was written before the last reboot: refused (interrupt numbers change across boots)", path.display())]
-    OtherBoot { path: PathBuf },
-}
+/// The interrupt record as a trusted record.
+pub const KIND: Kind = Kind {
+    noun: "",
+    format: FORMAT,
+    before_boot_ids: &[],
+    max_bytes: MAX_BYTES,
+    refused: "refused, nothing is put back from it",
+    other_boot: "refused (interrupt numbers change across boots)",
+};
 
-impl RecordError {
-    /// The word a record this error refuses is set aside under (`unreadable`, `untrusted`,
-    /// `other-boot`); `None` when the error is not about what the file holds.
-    pub fn refusal(&self) -> Option<&'static str> {
-        match self {
-            RecordError::Foreign { .. } => Some("unreadable"),
-            RecordError::Untrusted { .. } => Some("untrusted"),
-            RecordError::OtherBoot { .. } => Some("other-boot"),
-            RecordError::Read { .. } | RecordError::Write { .. } => None,
-        }
+impl record::Record for Record {
+    const KIND: &'static Kind = &KIND;
+    fn format(&self) -> &str {
+        &self.format
+    }
+    fn boot_id(&self) -> Option<&str> {
+        self.boot_id.as_deref()
     }
 }
 
@@ -173,9 +153,9 @@ impl std::fmt::Display for Refused {
     }
 }
 
-/// Sets aside the record at `path` that was refused with `error` (see [`Refused`]).
-pub fn set_aside(path: &Path, error: RecordError) -> Refused {
-    let kept = error.refusal().map(|why| trust::set_aside(path, why).map_err(|e| e.to_string()));
+/// Sets aside the record that was refused with `error` (see [`Refused`]).
+pub fn set_aside(error: RecordError) -> Refused {
+    let kept = error.set_aside().map(|kept| kept.map_err(|e| e.to_string()));
     Refused { error, kept }
 }
 
@@ -184,7 +164,7 @@ pub fn set_aside(path: &Path, error: RecordError) -> Refused {
 /// read whatever its format, field names or boot. When it cannot be read as JSON (cut short),
 /// how its entries look instead.
 pub fn by_hand(path: &Path) -> Vec<String> {
-    let text = trust::read_checked(Path::new("/"), path, MAX_BYTES).map(|r| r.bytes);
+    let text = pinctl_trust::read_checked(Path::new("/"), path, MAX_BYTES).map(|r| r.bytes);
     let value: Option<serde_json::Value> =
         text.ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
     let Some(value) = value else {
@@ -241,42 +221,17 @@ pub fn by_hand(path: &Path) -> Vec<String> {
 
 /// Reads the record at `path`; `Ok(None)` when there is none.
 pub fn read(path: &Path) -> Result<Option<Record>, RecordError> {
-    let bytes = match trust::read_trusted(path, MAX_BYTES) {
-        Ok(Some(b)) => b,
-        Ok(None) => return Ok(None),
-        Err(TrustError::Refused(reason)) => {
-            return Err(RecordError::Untrusted { path: path.to_path_buf(), reason });
-        }
-        Err(TrustError::Io { source, .. }) => {
-            return Err(RecordError::Read { path: path.to_path_buf(), source });
-        }
-    };
-    let foreign = |reason: String| RecordError::Foreign { path: path.to_path_buf(), reason };
-    let record: Record = serde_json::from_slice(&bytes).map_err(|e| foreign(e.to_string()))?;
-    if record.format != FORMAT {
-        return Err(foreign(format!("format `{}`, expected `{FORMAT}`", record.format)));
-    }
-    if record.boot_id.is_none() || record.boot_id != pinctl_supervise::statefile::boot_id() {
-        return Err(RecordError::OtherBoot { path: path.to_path_buf() });
-    }
-    Ok(Some(record))
+    record::read(path)
 }
 
 /// Writes the record whole or not at all, readable and writable by root only.
 pub fn write(path: &Path, record: &Record) -> Result<(), RecordError> {
-    let err = |source| RecordError::Write { path: path.to_path_buf(), source };
-    let mut text = serde_json::to_vec_pretty(record).map_err(|e| err(io::Error::other(e)))?;
-    text.push(b'\n');
-    pinctl_sysfs::atomic::write_privately(path, &text).map_err(err)
+    record::write(path, record)
 }
 
 /// Removes the record (everything was put back).
 pub fn remove(path: &Path) -> Result<(), RecordError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(RecordError::Write { path: path.to_path_buf(), source }),
-    }
+    record::remove(&KIND, path)
 }
 
 #[cfg(test)]
@@ -319,7 +274,7 @@ mod tests {
             cpus: "4".parse().unwrap(),
         });
         write(&path, &r).unwrap();
-        let refused = set_aside(&path, read(&path).unwrap_err());
+        let refused = set_aside(read(&path).unwrap_err());
         assert!(!path.exists());
         let text = refused.to_string();
         assert!(text.contains("echo 0-7 > /proc/irq/45/smp_affinity_list   # eth0\n"), "{text}");

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use pinctl_sysfs::FsRoot;
 use pinctl_sysfs::fsroot::parsed;
 use pinctl_sysfs::parse::id_list;
-use pinctl_topology::{CpuSet, Interrupts, Topology};
+use pinctl_topology::{CpuSet, Interrupts, Irqbalance, Topology};
 use serde::Serialize;
 
 use crate::decide::{Decision, Unmovable, Why, decide};
@@ -287,7 +287,7 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         match record::read(&self.record_path) {
             Ok(Some(r)) => Ok(r),
             Ok(None) => Ok(Record::new()),
-            Err(e) => Err(Box::new(record::set_aside(&self.record_path, e))),
+            Err(e) => Err(Box::new(record::set_aside(e))),
         }
     }
 
@@ -333,6 +333,31 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         }
         let irqbalance_handles = self.tell_irqbalance(&now, &decision, &mut record, &mut report)?;
 
+        let irqs = self.irq_changes(&now, &decision, irqbalance_handles, &mut record, &mut report);
+        let queues = queue_changes(&now, &decision, &mut record);
+        // The originals are on disk before anything changes.
+        self.save(&record)?;
+        self.write_irqs(irqs, &now, &mut record, &mut report);
+        self.write_queues(queues, &now, &mut record, &mut report);
+        for r in &report.refused {
+            let w = format!("IRQ {} ({}): {}", r.irq, r.name, r.why);
+            self.said.insert(w);
+        }
+        self.save(&record)?;
+        self.record = Some(record);
+        Ok(report)
+    }
+
+    /// The interrupts to move (their originals recorded first) and those pinctl moved once and
+    /// no longer wants placed, to put back.
+    fn irq_changes(
+        &self,
+        now: &Interrupts,
+        decision: &Decision,
+        irqbalance_handles: bool,
+        record: &mut Record,
+        report: &mut Report,
+    ) -> IrqChanges {
         let mut wanted = BTreeSet::new();
         let mut writes = Vec::new();
         for target in &decision.irqs {
@@ -376,40 +401,19 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             .filter(|(n, _)| !wanted.contains(n))
             .map(|(n, o)| (*n, o.clone()))
             .collect();
+        IrqChanges { writes, restores }
+    }
 
-        let mut wanted_queues = BTreeSet::new();
-        let mut queue_writes = Vec::new();
-        for q in &decision.queues {
-            let Some(current) = queue_mask(&now, &q.interface, q.rx, q.queue) else { continue };
-            wanted_queues.insert((q.interface.clone(), q.rx, q.queue));
-            if current == q.to {
-                continue;
-            }
-            if record.queue(&q.interface, q.rx, q.queue).is_none() {
-                record.queues.push(OriginalQueue {
-                    interface: q.interface.clone(),
-                    rx: q.rx,
-                    queue: q.queue,
-                    cpus: current.clone(),
-                });
-            }
-            queue_writes.push(QueueSet {
-                interface: q.interface.clone(),
-                rx: q.rx,
-                queue: q.queue,
-                from: current,
-                to: q.to.clone(),
-            });
-        }
-        let queue_restores: Vec<OriginalQueue> = record
-            .queues
-            .iter()
-            .filter(|q| !wanted_queues.contains(&(q.interface.clone(), q.rx, q.queue)))
-            .cloned()
-            .collect();
-
-        // The originals are on disk before anything changes.
-        self.save(&record)?;
+    /// Writes the interrupts' new affinities, then puts back those no longer wanted; a write
+    /// the kernel refuses is said and not tried again.
+    fn write_irqs(
+        &mut self,
+        changes: IrqChanges,
+        now: &Interrupts,
+        record: &mut Record,
+        report: &mut Report,
+    ) {
+        let IrqChanges { writes, restores } = changes;
         for m in writes {
             match self.files.write(&pinctl_sysfs::irq::affinity_file(m.irq), &format!("{}\n", m.to))
             {
@@ -433,8 +437,19 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             if current == original.affinity {
                 continue;
             }
-            self.put_back(irq, original, current, &mut report);
+            self.put_back(irq, original, current, report);
         }
+    }
+
+    /// Writes the queues' new masks, then puts back those no longer wanted.
+    fn write_queues(
+        &mut self,
+        changes: QueueChanges,
+        now: &Interrupts,
+        record: &mut Record,
+        report: &mut Report,
+    ) {
+        let QueueChanges { writes: queue_writes, restores: queue_restores } = changes;
         for q in queue_writes {
             let file = pinctl_sysfs::net_queues::queue_file(&q.interface, q.rx, q.queue);
             match self.files.write(&file, &format!("{}\n", q.to.to_mask_string())) {
@@ -447,7 +462,7 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
                             && o.cpus == q.from)
                     });
                     let w = format!("cannot set `{file}` to CPUs {}: {e}", q.to);
-                    self.say(&mut report, w);
+                    self.say(report, w);
                 }
             }
         }
@@ -455,19 +470,12 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             record
                 .queues
                 .retain(|x| !(x.interface == o.interface && x.rx == o.rx && x.queue == o.queue));
-            let current = queue_mask(&now, &o.interface, o.rx, o.queue).unwrap_or_default();
+            let current = queue_mask(now, &o.interface, o.rx, o.queue).unwrap_or_default();
             if current == o.cpus {
                 continue;
             }
-            self.put_queue_back(o, current, &mut report);
+            self.put_queue_back(o, current, report);
         }
-        for r in &report.refused {
-            let w = format!("IRQ {} ({}): {}", r.irq, r.name, r.why);
-            self.said.insert(w);
-        }
-        self.save(&record)?;
-        self.record = Some(record);
-        Ok(report)
     }
 
     /// Writes `original`'s affinity back to `irq` (now on `current`), said in `report`.
@@ -534,32 +542,10 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
         let socket = self.root.join(b.socket.trim_start_matches('/'));
         let Some(start_time) = self.start_time(b.pid) else { return Ok(false) };
         if record.irqbalance.is_none() {
-            let setup = match self.balancer.setup(&socket) {
-                Ok(s) => s,
-                Err(e) => {
-                    let w = format!(
-                        "cannot tell irqbalance (PID {}) which CPUs to avoid: {e}; pinctl moves \
-                         interrupts off the quiet CPUs itself, and irqbalance may move them back \
-                         at each of its passes (set IRQBALANCE_BANNED_CPULIST={} for it)",
-                        b.pid, d.quiet_cpus
-                    );
-                    self.say(report, w);
-                    return Ok(false);
-                }
+            let Some(first) = self.first_contact(&b, start_time, &socket, d, report) else {
+                return Ok(false);
             };
-            let own =
-                pinctl_sysfs::irqbalance::own_banned_cpus(&mut FsRoot::new(&self.root), b.pid)
-                    .ok()
-                    .flatten();
-            record.irqbalance = Some(IrqbalanceRecord {
-                pid: b.pid,
-                start_time,
-                own_choice: own.as_ref() == Some(&setup.banned_cpus),
-                avoided_cpus: setup.banned_cpus.clone(),
-                banned_irqs: setup.banned_irqs.clone(),
-                told_cpus: setup.banned_cpus,
-                told_irqs: setup.banned_irqs,
-            });
+            record.irqbalance = Some(first);
         }
         let r = record.irqbalance.as_mut().expect("just recorded");
         let want_cpus = r.avoided_cpus.union(&d.quiet_cpus);
@@ -609,6 +595,43 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
             r.told_irqs.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
         ));
         Ok(true)
+    }
+
+    /// What irqbalance avoids and leaves alone before pinctl tells it anything (asked on its
+    /// socket), to be recorded; `None` when it cannot be asked (said in `report`).
+    fn first_contact(
+        &mut self,
+        b: &Irqbalance,
+        start_time: u64,
+        socket: &Path,
+        d: &Decision,
+        report: &mut Report,
+    ) -> Option<IrqbalanceRecord> {
+        let setup = match self.balancer.setup(socket) {
+            Ok(s) => s,
+            Err(e) => {
+                let w = format!(
+                    "cannot tell irqbalance (PID {}) which CPUs to avoid: {e}; pinctl moves \
+                     interrupts off the quiet CPUs itself, and irqbalance may move them back \
+                     at each of its passes (set IRQBALANCE_BANNED_CPULIST={} for it)",
+                    b.pid, d.quiet_cpus
+                );
+                self.say(report, w);
+                return None;
+            }
+        };
+        let own = pinctl_sysfs::irqbalance::own_banned_cpus(&mut FsRoot::new(&self.root), b.pid)
+            .ok()
+            .flatten();
+        Some(IrqbalanceRecord {
+            pid: b.pid,
+            start_time,
+            own_choice: own.as_ref() == Some(&setup.banned_cpus),
+            avoided_cpus: setup.banned_cpus.clone(),
+            banned_irqs: setup.banned_irqs.clone(),
+            told_cpus: setup.banned_cpus,
+            told_irqs: setup.banned_irqs,
+        })
     }
 
     /// Puts back everything the record holds (an interrupt number now given to another device
@@ -691,6 +714,54 @@ impl<F: Files, B: Balancer> Steerer<F, B> {
 }
 
 /// The interrupts as they were before pinctl: recorded originals in place of what it wrote.
+/// Interrupts to move and interrupts to put back, in the order they are written.
+struct IrqChanges {
+    writes: Vec<Moved>,
+    restores: Vec<(u32, OriginalIrq)>,
+}
+
+/// Queues to set and queues to put back.
+struct QueueChanges {
+    writes: Vec<QueueSet>,
+    restores: Vec<OriginalQueue>,
+}
+
+/// The queues to set (their originals recorded first) and those pinctl set once and no longer
+/// wants set, to put back.
+fn queue_changes(now: &Interrupts, decision: &Decision, record: &mut Record) -> QueueChanges {
+    let mut wanted_queues = BTreeSet::new();
+    let mut queue_writes = Vec::new();
+    for q in &decision.queues {
+        let Some(current) = queue_mask(now, &q.interface, q.rx, q.queue) else { continue };
+        wanted_queues.insert((q.interface.clone(), q.rx, q.queue));
+        if current == q.to {
+            continue;
+        }
+        if record.queue(&q.interface, q.rx, q.queue).is_none() {
+            record.queues.push(OriginalQueue {
+                interface: q.interface.clone(),
+                rx: q.rx,
+                queue: q.queue,
+                cpus: current.clone(),
+            });
+        }
+        queue_writes.push(QueueSet {
+            interface: q.interface.clone(),
+            rx: q.rx,
+            queue: q.queue,
+            from: current,
+            to: q.to.clone(),
+        });
+    }
+    let queue_restores: Vec<OriginalQueue> = record
+        .queues
+        .iter()
+        .filter(|q| !wanted_queues.contains(&(q.interface.clone(), q.rx, q.queue)))
+        .cloned()
+        .collect();
+    QueueChanges { writes: queue_writes, restores: queue_restores }
+}
+
 fn as_before(now: &Interrupts, record: &Record) -> Interrupts {
     let mut before = now.clone();
     for irq in &mut before.irqs {

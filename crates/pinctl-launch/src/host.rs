@@ -507,7 +507,7 @@ pub fn live_files(asked: &[PathBuf], running: &[PathBuf]) -> Gathered {
     }
     let folders: BTreeSet<PathBuf> = asked.iter().map(|p| folder_of(p)).collect();
     for folder in folders {
-        if let Err(e) = pinctl_sysfs::trust::check_folder(&folder) {
+        if let Err(e) = pinctl_trust::check_folder(&folder) {
             out.notes.push(format!(
                 "the other files of `{}` are not planned with this host: {e}",
                 folder.display()

@@ -174,7 +174,7 @@ fn default_keep_free(
 
 /// Loads and validates a service file.
 pub fn load_config(path: &Path) -> Result<Config, LaunchError> {
-    let config = pinctl_sysfs::fsroot::read_regular(path, pinctl_config::MAX_CONFIG_BYTES)
+    let config = pinctl_trust::read_regular(path, pinctl_config::MAX_CONFIG_BYTES)
         .map_err(|e| pinctl_config::ConfigError::io(path, e))
         .and_then(|bytes| pinctl_config::from_bytes(path, &bytes));
     config.map_err(|e| LaunchError::Config(Box::new(e)))

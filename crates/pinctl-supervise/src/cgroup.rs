@@ -51,7 +51,7 @@ pub(crate) struct Subtree {
     /// The base folder, when pinctl made it (`/pinctl`): removed with the last subtree.
     own_base: Option<PathBuf>,
     /// Held for the life of the supervisor.
-    _lock: pinctl_sysfs::trust::PrivateLock,
+    _lock: pinctl_trust::PrivateLock,
 }
 
 /// The name of the lock file of the subtree at `path` (`/pinctl/db`): the path with `%` and
@@ -133,7 +133,7 @@ impl Subtree {
         let leaf = dir.join(LEAF);
         let lock = match lock_subtree(&path) {
             Ok(lock) => lock,
-            Err(pinctl_sysfs::trust::LockError::Held { holder, .. }) => {
+            Err(pinctl_trust::LockError::Held { holder, .. }) => {
                 let holder = holder.map_or("unknown".into(), |p| p.to_string());
                 return Err(SetupError::Claimed(format!(
                     "the cgroup subtree `{}` belongs to another `pinctl run` (PID {holder} \
@@ -333,11 +333,9 @@ impl Subtree {
 }
 
 /// Takes the lock of the subtree at `path` in [`LOCKS`].
-fn lock_subtree(
-    path: &str,
-) -> Result<pinctl_sysfs::trust::PrivateLock, pinctl_sysfs::trust::LockError> {
-    let patience = pinctl_sysfs::trust::LOCK_PATIENCE;
-    pinctl_sysfs::trust::lock_private(Path::new(LOCKS), &lock_name(path), patience)
+fn lock_subtree(path: &str) -> Result<pinctl_trust::PrivateLock, pinctl_trust::LockError> {
+    let patience = pinctl_trust::LOCK_PATIENCE;
+    pinctl_trust::lock_private(Path::new(LOCKS), &lock_name(path), patience)
 }
 
 /// Whether the cgroup at `folder` holds a process (`populated 1` in its `cgroup.events`); a

@@ -2,7 +2,7 @@
 //! status` and the other clients, and serving it within bounds.
 //!
 //! What is trusted: the socket lives in a folder that nobody but root (or the user running
-//! pinctl) can write ([`pinctl_sysfs::trust::check_folder`]), with mode 0600. A path is
+//! pinctl) can write ([`pinctl_trust::check_folder`]), with mode 0600. A path is
 //! unlinked before `bind` only when `lstat` says it is a socket of root's that nobody answers
 //! on; a regular file, a link or someone else's socket there is an error and stays. A
 //! connection is served only when its peer (`SO_PEERCRED`) is root or pinctl's own user, and a
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pinctl_sysfs::trust::{self, TrustError};
+use pinctl_trust::TrustError;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::oneshot;
 
@@ -50,8 +50,8 @@ pub enum SocketError {
         path.display()
     )]
     ForeignPeer { path: PathBuf, uid: u32 },
-    #[error("refusing the control socket `{}`: {}", path.display(), trust::about(path, reason))]
-    Untrusted { path: PathBuf, reason: trust::Refused },
+    #[error("refusing the control socket `{}`: {}", path.display(), pinctl_trust::about(path, reason))]
+    Untrusted { path: PathBuf, reason: pinctl_trust::Refused },
     #[error("cannot listen on `{}`: {source}", path.display())]
     Bind {
         path: PathBuf,
@@ -76,7 +76,7 @@ fn peer_uid(stream: impl std::os::fd::AsFd) -> io::Result<u32> {
 
 /// Whether a peer of this uid may control the supervisor, or be trusted as one.
 fn trusted_peer(uid: u32) -> bool {
-    uid == 0 || uid == trust::euid()
+    uid == 0 || uid == pinctl_trust::euid()
 }
 
 fn untrusted(path: &Path, e: TrustError) -> SocketError {
@@ -92,12 +92,12 @@ fn untrusted(path: &Path, e: TrustError) -> SocketError {
 /// a supervisor that died).
 pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, SocketError> {
     let err = |source| SocketError::Bind { path: path.to_path_buf(), source };
-    let dir = trust::folder_of(path);
+    let dir = pinctl_trust::folder_of(path);
     if !dir.exists() {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(err)?;
     }
-    trust::check_folder(dir).map_err(|e| untrusted(path, e))?;
-    if trust::check_socket(path).map_err(|e| untrusted(path, e))? {
+    pinctl_trust::check_folder(dir).map_err(|e| untrusted(path, e))?;
+    if pinctl_trust::check_socket(path).map_err(|e| untrusted(path, e))? {
         match UnixStream::connect(path) {
             Ok(stream) => {
                 let uid = peer_uid(&stream).map_err(err)?;
@@ -128,12 +128,12 @@ pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, SocketError
 /// a socket, and the process serving it root (or this user).
 pub fn connect(path: &Path) -> Result<UnixStream, SocketError> {
     let connect_err = |source| SocketError::Connect { path: path.to_path_buf(), source };
-    match trust::check_folder(trust::folder_of(path)) {
+    match pinctl_trust::check_folder(pinctl_trust::folder_of(path)) {
         Ok(_) => {}
         Err(TrustError::Io { source, .. }) => return Err(connect_err(source)),
         Err(e) => return Err(untrusted(path, e)),
     }
-    match trust::check_socket(path) {
+    match pinctl_trust::check_socket(path) {
         Ok(true) => {}
         Ok(false) => return Err(connect_err(io::ErrorKind::NotFound.into())),
         Err(TrustError::Io { source, .. }) => return Err(connect_err(source)),
@@ -156,7 +156,7 @@ const MAX_RUNTIME_ENTRIES: usize = 4096;
 /// listing them, since guessing could stop or restart another file's services.
 pub fn find_supervisor(dir: &Path) -> Result<PathBuf, String> {
     let default = dir.join("pinctl.sock");
-    if let Ok(true) = trust::check_socket(&default) {
+    if let Ok(true) = pinctl_trust::check_socket(&default) {
         return Ok(default);
     }
     let how = "name one with `-c FILE` (its service file), `--socket PATH` or PINCTL_SOCKET";
@@ -204,7 +204,7 @@ fn sockets_in(entries: std::fs::ReadDir) -> Vec<PathBuf> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-        .filter(|p| matches!(trust::check_socket(p), Ok(true)))
+        .filter(|p| matches!(pinctl_trust::check_socket(p), Ok(true)))
         .collect();
     sockets.sort();
     sockets
@@ -384,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_socket_served_by_another_user_is_not_trusted() {
-        if trust::euid() != 0 {
+        if pinctl_trust::euid() != 0 {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

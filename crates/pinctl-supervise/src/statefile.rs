@@ -1,22 +1,20 @@
 //! The state file: what a new supervisor needs to adopt the running instances of an old one.
-//! Written atomically (a temporary file in the same folder, fsync, rename, fsync of the
-//! folder), so a reader sees the old file or the new one, never half of one.
 //!
 //! Its contents decide which processes a supervisor running as root adopts, and so signals:
-//! it is read only when nobody but root could have written it ([`pinctl_sysfs::trust`]: a
-//! regular file owned by root, not writable by group or others, in folders with the same
-//! property, opened without following links or blocking, at most [`MAX_BYTES`]), when every
-//! name in it is an instance name, and when it was written since the last boot. One
-//! supervisor holds it: [`StateLock`] is an exclusive lock on `locks/<state file>.lock` beside
-//! it, in a folder only root may enter, that a second `pinctl run` on the same file meets and
-//! refuses on.
+//! it is one of pinctl's trusted records ([`pinctl_trust::record`]: read only when nobody but
+//! root could have written it, when it is pinctl's and when it was written since the last
+//! boot; written atomically, readable by root only, set aside when refused), and besides every
+//! name in it must be an instance name. One supervisor holds it: [`StateLock`] is an exclusive
+//! lock on `locks/<state file>.lock` beside it, in a folder only root may enter, that a second
+//! `pinctl run` on the same file meets and refuses on.
 
 use std::fs;
 use std::io;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
-use pinctl_sysfs::trust::{self, LockError, TrustError};
+use pinctl_trust::record::{self, Kind, Record, RecordError};
+use pinctl_trust::{LockError, TrustError};
 use serde::{Deserialize, Serialize};
 
 use crate::adopt::Recorded;
@@ -62,31 +60,9 @@ pub struct Entry {
 /// Errors reading or writing the state file, or claiming it.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("cannot write state file `{}`: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot read state file `{}`: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("state file `{}` is not pinctl's or is damaged ({reason}): ignored, nothing adopted", path.display())]
-    Foreign { path: PathBuf, reason: String },
-    #[error(
-        "state file `{}` is not trusted: {}: ignored, nothing adopted",
-        path.display(),
-        trust::about(path, reason)
-    )]
-    Untrusted { path: PathBuf, reason: trust::Refused },
-    #[error(
-        "state file `{}` was written before the last reboot: ignored, nothing adopted",
-        path.display()
-    )]
-    OtherBoot { path: PathBuf },
+    /// Reading, writing or believing the file ([`KIND`] names it in the message).
+    #[error(transparent)]
+    File(#[from] RecordError),
     #[error(
         "another `pinctl run` (PID {holder}) holds `{}`: it supervises this state file. Stop it \
          first, or give this service file a supervisor of its own (`[host] name`)",
@@ -97,9 +73,9 @@ pub enum StateError {
         "cannot keep state in `{}`: {}. pinctl keeps its state only where nobody but root \
          can write (a folder such as /run/pinctl, mode 0755 or 0700)",
         path.display(),
-        trust::about(path, reason)
+        pinctl_trust::about(path, reason)
     )]
-    UntrustedFolder { path: PathBuf, reason: trust::Refused },
+    UntrustedFolder { path: PathBuf, reason: pinctl_trust::Refused },
     #[error("cannot lock `{}`: {source}", path.display())]
     Lock {
         path: PathBuf,
@@ -113,65 +89,60 @@ impl StateError {
     /// `untrusted`, `other-boot`); `None` when the error is not about what the file holds.
     pub fn refusal(&self) -> Option<&'static str> {
         match self {
-            StateError::Foreign { .. } => Some("unreadable"),
-            StateError::Untrusted { .. } => Some("untrusted"),
-            StateError::OtherBoot { .. } => Some("other-boot"),
+            StateError::File(e) => e.refusal(),
             _ => None,
         }
     }
 }
 
-/// Moves a state file that [`read`] refused aside ([`trust::set_aside`]:
+/// The state file as a trusted record.
+pub const KIND: Kind = Kind {
+    noun: "state file ",
+    format: FORMAT,
+    before_boot_ids: &[FORMAT_V1],
+    max_bytes: MAX_BYTES,
+    refused: "ignored, nothing adopted",
+    other_boot: "ignored, nothing adopted",
+};
+
+impl Record for StateFile {
+    const KIND: &'static Kind = &KIND;
+    fn format(&self) -> &str {
+        &self.format
+    }
+    fn boot_id(&self) -> Option<&str> {
+        self.boot_id.as_deref()
+    }
+    fn check(&self) -> Result<(), String> {
+        match self.instances.iter().find(|e| !pinctl_config::is_instance_name(&e.name)) {
+            Some(bad) => Err(format!("`{}` is not an instance name", bad.name.escape_debug())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Moves a state file that [`read`] refused aside ([`pinctl_trust::set_aside`]:
 /// `NAME.refused-<why>-<time>`), so that the next write does not replace it: it may be the
 /// only word on which processes an earlier supervisor ran. The new path; `None` when `refused`
 /// does not refuse the file's content.
 pub fn set_aside(path: &Path, refused: &StateError) -> Option<io::Result<PathBuf>> {
-    Some(trust::set_aside(path, refused.refusal()?))
+    Some(pinctl_trust::set_aside(path, refused.refusal()?))
 }
 
-/// The boot this kernel is in (`/proc/sys/kernel/random/boot_id`), when it can be read.
-pub fn boot_id() -> Option<String> {
-    let text = pinctl_sysfs::fsroot::read_regular(Path::new("/proc/sys/kernel/random/boot_id"), 64)
-        .ok()?;
-    let id = String::from_utf8(text).ok()?.trim().to_string();
-    (!id.is_empty()).then_some(id)
-}
+/// The boot this kernel is in: what a state file records (the supervisor stamps it here).
+pub use pinctl_trust::boot_id;
 
 /// Writes `state` to `path` atomically, readable by root only: it holds every instance's
 /// command line and environment, where database passwords often are.
 pub fn write(path: &Path, state: &StateFile) -> Result<(), StateError> {
-    let err = |source| StateError::Write { path: path.to_path_buf(), source };
-    let mut text = serde_json::to_vec_pretty(state).map_err(|e| err(io::Error::other(e)))?;
-    text.push(b'\n');
-    pinctl_sysfs::atomic::write_privately(path, &text).map_err(err)
+    Ok(record::write(path, state)?)
 }
 
 /// Reads the state file. `Ok(None)`: there is none (a first start). A file that is not
 /// trusted, not pinctl's, names something that is not an instance, or was written in another
 /// boot is an error: the caller adopts nothing.
 pub fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
-    let text = match trust::read_trusted(path, MAX_BYTES) {
-        Ok(Some(t)) => t,
-        Ok(None) => return Ok(None),
-        Err(TrustError::Refused(reason)) => {
-            return Err(StateError::Untrusted { path: path.to_path_buf(), reason });
-        }
-        Err(TrustError::Io { source, .. }) => {
-            return Err(StateError::Read { path: path.to_path_buf(), source });
-        }
-    };
-    let foreign = |reason: String| StateError::Foreign { path: path.to_path_buf(), reason };
-    let state: StateFile = serde_json::from_slice(&text).map_err(|e| foreign(e.to_string()))?;
-    if state.format != FORMAT && state.format != FORMAT_V1 {
-        return Err(foreign(format!("format `{}`, expected `{FORMAT}`", state.format)));
-    }
-    if let Some(bad) = state.instances.iter().find(|e| !pinctl_config::is_instance_name(&e.name)) {
-        return Err(foreign(format!("`{}` is not an instance name", bad.name.escape_debug())));
-    }
-    if state.format == FORMAT && (state.boot_id.is_none() || state.boot_id != boot_id()) {
-        return Err(StateError::OtherBoot { path: path.to_path_buf() });
-    }
-    Ok(Some(state))
+    Ok(record::read(path)?)
 }
 
 /// Takes over, from the shared state file of a pinctl from before supervisors were named
@@ -187,10 +158,8 @@ pub fn take_legacy(path: &Path, names: &[&str]) -> Result<Vec<Entry>, StateError
         .and_then(|pid| pinctl_sysfs::proc::pid::comm::read(&mut proc, pid).ok().flatten())
         .is_some_and(|comm| comm == "pinctl");
     if writer_runs && state.supervisor_pid != std::process::id() as i32 {
-        return Err(StateError::Foreign {
-            path: path.to_path_buf(),
-            reason: format!("pinctl {} still runs and keeps it", state.supervisor_pid),
-        });
+        let reason = format!("pinctl {} still runs and keeps it", state.supervisor_pid);
+        return Err(RecordError::foreign(&KIND, path, reason).into());
     }
     let (taken, kept): (Vec<Entry>, Vec<Entry>) =
         state.instances.into_iter().partition(|e| names.contains(&e.name.as_str()));
@@ -198,8 +167,7 @@ pub fn take_legacy(path: &Path, names: &[&str]) -> Result<Vec<Entry>, StateError
         return Ok(taken);
     }
     if kept.is_empty() {
-        fs::remove_file(path)
-            .map_err(|source| StateError::Write { path: path.to_path_buf(), source })?;
+        record::remove(&KIND, path)?;
     } else {
         state.instances = kept;
         write(path, &state)?;
@@ -214,12 +182,12 @@ pub const LOCKS: &str = "locks";
 /// `locks/<state file name>.lock` beside the state file, held open (close-on-exec, so no
 /// instance inherits it) for the life of the process. The `locks` folder is root's with mode
 /// 0700, so no other user can open the file, and so none can take the lock
-/// ([`trust::lock_private`]). The file holds the PID of its holder, for the error a second
+/// ([`pinctl_trust::lock_private`]). The file holds the PID of its holder, for the error a second
 /// supervisor prints. It is never removed: removing a lock file lets two processes lock two
 /// files.
 #[derive(Debug)]
 pub struct StateLock {
-    lock: trust::PrivateLock,
+    lock: pinctl_trust::PrivateLock,
 }
 
 impl StateLock {
@@ -227,7 +195,7 @@ impl StateLock {
     pub fn path_for(state_file: &Path) -> PathBuf {
         let mut name = state_file.file_name().unwrap_or_default().to_os_string();
         name.push(".lock");
-        trust::folder_of(state_file).join(LOCKS).join(name)
+        pinctl_trust::folder_of(state_file).join(LOCKS).join(name)
     }
 
     /// Creates the state file's folder (mode 0700) when it is missing, checks that nobody but
@@ -235,12 +203,12 @@ impl StateLock {
     /// supervisor holds it.
     pub fn acquire(state_file: &Path) -> Result<StateLock, StateError> {
         let path = StateLock::path_for(state_file);
-        let dir = trust::folder_of(state_file);
+        let dir = pinctl_trust::folder_of(state_file);
         let lock_err = |source| StateError::Lock { path: path.clone(), source };
         if !dir.exists() {
             fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(lock_err)?;
         }
-        match trust::check_folder(dir) {
+        match pinctl_trust::check_folder(dir) {
             Ok(_) => {}
             Err(TrustError::Refused(reason)) => {
                 return Err(StateError::UntrustedFolder { path: dir.to_path_buf(), reason });
@@ -248,8 +216,8 @@ impl StateLock {
             Err(TrustError::Io { source, .. }) => return Err(lock_err(source)),
         }
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let folder = trust::folder_of(&path);
-        match trust::lock_private(folder, &name, trust::LOCK_PATIENCE) {
+        let folder = pinctl_trust::folder_of(&path);
+        match pinctl_trust::lock_private(folder, &name, pinctl_trust::LOCK_PATIENCE) {
             Ok(lock) => Ok(StateLock { lock }),
             Err(LockError::Held { holder, .. }) => Err(StateError::Locked {
                 lock: path,
@@ -325,7 +293,7 @@ mod tests {
         {
             fs::write(&path, text).unwrap();
             let e = read(&path).unwrap_err();
-            assert!(matches!(e, StateError::Foreign { .. }), "{e}");
+            assert!(matches!(e, StateError::File(RecordError::Foreign { .. })), "{e}");
             assert!(e.to_string().contains("nothing adopted"), "{e}");
         }
     }
@@ -337,7 +305,7 @@ mod tests {
         for bad in ["../victim", "a/b", "_supervisor", ""] {
             write(&path, &state(bad)).unwrap();
             let e = read(&path).unwrap_err();
-            assert!(matches!(e, StateError::Foreign { .. }), "{bad}: {e}");
+            assert!(matches!(e, StateError::File(RecordError::Foreign { .. })), "{bad}: {e}");
             assert!(e.to_string().contains("is not an instance name"), "{e}");
         }
     }
@@ -349,10 +317,16 @@ mod tests {
         let mut other = state("a-0");
         other.boot_id = Some("00000000-0000-0000-0000-000000000000".into());
         write(&path, &other).unwrap();
-        assert!(matches!(read(&path).unwrap_err(), StateError::OtherBoot { .. }));
+        assert!(matches!(
+            read(&path).unwrap_err(),
+            StateError::File(RecordError::OtherBoot { .. })
+        ));
         other.boot_id = None;
         write(&path, &other).unwrap();
-        assert!(matches!(read(&path).unwrap_err(), StateError::OtherBoot { .. }));
+        assert!(matches!(
+            read(&path).unwrap_err(),
+            StateError::File(RecordError::OtherBoot { .. })
+        ));
         // What pinctl wrote before it recorded the boot: read, for upgrades.
         other.format = FORMAT_V1.into();
         write(&path, &other).unwrap();
@@ -366,7 +340,7 @@ mod tests {
         write(&path, &state("a-0")).unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o646)).unwrap();
         let e = read(&path).unwrap_err();
-        assert!(matches!(e, StateError::Untrusted { .. }), "{e}");
+        assert!(matches!(e, StateError::File(RecordError::Untrusted { .. })), "{e}");
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
         let e = read(&path).unwrap_err();
@@ -416,7 +390,8 @@ mod tests {
         let kept = set_aside(&path, &e).unwrap().unwrap();
         assert!(kept.to_str().unwrap().contains(".refused-unreadable-"), "{}", kept.display());
         // A file that could not be read at all is not a refusal of its content.
-        let e = StateError::Read { path: path.clone(), source: io::ErrorKind::Other.into() };
+        let source = io::ErrorKind::Other.into();
+        let e = StateError::File(RecordError::Read { kind: &KIND, path: path.clone(), source });
         assert!(set_aside(&path, &e).is_none());
     }
 

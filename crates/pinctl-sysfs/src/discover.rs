@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use pinctl_topology::text::shown;
 use pinctl_topology::{
     Cpu, CpuSet, HostFacts, IdKind, IdSet, MAX_CPU_ID, MAX_NODE_ID, Node, NodeId, NodeSet,
     SchemaVersion, Topology,
@@ -10,7 +9,7 @@ use pinctl_topology::{
 
 use crate::devices::{DeviceScope, read_devices};
 use crate::error::DiscoveryError;
-use crate::fsroot::{Fact, FsRoot};
+use crate::fsroot::{Fact, FsRoot, numbered_folders};
 use crate::parse;
 
 use crate::node::DIR as NODE_DIR;
@@ -102,31 +101,6 @@ fn discover(fs: &mut FsRoot, scope: &DeviceScope) -> Result<Topology, DiscoveryE
     topology.memory_performance.hmat = crate::hmat::read_hmat(fs, &topology.node_ids())?;
     topology.memory_performance.memory_tiers = crate::memory_tiers::read_memory_tiers(fs)?;
     Ok(topology)
-}
-
-/// The ids of the `{prefix}N` entries of `dir` (`cpu0`, `node1`), unsorted; other names are
-/// skipped. An id beyond `max` is refused before anything is sized by it.
-pub(crate) fn numbered_folders(
-    fs: &mut FsRoot,
-    dir: &str,
-    prefix: &str,
-    max: u32,
-) -> Result<Vec<u32>, DiscoveryError> {
-    let names = fs.list(dir)?.unwrap_or_default();
-    let mut ids = Vec::new();
-    for name in &names {
-        let Some(digits) = crate::parse::folder_number(name, prefix) else { continue };
-        match digits.parse::<u32>() {
-            Ok(id) if id <= max => ids.push(id),
-            _ => {
-                return Err(DiscoveryError::IdTooLarge {
-                    path: fs.full(&format!("{dir}/{}", shown(name))),
-                    max,
-                });
-            }
-        }
-    }
-    Ok(ids)
 }
 
 /// Present CPUs and the online ones among them.
@@ -234,45 +208,10 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     let mut listed_cpus = Vec::with_capacity(online.len());
     let mut rows: Vec<Option<Vec<u32>>> = Vec::with_capacity(online.len());
     for id in online.iter() {
-        let dir = format!("{NODE_DIR}/node{id}");
-        let no_cpus = || format!("node {id} has no CPUs");
-        let listed = match fs.fact(&format!("{dir}/cpulist"), parse::id_list, || {
-            format!("node {id}'s CPUs are those its `cpumap` lists (none without one)")
-        })? {
-            Fact::Value(set) => set,
-            _ => match fs.fact(&format!("{dir}/cpumap"), parse::id_mask, no_cpus)? {
-                Fact::Value(set) => set,
-                Fact::Absent => {
-                    if let Some(file) = others.cpus_file(fs) {
-                        fs.warn(&format!("{dir}/{file}"), "is missing".into(), no_cpus);
-                    }
-                    CpuSet::new()
-                }
-                _ => CpuSet::new(),
-            },
-        };
+        let listed = listed_cpus_of(fs, id, &mut others)?;
         let node_cpus = listed.intersection(&cpus.online);
-        let meminfo_rel = format!("{dir}/meminfo");
-        let unknown_memory = || format!("node {id}'s memory is unknown");
-        let mem = match fs.fact(&meminfo_rel, crate::node::meminfo::parse, unknown_memory)? {
-            Fact::Value(mem) => mem,
-            Fact::Absent if others.have(fs, 1, "meminfo") => {
-                fs.warn(&meminfo_rel, "is missing".into(), unknown_memory);
-                crate::node::meminfo::NodeMeminfo::default()
-            }
-            _ => crate::node::meminfo::NodeMeminfo::default(),
-        };
-        let distance_rel = format!("{dir}/distance");
-        let unknown_distances =
-            || format!("the distances are unknown (no row for node {id}, so no matrix)");
-        rows.push(match fs.fact(&distance_rel, parse::distance_row, unknown_distances)? {
-            Fact::Value(row) => Some(row),
-            Fact::Absent if others.have(fs, 2, "distance") => {
-                fs.warn(&distance_rel, "is missing".into(), unknown_distances);
-                None
-            }
-            _ => None,
-        });
+        let mem = meminfo_of(fs, id, &mut others)?;
+        rows.push(distance_row_of(fs, id, &mut others)?);
         // `has_cpu` can lag behind hotplug (it lists nothing in the offline-node fixture while
         // the node holds online CPUs): online CPUs in the node's list are the stronger fact.
         let node_has_cpu =
@@ -296,6 +235,73 @@ fn read_nodes(fs: &mut FsRoot, cpus: &CpuPresence) -> Result<NodesRead, Discover
     }
     let distances = distance_matrix(&online, possible.as_ref(), &rows);
     Ok(NodesRead { nodes, distances, listed_cpus, possible, online })
+}
+
+/// The CPUs node `id` lists (`cpulist`, else `cpumap`), online or not; none when it lists
+/// none, said when other nodes have the file.
+fn listed_cpus_of(
+    fs: &mut FsRoot,
+    id: u32,
+    others: &mut OthersHave<'_>,
+) -> Result<CpuSet, DiscoveryError> {
+    let dir = format!("{NODE_DIR}/node{id}");
+    let no_cpus = || format!("node {id} has no CPUs");
+    let listed = match fs.fact(&format!("{dir}/cpulist"), parse::id_list, || {
+        format!("node {id}'s CPUs are those its `cpumap` lists (none without one)")
+    })? {
+        Fact::Value(set) => set,
+        _ => match fs.fact(&format!("{dir}/cpumap"), parse::id_mask, no_cpus)? {
+            Fact::Value(set) => set,
+            Fact::Absent => {
+                if let Some(file) = others.cpus_file(fs) {
+                    fs.warn(&format!("{dir}/{file}"), "is missing".into(), no_cpus);
+                }
+                CpuSet::new()
+            }
+            _ => CpuSet::new(),
+        },
+    };
+    Ok(listed)
+}
+
+/// Node `id`'s memory (`meminfo`); unknown when it has none, said when other nodes have it.
+fn meminfo_of(
+    fs: &mut FsRoot,
+    id: u32,
+    others: &mut OthersHave<'_>,
+) -> Result<crate::node::meminfo::NodeMeminfo, DiscoveryError> {
+    let dir = format!("{NODE_DIR}/node{id}");
+    let meminfo_rel = format!("{dir}/meminfo");
+    let unknown_memory = || format!("node {id}'s memory is unknown");
+    let mem = match fs.fact(&meminfo_rel, crate::node::meminfo::parse, unknown_memory)? {
+        Fact::Value(mem) => mem,
+        Fact::Absent if others.have(fs, 1, "meminfo") => {
+            fs.warn(&meminfo_rel, "is missing".into(), unknown_memory);
+            crate::node::meminfo::NodeMeminfo::default()
+        }
+        _ => crate::node::meminfo::NodeMeminfo::default(),
+    };
+    Ok(mem)
+}
+
+/// Node `id`'s row of distances; `None` when it has none, said when other nodes have one.
+fn distance_row_of(
+    fs: &mut FsRoot,
+    id: u32,
+    others: &mut OthersHave<'_>,
+) -> Result<Option<Vec<u32>>, DiscoveryError> {
+    let dir = format!("{NODE_DIR}/node{id}");
+    let distance_rel = format!("{dir}/distance");
+    let unknown_distances =
+        || format!("the distances are unknown (no row for node {id}, so no matrix)");
+    Ok(match fs.fact(&distance_rel, parse::distance_row, unknown_distances)? {
+        Fact::Value(row) => Some(row),
+        Fact::Absent if others.have(fs, 2, "distance") => {
+            fs.warn(&distance_rel, "is missing".into(), unknown_distances);
+            None
+        }
+        _ => None,
+    })
 }
 
 /// Whether any online node has a per-node file, each asked at most once.
@@ -460,14 +466,7 @@ fn read_cpus(
             }
         }
     }
-    for (k, value_file) in ["physical_package_id", "core_id"].into_iter().enumerate() {
-        for &id in missing[k].iter().filter(|_| some_have[k]) {
-            let what = CPU_FACTS[k];
-            let rel = format!("{CPU_DIR}/cpu{id}/topology/{value_file}");
-            // A broken file was warned about already; `warn` keeps the first word per file.
-            fs.warn(&rel, "is missing".into(), || format!("CPU {id}'s {what} is unknown"));
-        }
-    }
+    warn_missing(fs, &missing, some_have);
     let out = cpus
         .present
         .iter()
@@ -481,6 +480,19 @@ fn read_cpus(
         })
         .collect();
     Ok(out)
+}
+
+/// Says each online CPU's missing package or core file (`missing`, by fact), when some CPU
+/// has that file (`some_have`): then it is broken, not a dump's format.
+fn warn_missing(fs: &mut FsRoot, missing: &[Vec<u32>; 2], some_have: [bool; 2]) {
+    for (k, value_file) in ["physical_package_id", "core_id"].into_iter().enumerate() {
+        for &id in missing[k].iter().filter(|_| some_have[k]) {
+            let what = CPU_FACTS[k];
+            let rel = format!("{CPU_DIR}/cpu{id}/topology/{value_file}");
+            // A broken file was warned about already; `warn` keeps the first word per file.
+            fs.warn(&rel, "is missing".into(), || format!("CPU {id}'s {what} is unknown"));
+        }
+    }
 }
 
 fn read_host(

@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use pinctl_topology::DiscoveryWarning;
-use pinctl_topology::text::escaped;
+use pinctl_topology::text::{escaped, shown};
+
+use pinctl_trust::{open_regular, read_all};
 
 use crate::error::DiscoveryError;
 use crate::parse::ParseError;
@@ -555,59 +557,37 @@ pub fn parsed<T>(
     parsed.map(Some).map_err(|source| DiscoveryError::Parse { path: files.full(rel), source })
 }
 
-/// The bytes of the regular file at `path`, at most `max` of them: the one way pinctl reads a
-/// file named on its command line (`-c`, a snapshot, hwloc XML). A FIFO, socket or device
-/// (`/dev/zero`, also through a link) is an `InvalidInput` error at once instead of a wait or
-/// an endless read; a longer file is an `InvalidData` error.
-pub fn read_regular(path: &Path, max: usize) -> io::Result<Vec<u8>> {
-    let f = open_regular(path, false)?.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file (a FIFO, socket or device?)",
-        )
-    })?;
-    let mut buf = Vec::new();
-    if !read_all(f, &mut buf, max)? {
-        let msg = format!("larger than {max} bytes");
-        return Err(io::Error::new(io::ErrorKind::InvalidData, msg));
+/// The ids of the `{prefix}N` entries of `dir` (`cpu0`, `node1`), unsorted; other names are
+/// skipped. An id beyond `max` is refused before anything is sized by it.
+pub(crate) fn numbered_folders(
+    fs: &mut FsRoot,
+    dir: &str,
+    prefix: &str,
+    max: u32,
+) -> Result<Vec<u32>, DiscoveryError> {
+    let names = fs.list(dir)?.unwrap_or_default();
+    let mut ids = Vec::new();
+    for name in &names {
+        let Some(digits) = crate::parse::folder_number(name, prefix) else { continue };
+        match digits.parse::<u32>() {
+            Ok(id) if id <= max => ids.push(id),
+            _ => {
+                return Err(DiscoveryError::IdTooLarge {
+                    path: fs.full(&format!("{dir}/{}", shown(name))),
+                    max,
+                });
+            }
+        }
     }
-    Ok(buf)
+    Ok(ids)
 }
 
 /// How many symbolic links one lookup may follow (Linux's `MAXSYMLINKS`).
-const MAX_LINKS: usize = 40;
+const MAX_LINKS: usize = pinctl_trust::MAX_LINKS as usize;
 
-/// Opens `path` without blocking (a FIFO would wait for a writer) and without following a
-/// final link when `no_follow`; `None` when it is not a regular file (a FIFO, a socket,
-/// `/dev/zero`).
-pub fn open_regular(path: &Path, no_follow: bool) -> io::Result<Option<fs::File>> {
-    use rustix::fs::{Mode, OFlags};
-    let mut flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    if no_follow {
-        flags |= OFlags::NOFOLLOW;
-    }
-    // rustix, not std: see this crate's Cargo.toml (musl's extra fcntl per open).
-    let f = fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
-    Ok(f.metadata()?.is_file().then_some(f))
-}
-
-/// Reads a whole file into `buf` without `read_to_end`'s size probe (a `statx` per file:
-/// sysfs reports 4096 for every attribute, procfs 0, so the probe never helps here).
-/// `Ok(false)` when the file holds more than `max` bytes (then `buf` holds at most
-/// `max + 4096`).
-pub fn read_all(mut f: impl Read, buf: &mut Vec<u8>, max: usize) -> io::Result<bool> {
-    let mut chunk = [0u8; 4096];
-    let start = buf.len();
-    loop {
-        match f.read(&mut chunk) {
-            Ok(0) => return Ok(true),
-            Ok(n) if buf.len() - start + n > max => return Ok(false),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
+/// Moved to pinctl-trust; still named here for the binary's `fleet` command, which imports
+/// it from there once it moves.
+pub use pinctl_trust::read_regular;
 
 /// `a/b/../c/./d` -> `a/c/d`; never climbs above the root.
 pub fn normalize(path: &str) -> String {

@@ -30,8 +30,10 @@ use std::path::{Path, PathBuf};
 
 use rustix::io::Errno;
 
+use pinctl_trust::{open_regular, read_all};
+
 use crate::error::DiscoveryError;
-use crate::fsroot::{KernelFiles, max_file_bytes, open_regular, read_all};
+use crate::fsroot::{KernelFiles, max_file_bytes};
 
 /// At most this many descriptors are kept open.
 pub const MAX_HELD: usize = 1024;

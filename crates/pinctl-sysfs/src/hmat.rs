@@ -7,9 +7,8 @@
 
 use pinctl_topology::{AccessClass, HmatAccess, MAX_NODE_ID, NodeSet};
 
-use crate::discover::numbered_folders;
 use crate::error::DiscoveryError;
-use crate::fsroot::{Fact, FsRoot};
+use crate::fsroot::{Fact, FsRoot, numbered_folders};
 use crate::parse::{self, ParseError};
 
 use crate::node::DIR as NODE_DIR;

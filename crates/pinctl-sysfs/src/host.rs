@@ -170,7 +170,7 @@ impl Host {
     /// Every `nodeN` folder, online or not (libnuma's `numa_nodes_ptr`, what
     /// `numactl --hardware` lists).
     pub fn node_folders(&mut self) -> Result<NodeSet, HostError> {
-        let ids = crate::discover::numbered_folders(&mut self.fs, NODE_DIR, "node", MAX_NODE_ID)?;
+        let ids = crate::fsroot::numbered_folders(&mut self.fs, NODE_DIR, "node", MAX_NODE_ID)?;
         Ok(ids.into_iter().collect())
     }
 
@@ -269,7 +269,7 @@ impl Host {
     /// where the kernel has no such folder.
     pub fn interleave_weights(&mut self) -> Result<Vec<NodeWeight>, HostError> {
         const DIR: &str = "sys/kernel/mm/mempolicy/weighted_interleave";
-        let mut nodes = crate::discover::numbered_folders(&mut self.fs, DIR, "node", MAX_NODE_ID)?;
+        let mut nodes = crate::fsroot::numbered_folders(&mut self.fs, DIR, "node", MAX_NODE_ID)?;
         nodes.sort_unstable();
         nodes
             .into_iter()

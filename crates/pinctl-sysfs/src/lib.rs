@@ -15,7 +15,6 @@
 //! each fact comes from).
 #![forbid(unsafe_code)]
 
-pub mod atomic;
 mod caches;
 pub mod cgroup;
 pub mod clock;
@@ -39,7 +38,6 @@ pub mod pci;
 pub mod proc;
 mod source;
 pub mod thp;
-pub mod trust;
 
 pub use devices::DeviceScope;
 pub use discover::{read_topology, read_topology_with, read_tree, read_tree_with};
@@ -50,3 +48,7 @@ pub use interrupts::attach_interrupts;
 pub use near::{default_route_interfaces, is_path, path_device, resolve_near};
 pub use proc::pid::Pid;
 pub use source::{LoadedTopology, TopologySource, is_compressed};
+
+/// Root-file safety moved to pinctl-trust; still named here for the binary's commands
+/// (`pinctl_sysfs::trust::euid`), which import it from there once they move.
+pub use pinctl_trust as trust;

@@ -21,7 +21,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
-use pinctl_sysfs::trust::{self, TrustError};
+use pinctl_trust::TrustError;
 use rustix::fs::{FileType, Mode, OFlags};
 
 /// Who an output file is written for: the instance's user, group and supplementary groups.
@@ -58,10 +58,10 @@ impl Opener {
 /// Looks at the folders on the path each time it is asked: a folder's owner or mode may have
 /// changed since the last open.
 pub fn opener(path: &Path, owner: Option<&FileOwner>) -> Result<Opener, String> {
-    let folder = trust::folder_of(path);
-    let refused = match trust::check_folder(folder) {
+    let folder = pinctl_trust::folder_of(path);
+    let refused = match pinctl_trust::check_folder(folder) {
         Ok(()) => return Ok(Opener::Supervisor { owner: owner.cloned() }),
-        Err(TrustError::Refused(r)) => trust::about(folder, &r),
+        Err(TrustError::Refused(r)) => pinctl_trust::about(folder, &r),
         Err(e) => return Err(format!("cannot look at the folder of `{}`: {e}", path.display())),
     };
     let Some(user) = owner.filter(|o| o.uid != 0) else {
@@ -188,7 +188,7 @@ fn may_open(path: &Path, opener: &Opener) -> Result<(), String> {
             writable(path, Access::WRITE_OK)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            writable(trust::folder_of(path), Access::WRITE_OK | Access::EXEC_OK)
+            writable(pinctl_trust::folder_of(path), Access::WRITE_OK | Access::EXEC_OK)
         }
         Err(e) => Err(e.to_string()),
     }
