@@ -14,7 +14,7 @@ use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
 use pinctl_sysfs::held::KeptOpen;
 use pinctl_sysfs::proc::pid::numa_maps::{self, NumaMapsEntry};
 use pinctl_sysfs::proc::pid::{self, Pid, stat, status, task};
-use pinctl_sysfs::trust::{self, CheckedReadError, Untrusted};
+use pinctl_trust::{self as trust, CheckedReadError, Untrusted};
 use pinctl_sysfs::{DiscoveryError, FsRoot, KernelFiles, cgroup, node, proc};
 use pinctl_topology::CpuSet;
 use rustix::io::Errno;
@@ -31,7 +31,7 @@ pub const MAX_PID_FILE_BYTES: usize = 4096;
 ///
 /// A supervised instance is the process its supervisor started (and its cgroup). Otherwise
 /// a process is the instance only when (1) the PID comes from a PID file that root alone could
-/// have written (see [`pinctl_sysfs::trust`]), or the process is already in the instance's
+/// have written (see [`pinctl_trust`]), or the process is already in the instance's
 /// cgroup (its `unit`'s), systemd's rule for PID files; or it is listed by the unit's cgroup;
 /// and (2), when the service names a `user`, the process runs as that user. A process that
 /// fails is refused: never sampled as the instance, re-pinned or moved; the sample says why.
@@ -475,7 +475,7 @@ impl Reader {
     }
 
     /// The PID a PID file holds, and why the file is not trusted if it is not (see
-    /// [`pinctl_sysfs::trust`]). On the live machine the file is read again only when it
+    /// [`pinctl_trust`]). On the live machine the file is read again only when it
     /// changed: one `statx` a cycle where a checked read takes a few system calls per folder
     /// (the daemon rewrites or replaces the file when it restarts, which changes its inode,
     /// size or times; a folder or link on the way that root alone can change keeps a trusted

@@ -30,7 +30,7 @@ pub enum HoldError {
 
 /// Refuses to go on without root: `what` is the `pinctl irq` action.
 pub fn needs_root(what: &'static str) -> Result<(), HoldError> {
-    match pinctl_sysfs::trust::euid() {
+    match pinctl_trust::euid() {
         0 => Ok(()),
         uid => Err(HoldError::NotRoot { what, uid }),
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use pinctl_config::Config;
 use pinctl_plan::Plan;
-use pinctl_sysfs::atomic::StagedFile;
+use pinctl_trust::atomic::StagedFile;
 use pinctl_topology::MemoryPolicy;
 use pinctl_topology::text::{escaped, shown};
 
@@ -156,7 +156,7 @@ fn stale_drop_ins(dir: &Path, config_path: &Path, current: &[&Path]) -> Vec<Path
     use std::io::{BufRead as _, BufReader};
     use std::os::unix::fs::MetadataExt as _;
     let header = written_by(config_path);
-    let me = pinctl_sysfs::trust::euid();
+    let me = pinctl_trust::euid();
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
     let mut stale: Vec<PathBuf> = entries
         .filter_map(Result::ok)

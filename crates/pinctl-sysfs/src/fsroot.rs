@@ -585,10 +585,6 @@ pub(crate) fn numbered_folders(
 /// How many symbolic links one lookup may follow (Linux's `MAXSYMLINKS`).
 const MAX_LINKS: usize = pinctl_trust::MAX_LINKS as usize;
 
-/// Moved to pinctl-trust; still named here for the binary's `fleet` command, which imports
-/// it from there once it moves.
-pub use pinctl_trust::read_regular;
-
 /// `a/b/../c/./d` -> `a/c/d`; never climbs above the root.
 pub fn normalize(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();

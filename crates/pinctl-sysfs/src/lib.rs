@@ -48,7 +48,3 @@ pub use interrupts::attach_interrupts;
 pub use near::{default_route_interfaces, is_path, path_device, resolve_near};
 pub use proc::pid::Pid;
 pub use source::{LoadedTopology, TopologySource, is_compressed};
-
-/// Root-file safety moved to pinctl-trust; still named here for the binary's commands
-/// (`pinctl_sysfs::trust::euid`), which import it from there once they move.
-pub use pinctl_trust as trust;

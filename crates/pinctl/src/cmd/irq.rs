@@ -287,7 +287,7 @@ pub(crate) fn render_interrupts(out: &mut impl Write, t: &Topology) -> io::Resul
 pub(crate) fn ask_irqbalance(t: &mut Topology) {
     use pinctl_irq::irqbalance::Balancer as _;
     let Some(b) = t.interrupts.irqbalance.as_mut() else { return };
-    if pinctl_sysfs::trust::euid() != 0 {
+    if pinctl_trust::euid() != 0 {
         return;
     }
     if let Ok(setup) = pinctl_irq::irqbalance::SocketBalancer.setup(Path::new(&b.socket)) {

@@ -81,7 +81,7 @@ pub(super) fn run(args: &FleetArgs, topology_path: &Path, hosts: &[HostCapture])
 
 /// A regular file's text, at most `limit` bytes.
 fn read_text(path: &Path, limit: usize) -> Result<String, Error> {
-    let bytes = pinctl_sysfs::fsroot::read_regular(path, limit)
+    let bytes = pinctl_trust::read_regular(path, limit)
         .with_context(|| format!("cannot read `{}`", path.display()))?;
     String::from_utf8(bytes)
         .with_context(|| format!("`{}` is not UTF-8", path.display()))
