@@ -14,9 +14,9 @@ use pinctl_sys::{Kernel as _, LinuxKernel, Mask};
 use pinctl_sysfs::held::KeptOpen;
 use pinctl_sysfs::proc::pid::numa_maps::{self, NumaMapsEntry};
 use pinctl_sysfs::proc::pid::{self, Pid, stat, status, task};
-use pinctl_trust::{self as trust, CheckedReadError, Untrusted};
 use pinctl_sysfs::{DiscoveryError, FsRoot, KernelFiles, cgroup, node, proc};
 use pinctl_topology::CpuSet;
+use pinctl_trust::{self as trust, CheckedReadError, Untrusted};
 use rustix::io::Errno;
 
 use crate::sample::{

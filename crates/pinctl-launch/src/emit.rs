@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use pinctl_config::Config;
 use pinctl_plan::Plan;
-use pinctl_trust::atomic::StagedFile;
 use pinctl_topology::MemoryPolicy;
 use pinctl_topology::text::{escaped, shown};
+use pinctl_trust::atomic::StagedFile;
 
 /// Why a plan's drop-ins cannot be made or written.
 #[derive(Debug, thiserror::Error)]
