@@ -419,9 +419,13 @@ fn one_supervisor_per_state_file_socket_and_cgroup_subtree() {
 
 #[test]
 fn two_service_files_with_default_paths_get_a_supervisor_each() {
-    let config = "[host]\nkeep-free = []\n[service.s]\ncommand = [\"sleep\", \"100011\"]\n";
-    let mut a = Run::new(config);
-    let mut b = Run::new(config);
+    // Services named apart: the files of one host are planned together, and a second `s`
+    // would be refused (as soon as the other supervisor runs) for naming the first's service.
+    let config = |name: &str| {
+        format!("[host]\nkeep-free = []\n[service.{name}]\ncommand = [\"sleep\", \"100011\"]\n")
+    };
+    let mut a = Run::new(&config("sa"));
+    let mut b = Run::new(&config("sb"));
     for run in [&mut a, &mut b] {
         let mut cmd = Command::new(BIN);
         cmd.arg("run").arg("-c").arg(run.config()).stdin(Stdio::null());
