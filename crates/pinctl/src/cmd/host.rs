@@ -57,13 +57,7 @@ const RUNNING_FILE_WAIT: std::time::Duration = std::time::Duration::from_secs(1)
 /// of /run/pinctl, asked with a bounded wait); those that do not answer hold nothing here.
 pub(crate) fn running_files() -> Vec<PathBuf> {
     let dir = Path::new(pinctl_config::RUNTIME_DIR);
-    let Ok(sockets) = pinctl_supervise::socket::supervisors_in(dir) else { return Vec::new() };
-    let request = pinctl_supervise::protocol::Request::Status { names: Vec::new() };
-    sockets
-        .iter()
-        .filter_map(|s| super::control::ask_at(s, &request, Some(RUNNING_FILE_WAIT)).ok())
-        .filter_map(|r| r.supervisor?.file.map(PathBuf::from))
-        .collect()
+    pinctl_supervise::client::running_files(dir, RUNNING_FILE_WAIT)
 }
 
 impl LoadedHost {

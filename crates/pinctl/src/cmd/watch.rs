@@ -65,10 +65,10 @@ fn watched(config: &pinctl_config::Config, plan: &pinctl_plan::Plan) -> Vec<Targ
     if !socket.exists() {
         return targets;
     }
-    let running = match super::control::instances_at(&socket) {
+    let running = match pinctl_supervise::client::instances(&socket) {
         Ok(running) => running,
         Err(e) => {
-            let why = e.message().unwrap_or_default();
+            let why = crate::error::Error::from(e).message().unwrap_or_default();
             let _ = writeln!(io::stderr().lock(), "warning: {}: {why}", socket.display());
             return targets;
         }
