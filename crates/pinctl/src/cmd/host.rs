@@ -103,3 +103,15 @@ impl LoadedHost {
             .collect()
     }
 }
+
+/// Asks the live machine's irqbalance which CPUs it avoids (root only; otherwise left unknown).
+pub(crate) fn ask_irqbalance(t: &mut pinctl_topology::Topology) {
+    use pinctl_irq::irqbalance::Balancer as _;
+    let Some(b) = t.interrupts.irqbalance.as_mut() else { return };
+    if pinctl_sysfs::trust::euid() != 0 {
+        return;
+    }
+    if let Ok(setup) = pinctl_irq::irqbalance::SocketBalancer.setup(Path::new(&b.socket)) {
+        b.banned_cpus = Some(setup.banned_cpus);
+    }
+}

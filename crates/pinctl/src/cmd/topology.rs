@@ -58,7 +58,7 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
     let mut loaded = load_topology(&source).map_err(Error::failure)?;
     pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
     if loaded.is_live {
-        crate::cmd::irq::ask_irqbalance(&mut loaded.topology);
+        super::host::ask_irqbalance(&mut loaded.topology);
     }
     if args.json {
         serde_json::to_writer_pretty(&mut out, &loaded.topology).context("writing JSON")?;
@@ -155,7 +155,7 @@ pub(crate) fn render(
     } else if !t.nodes.is_empty() {
         writeln!(out, "node distances: unknown (the source has no distance files)")?;
     }
-    crate::cmd::performance::render_performance(out, t)?;
+    super::render::performance::render_performance(out, t)?;
     let elsewhere: Vec<&Device> =
         t.devices.iter().filter(|d| d.node.is_some_and(|n| t.node(n).is_none())).collect();
     if !elsewhere.is_empty() {
@@ -178,7 +178,7 @@ pub(crate) fn render(
             writeln!(out, "  {}", describe(d))?;
         }
     }
-    crate::cmd::irq::render_interrupts(out, t)?;
+    super::render::interrupts::render(out, t)?;
     if !t.warnings.is_empty() {
         writeln!(out, "warnings:")?;
         for w in &t.warnings {

@@ -2,6 +2,8 @@
 //! its control socket (one JSON request per line, one JSON answer per line;
 //! docs/supervisor.md). Blocking I/O: no async runtime on this path.
 
+mod host_status;
+
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -101,7 +103,7 @@ fn ask(socket: &SocketArg, request: &Request) -> Result<Response, Error> {
 
 pub(crate) fn status(args: StatusArgs) -> CmdResult {
     if args.host {
-        return super::host_status::run(&args.runtime_dir, args.json);
+        return host_status::run(&args.runtime_dir, args.json);
     }
     let response = ask(&args.socket, &Request::Status { names: args.names })?;
     let instances = response.instances.unwrap_or_default();

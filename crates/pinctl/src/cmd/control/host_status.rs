@@ -16,7 +16,7 @@ use crate::error::{CmdResult, Error};
 pub(crate) fn run(dir: &Path, json: bool) -> CmdResult {
     let mut status = HostStatus::gather(dir).map_err(|e| Error::failure(anyhow::anyhow!(e)))?;
     status.nodes(|files| {
-        let plan = super::host::load(files, None, false).and_then(|h| h.plan());
+        let plan = super::super::host::load(files, None, false).and_then(|h| h.plan());
         plan.map(|(plan, _)| plan.kept_free_for.into_iter().collect())
             .map_err(|e| e.message().unwrap_or_default())
     });
