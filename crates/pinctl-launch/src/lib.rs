@@ -16,6 +16,7 @@ pub mod emit;
 mod error;
 mod host;
 pub mod numactl;
+pub mod options;
 mod planned;
 mod policies;
 mod request;
