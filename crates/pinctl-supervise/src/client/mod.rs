@@ -244,3 +244,71 @@ impl HostStatus {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+
+    /// A supervisor that answers one connection with `answer` (nothing: it closes), on a
+    /// thread the test joins; it waits at most 5 s for the connection.
+    fn serve_once(path: &Path, answer: &'static str) -> std::thread::JoinHandle<()> {
+        let listener = UnixListener::bind(path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            let stream = loop {
+                match listener.accept() {
+                    Ok((stream, _)) => break stream,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        assert!(std::time::Instant::now() < deadline, "nobody connected");
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            stream.set_nonblocking(false).unwrap();
+            stream.set_read_timeout(WAIT).unwrap();
+            let mut request = String::new();
+            BufReader::new(&stream).read_line(&mut request).unwrap();
+            (&stream).write_all(answer.as_bytes()).unwrap();
+        })
+    }
+
+    const WAIT: Option<Duration> = Some(Duration::from_secs(5));
+
+    #[test]
+    fn a_refusal_is_said_in_the_supervisors_words_and_a_hang_up_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sock");
+        let status = Request::Status { names: Vec::new() };
+        let server = serve_once(&path, "{\"ok\":false,\"error\":\"no instance `x`\"}\n");
+        let refused = ask(&path, &status, WAIT).unwrap_err();
+        server.join().unwrap();
+        assert_eq!(refused.to_string(), "no instance `x`");
+        std::fs::remove_file(&path).unwrap();
+        let server = serve_once(&path, "");
+        let closed = ask(&path, &status, WAIT).unwrap_err();
+        server.join().unwrap();
+        assert!(matches!(closed, ClientError::Closed), "{closed}");
+    }
+
+    #[test]
+    fn the_host_status_names_who_answered_and_which_sockets_did_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let answer = "{\"ok\":true,\"instances\":[],\"supervisor\":{\"name\":\"db\",\
+                      \"file\":\"/etc/pinctl/db.toml\",\"pid\":42}}\n";
+        let server = serve_once(&dir.path().join("a.sock"), answer);
+        // A supervisor that died: its socket is left, nobody listens.
+        drop(UnixListener::bind(dir.path().join("b.sock")).unwrap());
+        let status = HostStatus::gather(dir.path()).unwrap();
+        server.join().unwrap();
+        let [answered] = &status.supervisors[..] else { panic!("{status:?}") };
+        assert_eq!((answered.name.as_str(), answered.pid), ("db", Some(42)));
+        assert_eq!(status.files(), [PathBuf::from("/etc/pinctl/db.toml")]);
+        let [gone] = &status.unreachable[..] else { panic!("{status:?}") };
+        assert_eq!(gone.socket, dir.path().join("b.sock"));
+        assert!(gone.error.starts_with("cannot reach the supervisor"), "{}", gone.error);
+    }
+}
