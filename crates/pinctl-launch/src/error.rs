@@ -174,3 +174,15 @@ impl LaunchError {
         }
     }
 }
+
+/// `message: cause: cause`, as anyhow's `{:#}` shows a chain.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}

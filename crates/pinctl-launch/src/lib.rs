@@ -16,6 +16,7 @@ pub mod emit;
 mod error;
 mod host;
 pub mod numactl;
+pub mod options;
 mod planned;
 mod policies;
 mod request;
@@ -25,7 +26,7 @@ mod status;
 
 pub use apply::{INSTANCE_ENV, Launch, LaunchSetup, Warning, apply_to_self, exec, explain, setup};
 pub use current::{CurrentPlacement, current_placement};
-pub use error::{Dialect, LaunchError};
+pub use error::{Dialect, LaunchError, chain};
 pub use host::{
     Gathered, Host, MAX_HOST_FILES, host_wide_keys, join, live_files, load_gathered, pinned_on,
 };

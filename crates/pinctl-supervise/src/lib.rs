@@ -8,7 +8,7 @@
 //! tested without processes. A thin tokio runtime turns their actions into spawns, signals,
 //! timers and socket replies. Around it, what makes it safe as root: [`statefile`] (a locked
 //! state file read only when root alone could have written it), [`socket`] (the control
-//! socket, bounded, peers checked), a cgroup subtree of its own (the `cgroup` module), and
+//! socket, bounded, peers checked; [`client`] its other end), a cgroup subtree of its own (the `cgroup` module), and
 //! [`relay`] (its output, never blocking the loop) and [`output`] (each instance's output
 //! through a FIFO that outlives a detach, and its file written as its user and reopened for
 //! logrotate). This crate must not contain `unsafe` (the
@@ -18,6 +18,7 @@
 
 pub mod adopt;
 mod cgroup;
+pub mod client;
 pub mod launch;
 pub mod lifecycle;
 pub mod notify;

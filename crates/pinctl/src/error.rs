@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use pinctl_launch::{ExitStatus, LaunchError};
+use pinctl_launch::{ExitStatus, LaunchError, chain};
 use pinctl_topology::text::escaped_but_newlines;
 
 /// Why a command failed.
@@ -69,21 +69,18 @@ impl Error {
     }
 }
 
-/// `message: cause: cause`, as anyhow's `{:#}` shows a chain.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
-}
-
 impl From<LaunchError> for Error {
     fn from(e: LaunchError) -> Error {
         Error::Launch(e)
+    }
+}
+
+impl From<pinctl_supervise::client::ClientError> for Error {
+    fn from(e: pinctl_supervise::client::ClientError) -> Error {
+        match e {
+            pinctl_supervise::client::ClientError::Config(e) => Error::Launch(e),
+            e => Error::failure(e),
+        }
     }
 }
 

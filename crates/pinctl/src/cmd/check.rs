@@ -71,30 +71,7 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
             failed
         }
         Ok((_, plan)) => {
-            for w in &plan.warnings {
-                writeln!(out, "warning: plan: {w}").context("writing to stdout")?;
-                warnings += 1;
-            }
-            let used = plan
-                .placements
-                .iter()
-                .fold(pinctl_topology::NodeSet::new(), |acc, p| acc.union(&p.placement.nodes));
-            writeln!(
-                out,
-                "ok: `{}` is valid for {}: {} instance{} on node{} {}{}",
-                args.config.display(),
-                file.loaded.source,
-                plan.placements.len(),
-                if plan.placements.len() == 1 { "" } else { "s" },
-                if used.len() == 1 { "" } else { "s" },
-                used,
-                match warnings {
-                    0 => String::new(),
-                    1 => ", 1 warning".to_string(),
-                    n => format!(", {n} warnings"),
-                }
-            )
-            .context("writing to stdout")?;
+            passed(&mut out, &args.config, file, &plan, warnings).context("writing to stdout")?;
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -106,6 +83,39 @@ pub(crate) fn run(args: CheckArgs) -> CmdResult {
     };
     out.flush().context("writing to stdout")?;
     Ok(code)
+}
+
+/// The plan's warnings and the verdict: `ok: FILE is valid for SOURCE: N instances on nodes
+/// LIST`, with the number of warnings said before it (`warnings`) and here.
+fn passed(
+    out: &mut impl Write,
+    config: &std::path::Path,
+    file: &pinctl_launch::ServiceFile,
+    plan: &pinctl_plan::Plan,
+    mut warnings: usize,
+) -> io::Result<()> {
+    for w in &plan.warnings {
+        writeln!(out, "warning: plan: {w}")?;
+        warnings += 1;
+    }
+    let used = plan
+        .placements
+        .iter()
+        .fold(pinctl_topology::NodeSet::new(), |acc, p| acc.union(&p.placement.nodes));
+    let warned = match warnings {
+        0 => String::new(),
+        1 => ", 1 warning".to_string(),
+        n => format!(", {n} warnings"),
+    };
+    writeln!(
+        out,
+        "ok: `{}` is valid for {}: {} instance{} on node{} {used}{warned}",
+        config.display(),
+        file.loaded.source,
+        plan.placements.len(),
+        if plan.placements.len() == 1 { "" } else { "s" },
+        if used.len() == 1 { "" } else { "s" },
+    )
 }
 
 /// On the live machine: says of every instance's `output` file who `pinctl run` will open it

@@ -7,11 +7,10 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
-use pinctl_launch::spec::{CpuSpec, NodeSpec};
-use pinctl_launch::{CpuTarget, Launch, Nodes, Request, Resolved};
+use pinctl_launch::options::{NumactlOptions, OptionsError, PlacementOptions};
+use pinctl_launch::{Launch, Request, Resolved};
 use pinctl_sys::LinuxKernel;
 use pinctl_sysfs::Host;
-use pinctl_topology::MemoryPolicy;
 
 use crate::error::{CmdResult, Error};
 
@@ -24,71 +23,13 @@ pub(crate) enum IfUnsupported {
     Ignore,
 }
 
-/// numactl's own options, accepted by `pinctl exec` so `ExecStart=numactl ...` lines keep
-/// working with `numactl` replaced by `pinctl exec`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct NumactlArgs {
-    /// numactl: memory only from these nodes (bind).
-    #[arg(short = 'm', long, value_name = "NODES", help_heading = "numactl options")]
-    membind: Option<String>,
-    /// numactl: run on the CPUs of these nodes.
-    #[arg(short = 'N', long, value_name = "NODES", help_heading = "numactl options")]
-    cpunodebind: Option<String>,
-    /// numactl: run on these CPUs.
-    #[arg(short = 'C', long, value_name = "CPUS", help_heading = "numactl options")]
-    physcpubind: Option<String>,
-    /// numactl: prefer memory from this node.
-    #[arg(short = 'p', long, value_name = "NODE", help_heading = "numactl options")]
-    preferred: Option<String>,
-    /// numactl: prefer memory from these nodes (Linux 5.15+).
-    #[arg(short = 'P', long, value_name = "NODES", help_heading = "numactl options")]
-    preferred_many: Option<String>,
-    /// numactl: interleave memory over these nodes.
-    #[arg(short = 'i', long, value_name = "NODES", help_heading = "numactl options")]
-    interleave: Option<String>,
-    /// numactl: weighted interleave over these nodes (Linux 6.9+).
-    #[arg(short = 'w', long, value_name = "NODES", help_heading = "numactl options")]
-    weighted_interleave: Option<String>,
-    /// numactl: allocate on the node of the CPU that faults.
-    #[arg(short = 'l', long, help_heading = "numactl options")]
-    localalloc: bool,
-    /// numactl: let NUMA balancing migrate pages within the bind set (Linux 5.12+).
-    #[arg(short = 'b', long, help_heading = "numactl options")]
-    balancing: bool,
-    /// numactl: read lists against every possible node/CPU, not this process's cpuset.
-    #[arg(short = 'a', long, help_heading = "numactl options")]
-    all: bool,
-}
-
 /// Arguments of `pinctl exec`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Node lists use numactl's grammar: 0-3,8  all  !1 (all but 1)  +0 \
                         (first allowed)  netdev:eth0  block:nvme0n1  file:/srv/db  pci:3b:00.0")]
 pub(crate) struct ExecArgs {
-    /// Run on the CPUs of these nodes and allocate memory there (policy bind unless --mem
-    /// says otherwise).
-    #[arg(long, value_name = "LIST")]
-    nodes: Option<String>,
-    /// Run on these CPUs (overrides the CPUs of --nodes).
-    #[arg(long, value_name = "LIST")]
-    cpus: Option<String>,
-    /// Memory policy: default, bind, preferred, preferred-many, interleave,
-    /// weighted-interleave, local.
-    #[arg(long, value_name = "POLICY")]
-    mem: Option<MemoryPolicy>,
-    /// Nodes of the memory policy, when memory goes elsewhere than --nodes.
-    #[arg(long, value_name = "LIST")]
-    mem_nodes: Option<String>,
-    /// Run on the node(s) of a device (eth0, nvme0n1, /dev/sdb, 0000:3b:00.0) or of the
-    /// block device holding a path.
-    #[arg(long, value_name = "DEVICE|PATH")]
-    near: Option<String>,
-    /// Service file whose plan gives the placement (with --service).
-    #[arg(short = 'c', long = "config", value_name = "FILE", requires = "service")]
-    config: Option<std::path::PathBuf>,
-    /// Service instance to place as the plan places it (with -c).
-    #[arg(long, value_name = "NAME", requires = "config")]
-    service: Option<String>,
+    #[command(flatten)]
+    placement: PlacementOptions,
     /// Print the resolved placement and exit without running anything.
     #[arg(long)]
     dry_run: bool,
@@ -100,7 +41,7 @@ pub(crate) struct ExecArgs {
     if_unsupported: IfUnsupported,
 
     #[command(flatten)]
-    numactl: Box<NumactlArgs>,
+    numactl: Box<NumactlOptions>,
 
     /// The command and its arguments. An option before the command is pinctl's (an unknown
     /// one is a usage error with a suggestion); after `--` or the command's name everything
@@ -113,109 +54,14 @@ fn usage(msg: impl std::fmt::Display) -> Error {
     Error::usage(msg)
 }
 
-fn node_spec(text: &str) -> Result<Nodes, Error> {
-    Ok(Nodes::Spec(NodeSpec::parse(text).map_err(usage)?))
-}
-
 impl ExecArgs {
     /// The request the options state, refusing contradictions.
     fn request(&self) -> Result<Request, Error> {
-        let mut req = Request {
-            all: self.numactl.all,
-            balancing: self.numactl.balancing,
-            ..Default::default()
-        };
-
-        // Memory policy: at most one source.
-        let numactl_policies = [
-            (&self.numactl.membind, MemoryPolicy::Bind, "--membind"),
-            (&self.numactl.preferred, MemoryPolicy::Preferred, "--preferred"),
-            (&self.numactl.preferred_many, MemoryPolicy::PreferredMany, "--preferred-many"),
-            (&self.numactl.interleave, MemoryPolicy::Interleave, "--interleave"),
-            (
-                &self.numactl.weighted_interleave,
-                MemoryPolicy::WeightedInterleave,
-                "--weighted-interleave",
-            ),
-        ];
-        let mut given: Vec<&str> =
-            numactl_policies.iter().filter(|(v, ..)| v.is_some()).map(|(.., n)| *n).collect();
-        if self.numactl.localalloc {
-            given.push("--localalloc");
-        }
-        if self.mem.is_some() {
-            given.push("--mem");
-        }
-        if given.len() > 1 {
-            return Err(usage(format!("conflicting memory policies: {}", given.join(", "))));
-        }
-        if let Some((v, p, _)) = numactl_policies.iter().find(|(v, ..)| v.is_some()) {
-            req.memory = Some((*p, Some(node_spec(v.as_deref().unwrap_or_default())?)));
-        } else if self.numactl.localalloc {
-            req.memory = Some((MemoryPolicy::Local, None));
-        }
-
-        // The nodes that --nodes/--near/--service stand for.
-        let sources = [self.nodes.is_some(), self.near.is_some(), self.service.is_some()];
-        if sources.iter().filter(|&&b| b).count() > 1 {
-            return Err(usage("--nodes, --near and --service each choose the nodes: give one"));
-        }
-        let mut home: Option<Nodes> = None;
-        let mut home_policy = MemoryPolicy::Bind;
-        let mut home_cpus = None;
-        if let Some(n) = &self.nodes {
-            home = Some(node_spec(n)?);
-        } else if let Some(near) = &self.near {
-            home = Some(Nodes::Set(pinctl_launch::near_nodes(near)?));
-        } else if let (Some(config), Some(service)) = (&self.config, &self.service) {
-            let running = super::host::running_files();
-            let planned = pinctl_launch::planned_placement(config, service, &running)?;
-            req.planned_cpuset = planned.cpuset;
-            home_policy = planned.placement.memory_policy;
-            home_cpus = Some(planned.placement.cpus);
-            home = Some(Nodes::Set(planned.placement.memory_nodes));
-        }
-
-        // CPUs: --cpus / -C, else -N, else the home nodes.
-        if self.cpus.is_some() && self.numactl.physcpubind.is_some() {
-            return Err(usage("--cpus and --physcpubind both set the CPUs: give one"));
-        }
-        if let Some(c) = self.cpus.as_ref().or(self.numactl.physcpubind.as_ref()) {
-            req.cpus = Some(CpuTarget::Cpus(CpuSpec::parse(c).map_err(usage)?));
-        } else if let Some(n) = &self.numactl.cpunodebind {
-            req.cpus = Some(CpuTarget::Nodes(node_spec(n)?));
-        } else if let Some(cpus) = home_cpus {
-            req.cpus = Some(CpuTarget::Set(cpus));
-        } else if let Some(h) = &home {
-            req.cpus = Some(CpuTarget::Nodes(h.clone()));
-        }
-
-        // Memory from --mem/--mem-nodes/home when no numactl policy option gave it.
-        let mem_nodes = match &self.mem_nodes {
-            Some(m) => Some(node_spec(m)?),
-            None => home.clone(),
-        };
-        if req.memory.is_none() {
-            match (self.mem, mem_nodes) {
-                (Some(p), _) if !p.takes_nodes() => req.memory = Some((p, None)),
-                (Some(p), Some(n)) => req.memory = Some((p, Some(n))),
-                (Some(p), None) => {
-                    return Err(usage(format!(
-                        "--mem {p} needs nodes: add --mem-nodes, --nodes, --near or --service"
-                    )));
-                }
-                (None, Some(n)) => req.memory = Some((home_policy, Some(n))),
-                (None, None) => {}
-            }
-        } else if self.mem_nodes.is_some() {
-            return Err(usage("--mem-nodes goes with --mem, not with numactl's policy options"));
-        }
-        if self.numactl.balancing && !matches!(req.memory, Some((MemoryPolicy::Bind, _))) {
-            return Err(usage(
-                "--balancing applies to the bind policy only (--membind or --mem bind)",
-            ));
-        }
-        Ok(req)
+        let running = super::host::running_files;
+        self.placement.request(&self.numactl, running).map_err(|e| match e {
+            OptionsError::Usage(m) => Error::Usage(m),
+            OptionsError::Launch(e) => Error::Launch(e),
+        })
     }
 }
 
@@ -240,7 +86,7 @@ pub(crate) fn run(args: ExecArgs) -> CmdResult {
         pinctl_launch::setup(&kernel, &resolved, &allowed, launch, || host.kernel_release())?;
     let warnings = pinctl_launch::apply_to_self(&kernel, prepared, &resolved, &allowed, launch)?;
     crate::error::warn_all(&warnings);
-    Err(pinctl_launch::exec(&args.command, args.service.as_deref()).into())
+    Err(pinctl_launch::exec(&args.command, args.placement.service.as_deref()).into())
 }
 
 fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Result<(), Error> {
@@ -293,6 +139,8 @@ fn print_dry_run(resolved: &Resolved, command: &[OsString], json: bool) -> Resul
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+    use pinctl_launch::CpuTarget;
+    use pinctl_topology::MemoryPolicy;
 
     use super::*;
 

@@ -57,13 +57,7 @@ const RUNNING_FILE_WAIT: std::time::Duration = std::time::Duration::from_secs(1)
 /// of /run/pinctl, asked with a bounded wait); those that do not answer hold nothing here.
 pub(crate) fn running_files() -> Vec<PathBuf> {
     let dir = Path::new(pinctl_config::RUNTIME_DIR);
-    let Ok(sockets) = pinctl_supervise::socket::supervisors_in(dir) else { return Vec::new() };
-    let request = pinctl_supervise::protocol::Request::Status { names: Vec::new() };
-    sockets
-        .iter()
-        .filter_map(|s| super::control::ask_at(s, &request, Some(RUNNING_FILE_WAIT)).ok())
-        .filter_map(|r| r.supervisor?.file.map(PathBuf::from))
-        .collect()
+    pinctl_supervise::client::running_files(dir, RUNNING_FILE_WAIT)
 }
 
 impl LoadedHost {
@@ -107,5 +101,17 @@ impl LoadedHost {
                 format!("`{}` (supervisor `{}`)", f.config.path.display(), Host::supervisor_of(f))
             })
             .collect()
+    }
+}
+
+/// Asks the live machine's irqbalance which CPUs it avoids (root only; otherwise left unknown).
+pub(crate) fn ask_irqbalance(t: &mut pinctl_topology::Topology) {
+    use pinctl_irq::irqbalance::Balancer as _;
+    let Some(b) = t.interrupts.irqbalance.as_mut() else { return };
+    if pinctl_trust::euid() != 0 {
+        return;
+    }
+    if let Ok(setup) = pinctl_irq::irqbalance::SocketBalancer.setup(Path::new(&b.socket)) {
+        b.banned_cpus = Some(setup.banned_cpus);
     }
 }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use pinctl_config::Config;
 use pinctl_launch::emit::{self, Wrote};
-use pinctl_plan::{Placement, Plan};
+use pinctl_plan::Plan;
 use pinctl_topology::text::escaped;
 
 use crate::error::{CmdResult, Error};
@@ -146,170 +146,13 @@ pub(crate) fn render(
         let file = host.host.file_of(name);
         file.map(pinctl_launch::Host::supervisor_of).unwrap_or_default()
     };
-    let of = PlanOf {
+    let of = super::render::plan::PlanOf {
         files: &host.asked,
         loaded: &host.host.joint.loaded,
         others: host.others(),
         supervisor: &supervisor,
     };
-    render_of(out, plan, &of, landing, verbose)
-}
-
-/// What a plan's text form says it is of: the files asked for, the topology, the host's
-/// other files planned with them, and each instance's supervisor.
-pub(crate) struct PlanOf<'a> {
-    pub(crate) files: &'a [std::path::PathBuf],
-    pub(crate) loaded: &'a pinctl_sysfs::LoadedTopology,
-    pub(crate) others: Vec<String>,
-    pub(crate) supervisor: &'a dyn Fn(&str) -> String,
-}
-
-/// [`render`] of a plan described by `of` (a fleet's host has no `LoadedHost`).
-pub(crate) fn render_of(
-    out: &mut impl Write,
-    plan: &Plan,
-    of: &PlanOf<'_>,
-    landing: &[pinctl_plan::InterruptLanding],
-    verbose: bool,
-) -> io::Result<()> {
-    let loaded = of.loaded;
-    let files: Vec<String> =
-        of.files.iter().map(|p| format!("`{}`", escaped(&p.display().to_string()))).collect();
-    writeln!(out, "plan for {} on {}", files.join(", "), escaped(&loaded.source.to_string()))?;
-    let others = &of.others;
-    if !others.is_empty() {
-        writeln!(out, "planned with the host's other files: {}", escaped(&others.join(", ")))?;
-    }
-    if let Some(line) = distances_line(&plan.distances) {
-        writeln!(out, "{}", escaped(&line))?;
-    }
-    writeln!(out)?;
-    // Several files: each instance's supervisor (`[host] name`) says whose it is.
-    let supervisor = of.supervisor;
-    let several = of.files.len() > 1;
-    let rows: Vec<[String; 4]> = plan
-        .placements
-        .iter()
-        .map(|p| {
-            let name = if several {
-                format!("{} ({})", escaped(&p.instance), escaped(&supervisor(&p.instance)))
-            } else {
-                escaped(&p.instance)
-            };
-            [
-                name,
-                p.placement.nodes.to_string(),
-                p.placement.cpus.to_string(),
-                memory(&p.placement),
-            ]
-        })
-        .collect();
-    let header =
-        [if several { "INSTANCE (SUPERVISOR)" } else { "INSTANCE" }, "NODES", "CPUS", "MEMORY"];
-    let mut width = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    // Padding by hand: `{:<w$}` panics on a width above 65,535 (a long name or CPU list).
-    let line = |cells: [&str; 4]| {
-        let mut s = String::new();
-        for (k, cell) in cells.iter().enumerate() {
-            s.push_str(cell);
-            if k + 1 < cells.len() {
-                let pad = width[k] - cell.chars().count() + 2;
-                s.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        s
-    };
-    writeln!(out, "{}", line(header))?;
-    for (row, placement) in rows.iter().zip(&plan.placements) {
-        writeln!(out, "{}", line([&row[0], &row[1], &row[2], &row[3]]))?;
-        for reason in &placement.reasons {
-            writeln!(out, "    - {}", escaped(reason))?;
-        }
-    }
-    writeln!(out)?;
-    let none = |s: String| if s.is_empty() { "none".to_string() } else { s };
-    writeln!(out, "free nodes: {}", none(plan.free_nodes.to_string()))?;
-    let kept: Vec<String> = plan
-        .kept_free_nodes
-        .iter()
-        .map(|n| match plan.kept_free_for.get(&n) {
-            Some(why) => format!("{n} (for {})", why.join(", ")),
-            None => n.to_string(),
-        })
-        .collect();
-    writeln!(out, "kept free:  {}", escaped(&none(kept.join(", "))))?;
-    let shared: Vec<&pinctl_plan::NodeUse> =
-        plan.node_use.iter().filter(|u| u.overlaps(&plan.sharing_groups)).collect();
-    if !shared.is_empty() {
-        writeln!(out, "shared CPUs:")?;
-        for u in shared {
-            writeln!(
-                out,
-                "  node {}: {} ({} CPUs of instances on {} usable CPUs: {} per CPU)",
-                u.node,
-                escaped(&u.instances.join(", ")),
-                u.cpus_given,
-                u.usable_cpus,
-                u.cpus_per_cpu()
-            )?;
-        }
-    }
-    if !plan.sharing_groups.is_empty() {
-        writeln!(out, "sharing groups (instances whose CPUs overlap):")?;
-        for (g, group) in plan.sharing_groups.iter().enumerate() {
-            writeln!(
-                out,
-                "  {g}: CPUs {} of node{} {}: {}",
-                group.cpus,
-                if group.nodes.len() == 1 { "" } else { "s" },
-                group.nodes,
-                escaped(&group.members.join(", "))
-            )?;
-        }
-    }
-    super::irq::render_landing(out, &loaded.topology, landing, verbose)?;
-    let host = &loaded.topology.warnings;
-    if !plan.warnings.is_empty() || !host.is_empty() {
-        writeln!(out)?;
-        for w in &plan.warnings {
-            writeln!(out, "warning: {}", escaped(w))?;
-        }
-        for w in host {
-            writeln!(out, "warning: host: {}", escaped(w))?;
-        }
-    }
-    Ok(())
-}
-
-/// `distances: measured idle latency (...)`: what the plan compared nodes by, when that is
-/// not simply the SLIT table of a topology that has nothing better.
-fn distances_line(d: &pinctl_plan::DistanceReport) -> Option<String> {
-    use pinctl_plan::DistanceMeasure;
-    let note = d.note.as_deref()?;
-    Some(match d.measure {
-        DistanceMeasure::Measured | DistanceMeasure::Hmat => format!("distances: {note}"),
-        DistanceMeasure::Slit => format!("distances: SLIT ({note})"),
-        DistanceMeasure::Assumed => format!("distances: unknown ({note})"),
-    })
-}
-
-/// A diagnostic on one line; `pinctl run` names it here.
-pub(crate) fn one_line(d: &pinctl_config::Diagnostic) -> String {
-    d.one_line()
-}
-
-/// `bind 2`, `preferred 2-3`, `local`.
-fn memory(p: &Placement) -> String {
-    if p.memory_nodes.is_empty() {
-        p.memory_policy.to_string()
-    } else {
-        format!("{} {}", p.memory_policy, p.memory_nodes)
-    }
+    super::render::plan::render(out, plan, &of, landing, verbose)
 }
 
 /// A drop-in per instance (`DIR/<unit>.d/50-pinctl.conf`), all or none, and the stale

@@ -15,7 +15,7 @@ use pinctl_probe::{
 };
 use pinctl_sysfs::LoadedTopology;
 
-use crate::cmd::performance;
+use super::render::performance;
 use crate::error::{CmdResult, Error};
 
 /// Arguments of `pinctl probe`.

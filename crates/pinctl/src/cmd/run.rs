@@ -57,7 +57,7 @@ fn replan(
     let held = held_by_others(&host);
     let (_, plan) = host.plan_keeping(running, &held).map_err(report)?;
     let own = host.own();
-    let mut warnings: Vec<String> = own.diagnostics.iter().map(super::plan::one_line).collect();
+    let mut warnings: Vec<String> = own.diagnostics.iter().map(|d| d.one_line()).collect();
     warnings.extend(host.notes.iter().map(|n| format!("host: {n}")));
     warnings.extend(plan.warnings.iter().map(|w| format!("plan: {w}")));
     let specs = pinctl_supervise::launch::specs(&own.config, &plan);
@@ -119,7 +119,7 @@ pub(crate) fn run(args: RunArgs) -> CmdResult {
     // when they run unpinned or were planned for another topology (tests only).
     let mut observers: Vec<Box<dyn Observer>> = Vec::new();
     if !args.unpinned && args.topology.is_none() {
-        let lines = Box::new(super::watch::LogTo::Supervisor);
+        let lines = Box::new(super::render::LogTo::Supervisor);
         let watch = SupervisedWatch::new(config, lines).map_err(Error::failure)?;
         observers.push(Box::new(watch));
     }

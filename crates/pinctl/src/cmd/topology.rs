@@ -58,7 +58,7 @@ pub(crate) fn run(args: TopologyArgs) -> CmdResult {
     let mut loaded = load_topology(&source).map_err(Error::failure)?;
     pinctl_launch::probe_memory_policies(&pinctl_sys::LinuxKernel, &mut loaded);
     if loaded.is_live {
-        crate::cmd::irq::ask_irqbalance(&mut loaded.topology);
+        super::host::ask_irqbalance(&mut loaded.topology);
     }
     if args.json {
         serde_json::to_writer_pretty(&mut out, &loaded.topology).context("writing JSON")?;
@@ -104,40 +104,60 @@ pub(crate) fn render(
         writeln!(out, "offline cpus: {offline}")?;
     }
     for n in &t.nodes {
-        let mut notes = Vec::new();
-        if let Some(p) = t.package_of_node(n.id) {
-            notes.push(format!("package {p}"));
-        }
-        match (n.has_cpu, n.has_memory) {
-            (true, true) => {}
-            (true, false) => notes.push("CPU-only: no memory".to_string()),
-            (false, true) => notes.push("memory-only".to_string()),
-            (false, false) => notes.push("no CPUs, no memory".to_string()),
-        }
-        let notes =
-            if notes.is_empty() { String::new() } else { format!(" [{}]", notes.join(", ")) };
-        let cpus = if n.cpus.is_empty() { "none".to_string() } else { n.cpus.to_string() };
-        writeln!(out, "node {} cpus: {cpus} ({} CPUs){notes}", n.id, n.cpus.len())?;
-        writeln!(out, "node {} size: {}", n.id, mib(n.memory_bytes))?;
-        writeln!(out, "node {} free: {}", n.id, mib(n.memory_free_bytes))?;
-        let caches: Vec<String> = t
-            .caches
-            .iter()
-            .filter(|c| !c.cpus.is_disjoint(&n.cpus))
-            .map(|c| match c.size_bytes {
-                Some(size) => format!("L{} {} ({})", c.level, c.cpus, cache_size(size)),
-                None => format!("L{} {}", c.level, c.cpus),
-            })
-            .collect();
-        if !caches.is_empty() {
-            writeln!(out, "node {} last-level caches: {}", n.id, caches.join("; "))?;
-        }
-        let devs: Vec<String> =
-            t.devices.iter().filter(|d| d.node == Some(n.id)).map(describe).collect();
-        if !devs.is_empty() {
-            writeln!(out, "node {} devices: {}", n.id, devs.join(", "))?;
+        node(out, t, n)?;
+    }
+    distances(out, t)?;
+    super::render::performance::render_performance(out, t)?;
+    odd_devices(out, t)?;
+    super::render::interrupts::render(out, t)?;
+    if !t.warnings.is_empty() {
+        writeln!(out, "warnings:")?;
+        for w in &t.warnings {
+            writeln!(out, "  - {}", escaped(w))?;
         }
     }
+    Ok(())
+}
+
+/// A node's lines: its CPUs (and what it lacks), memory, last-level caches and devices.
+fn node(out: &mut impl Write, t: &Topology, n: &pinctl_topology::Node) -> io::Result<()> {
+    let mut notes = Vec::new();
+    if let Some(p) = t.package_of_node(n.id) {
+        notes.push(format!("package {p}"));
+    }
+    match (n.has_cpu, n.has_memory) {
+        (true, true) => {}
+        (true, false) => notes.push("CPU-only: no memory".to_string()),
+        (false, true) => notes.push("memory-only".to_string()),
+        (false, false) => notes.push("no CPUs, no memory".to_string()),
+    }
+    let notes = if notes.is_empty() { String::new() } else { format!(" [{}]", notes.join(", ")) };
+    let cpus = if n.cpus.is_empty() { "none".to_string() } else { n.cpus.to_string() };
+    writeln!(out, "node {} cpus: {cpus} ({} CPUs){notes}", n.id, n.cpus.len())?;
+    writeln!(out, "node {} size: {}", n.id, mib(n.memory_bytes))?;
+    writeln!(out, "node {} free: {}", n.id, mib(n.memory_free_bytes))?;
+    let caches: Vec<String> = t
+        .caches
+        .iter()
+        .filter(|c| !c.cpus.is_disjoint(&n.cpus))
+        .map(|c| match c.size_bytes {
+            Some(size) => format!("L{} {} ({})", c.level, c.cpus, cache_size(size)),
+            None => format!("L{} {}", c.level, c.cpus),
+        })
+        .collect();
+    if !caches.is_empty() {
+        writeln!(out, "node {} last-level caches: {}", n.id, caches.join("; "))?;
+    }
+    let devs: Vec<String> =
+        t.devices.iter().filter(|d| d.node == Some(n.id)).map(describe).collect();
+    if !devs.is_empty() {
+        writeln!(out, "node {} devices: {}", n.id, devs.join(", "))?;
+    }
+    Ok(())
+}
+
+/// The distance matrix, as `numactl --hardware` prints it.
+fn distances(out: &mut impl Write, t: &Topology) -> io::Result<()> {
     if !t.distances.is_empty() {
         writeln!(out, "node distances:")?;
         write!(out, "node")?;
@@ -155,7 +175,11 @@ pub(crate) fn render(
     } else if !t.nodes.is_empty() {
         writeln!(out, "node distances: unknown (the source has no distance files)")?;
     }
-    crate::cmd::performance::render_performance(out, t)?;
+    Ok(())
+}
+
+/// Devices on nodes the topology does not list, on several nodes, or on none known.
+fn odd_devices(out: &mut impl Write, t: &Topology) -> io::Result<()> {
     let elsewhere: Vec<&Device> =
         t.devices.iter().filter(|d| d.node.is_some_and(|n| t.node(n).is_none())).collect();
     if !elsewhere.is_empty() {
@@ -176,13 +200,6 @@ pub(crate) fn render(
         writeln!(out, "devices of unknown locality:")?;
         for d in unknown {
             writeln!(out, "  {}", describe(d))?;
-        }
-    }
-    crate::cmd::irq::render_interrupts(out, t)?;
-    if !t.warnings.is_empty() {
-        writeln!(out, "warnings:")?;
-        for w in &t.warnings {
-            writeln!(out, "  - {}", escaped(w))?;
         }
     }
     Ok(())

@@ -4,7 +4,7 @@
 //! watch loop (pinctl-drift's `WatchLoop`) runs at `watch-interval` and this module renders
 //! what it says: one line per drift start and end, instances found or lost, rebalances.
 //! Under `pinctl run` the same loop runs on a thread of its own (pinctl-drift's
-//! `SupervisedWatch`, an observer of the supervisor); its lines go through [`LogTo`] too.
+//! `SupervisedWatch`, an observer of the supervisor); its lines go through [`super::render::LogTo`] too.
 //!
 //! The tokio runtime (for the metrics server) is built here and only here, and only when
 //! metrics are served: `pinctl exec` never loads one.
@@ -18,7 +18,7 @@ use pinctl_drift::metrics::{Listening, Metrics};
 use pinctl_drift::read::Supervised;
 use pinctl_drift::rebalance::{LinuxControl, MonotonicClock};
 use pinctl_drift::watch::{CheckStatus, Target, Watcher, system_uid, targets};
-use pinctl_drift::watch_loop::{Said, Sink, WatchLoop, WatchSettings};
+use pinctl_drift::watch_loop::{Said, WatchLoop, WatchSettings};
 
 use crate::error::{CmdResult, Error};
 
@@ -65,10 +65,10 @@ fn watched(config: &pinctl_config::Config, plan: &pinctl_plan::Plan) -> Vec<Targ
     if !socket.exists() {
         return targets;
     }
-    let running = match super::control::instances_at(&socket) {
+    let running = match pinctl_supervise::client::instances(&socket) {
         Ok(running) => running,
         Err(e) => {
-            let why = e.message().unwrap_or_default();
+            let why = crate::error::Error::from(e).message().unwrap_or_default();
             let _ = writeln!(io::stderr().lock(), "warning: {}: {why}", socket.display());
             return targets;
         }
@@ -125,7 +125,7 @@ fn watch(args: WatchArgs) -> CmdResult {
         Metrics::new(),
         Box::new(LinuxControl::live()),
         MonotonicClock::default(),
-        Box::new(LogTo::Stdout { json: args.json }),
+        Box::new(super::render::LogTo::Stdout { json: args.json }),
     );
     // The runtime lives as long as the loop; the server runs on its worker thread.
     let _runtime = match listening {
@@ -145,32 +145,4 @@ fn watch(args: WatchArgs) -> CmdResult {
     let instances = watching.watcher.targets.len();
     watching.say(Said::Watching { instances, interval: settings.watch.interval });
     watching.run_forever()
-}
-
-/// Where the watch loop's lines go: `pinctl watch` writes them to stdout (one JSON object each
-/// under `--json`); `pinctl run` writes them to stderr after `pinctl: watch: `, like the
-/// supervisor's own lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LogTo {
-    Stdout { json: bool },
-    Supervisor,
-}
-
-impl Sink for LogTo {
-    fn say(&mut self, said: Said<'_>) {
-        let line = pinctl_drift::text::line(&said, *self == LogTo::Stdout { json: true });
-        // A closed output must not stop the watcher: metrics and alerts go on.
-        match self {
-            LogTo::Stdout { .. } => {
-                let mut out = io::stdout().lock();
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
-            // Under `pinctl run`, through the supervisor's relay: a stalled reader of its log
-            // must not stall the watcher either.
-            LogTo::Supervisor => {
-                pinctl_supervise::relay::log_line(&format!("pinctl: watch: {line}"))
-            }
-        }
-    }
 }

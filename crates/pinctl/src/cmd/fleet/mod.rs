@@ -107,13 +107,13 @@ fn text(
             Ok((file, plan)) => {
                 let landing = pinctl_irq::landing::of_plan(file, plan);
                 let files = [file.config.path.clone()];
-                let of = super::plan::PlanOf {
+                let of = super::render::plan::PlanOf {
                     files: &files,
                     loaded: &file.loaded,
                     others: Vec::new(),
                     supervisor: &|_: &str| String::new(),
                 };
-                let _ = super::plan::render_of(&mut block, plan, &of, &landing, false);
+                let _ = super::render::plan::render(&mut block, plan, &of, &landing, false);
                 // What `pinctl plan` says on stderr about the file on this host.
                 for d in &file.diagnostics {
                     let line = escaped(&d.one_line());
@@ -162,7 +162,7 @@ fn summary(out: &mut impl Write, summaries: &[HostSummary]) -> io::Result<()> {
             [escaped(&s.host), s.instances.to_string(), escaped(&why)]
         })
         .collect();
-    super::performance::table(out, ["HOST", "INSTANCES", "RULES"], &rows)
+    super::render::table(out, ["HOST", "INSTANCES", "RULES"], &rows)
 }
 
 /// `{"schema_version": 1, "hosts": {HOST: {...}, ...}, "summary": [...]}`, each host written

@@ -2,12 +2,15 @@
 //! its control socket (one JSON request per line, one JSON answer per line;
 //! docs/supervisor.md). Blocking I/O: no async runtime on this path.
 
-use std::io::{self, BufRead as _, BufReader, Read as _, Write};
+mod host_status;
+
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use pinctl_supervise::protocol::{DriftState, InstanceStatus, Request, Response};
+use pinctl_supervise::client::{self, table::render};
+use pinctl_supervise::protocol::{Request, Response};
 
 use crate::error::{CmdResult, Error};
 
@@ -35,7 +38,7 @@ impl SocketArg {
             return Ok(path.clone());
         }
         if let Some(file) = &self.config {
-            return supervisor_of(file);
+            return Ok(client::supervisor_of(file)?);
         }
         if let Some(path) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
             return Ok(path.into());
@@ -43,15 +46,6 @@ impl SocketArg {
         pinctl_supervise::socket::find_supervisor(std::path::Path::new(pinctl_config::RUNTIME_DIR))
             .map_err(|e| Error::failure(anyhow::anyhow!(e)))
     }
-}
-
-/// The control socket of the supervisor that runs `file` (`pinctl run -c FILE`).
-pub(crate) fn supervisor_of(file: &std::path::Path) -> Result<PathBuf, Error> {
-    let config = pinctl_launch::load_config(file)?;
-    let paths = config
-        .supervisor()
-        .map_err(|e| Error::failure(anyhow::anyhow!("{}: {e}", file.display())))?;
-    Ok(paths.socket)
 }
 
 /// Arguments of `pinctl status`.
@@ -103,55 +97,13 @@ pub(crate) enum Verb {
     Restart,
 }
 
-/// The longest answer read: the status of 8192 instances is a few MiB.
-const MAX_ANSWER_BYTES: u64 = 64 << 20;
-
 fn ask(socket: &SocketArg, request: &Request) -> Result<Response, Error> {
-    ask_at(&socket.path()?, request, None)
-}
-
-/// Every instance of the supervisor at `path`, as `pinctl status` gets them.
-pub(crate) fn instances_at(path: &std::path::Path) -> Result<Vec<InstanceStatus>, Error> {
-    Ok(ask_at(path, &Request::Status { names: Vec::new() }, None)?.instances.unwrap_or_default())
-}
-
-/// How long `status --host` waits for each supervisor: one that hangs is reported, not
-/// waited for.
-pub(crate) const HOST_STATUS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The answer of the supervisor at `path` to `request`, waiting at most `wait` for each read
-/// and write when given.
-pub(crate) fn ask_at(
-    path: &std::path::Path,
-    request: &Request,
-    wait: Option<std::time::Duration>,
-) -> Result<Response, Error> {
-    // The folder must be root's, the path a socket, and whoever serves it root (or us).
-    let mut stream = pinctl_supervise::socket::connect(path)
-        .map_err(|e| Error::failure(anyhow::anyhow!("{e}")))?;
-    stream.set_read_timeout(wait).context("setting the socket's timeout")?;
-    stream.set_write_timeout(wait).context("setting the socket's timeout")?;
-    let mut line = serde_json::to_string(request).context("encoding the request")?;
-    line.push('\n');
-    stream.write_all(line.as_bytes()).context("writing to the control socket")?;
-    let mut answer = String::new();
-    BufReader::new((&stream).take(MAX_ANSWER_BYTES))
-        .read_line(&mut answer)
-        .context("reading from the control socket")?;
-    if answer.is_empty() {
-        return Err(Error::failure(anyhow::anyhow!("the supervisor closed the connection")));
-    }
-    let response: Response = serde_json::from_str(&answer).context("decoding the answer")?;
-    if !response.ok {
-        let message = response.error.unwrap_or_else(|| "refused".into());
-        return Err(Error::failure(anyhow::anyhow!(message)));
-    }
-    Ok(response)
+    Ok(client::ask(&socket.path()?, request, None)?)
 }
 
 pub(crate) fn status(args: StatusArgs) -> CmdResult {
     if args.host {
-        return super::host_status::run(&args.runtime_dir, args.json);
+        return host_status::run(&args.runtime_dir, args.json);
     }
     let response = ask(&args.socket, &Request::Status { names: args.names })?;
     let instances = response.instances.unwrap_or_default();
@@ -260,117 +212,4 @@ pub(crate) fn reopen_logs(args: SocketArg) -> CmdResult {
     } else {
         Err(Error::failure(anyhow::anyhow!("not reopened: {}", failed.join(", "))))
     }
-}
-
-fn uptime(s: f64) -> String {
-    let s = s as u64;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{}s", s / 60, s % 60),
-        3600..86400 => format!("{}h{}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{}h", s / 86400, s % 86400 / 3600),
-    }
-}
-
-/// Resident memory the way `ps` and `top` readers scan it: `5.7MiB`, `812KiB`, `1.2GiB`.
-fn rss(bytes: u64) -> String {
-    match bytes {
-        0..1_048_576 => format!("{}KiB", bytes / 1024),
-        1_048_576..1_073_741_824 => format!("{:.1}MiB", bytes as f64 / 1_048_576.0),
-        _ => format!("{:.1}GiB", bytes as f64 / 1_073_741_824.0),
-    }
-}
-
-/// The share of memory on the planned nodes at the watcher's last sample.
-/// `<min` where the instance holds less than `min-memory` (the reason is on a line below).
-fn local(drift: Option<&DriftState>) -> String {
-    match drift {
-        Some(d) if d.locality_not_judged.is_some() => "<min".into(),
-        d => d.and_then(|d| d.local_fraction).map_or("-".into(), |f| format!("{:.1}%", f * 100.0)),
-    }
-}
-
-/// `in-place`, the kinds of drift going on, or `-` where nothing watched the instance.
-fn drift(drift: Option<&DriftState>) -> String {
-    match drift {
-        None => "-".into(),
-        Some(d) if d.error.is_some() => "unsampled".into(),
-        Some(d) if d.drifting.is_empty() => "in-place".into(),
-        Some(d) => d.drifting.join(","),
-    }
-}
-
-pub(crate) fn render(out: &mut impl Write, instances: &[InstanceStatus]) -> io::Result<()> {
-    let header = [
-        "INSTANCE",
-        "STATE",
-        "PID",
-        "UPTIME",
-        "RESTARTS",
-        "CPU TIME",
-        "RSS",
-        "NODES",
-        "CPUS",
-        "MEMORY",
-        "LOCAL",
-        "DRIFT",
-        "LAST EXIT",
-    ];
-    let rows: Vec<[String; 13]> = instances
-        .iter()
-        .map(|i| {
-            let p = &i.placement;
-            let memory = if p.memory_nodes.is_empty() {
-                p.memory_policy.to_string()
-            } else {
-                format!("{} {}", p.memory_policy, p.memory_nodes)
-            };
-            [
-                i.name.clone(),
-                if i.adopted { format!("{} (adopted)", i.state) } else { i.state.clone() },
-                i.pid.map_or("-".into(), |p| p.to_string()),
-                i.uptime_s.map_or("-".into(), uptime),
-                i.restarts.to_string(),
-                i.cpu_s.map_or("-".into(), |s| format!("{s:.2}s")),
-                i.rss_bytes.map_or("-".into(), rss),
-                p.nodes.to_string(),
-                p.cpus.to_string(),
-                memory,
-                local(i.drift.as_ref()),
-                drift(i.drift.as_ref()),
-                i.last_exit.clone().unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect();
-    let mut width = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut s = String::new();
-        for (k, cell) in cells.iter().enumerate() {
-            if k + 1 == cells.len() {
-                s.push_str(cell);
-            } else {
-                s.push_str(&format!("{cell:<w$}  ", w = width[k]));
-            }
-        }
-        s
-    };
-    writeln!(out, "{}", line(header.to_vec()))?;
-    for (row, i) in rows.iter().zip(instances) {
-        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
-        if let Some(reason) = &i.reason {
-            writeln!(out, "    failed: {reason}")?;
-        }
-        if let Some(error) = i.drift.as_ref().and_then(|d| d.error.as_ref()) {
-            writeln!(out, "    not sampled: {error}")?;
-        }
-        if let Some(why) = i.drift.as_ref().and_then(|d| d.locality_not_judged.as_ref()) {
-            writeln!(out, "    locality not judged: {why}")?;
-        }
-    }
-    Ok(())
 }

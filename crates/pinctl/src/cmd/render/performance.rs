@@ -77,7 +77,7 @@ pub(crate) fn render_probe(
             ]
         })
         .collect();
-    table(out, ["CPU -> MEMORY", "LATENCY", "RATIO", "BANDWIDTH", "SLIT", "HMAT"], &rows)?;
+    super::table(out, ["CPU -> MEMORY", "LATENCY", "RATIO", "BANDWIDTH", "SLIT", "HMAT"], &rows)?;
     writeln!(out)?;
     if t.distances.is_empty() {
         writeln!(out, "rankings that disagree with SLIT: none to compare (no SLIT table)")?;
@@ -230,35 +230,6 @@ pub(crate) fn render_performance(out: &mut impl Write, t: &Topology) -> io::Resu
         header(out, m)?;
         matrices(out, m)?;
         not_measured(out, m)?;
-    }
-    Ok(())
-}
-
-/// A table with a header row, columns padded to their widest cell.
-pub(crate) fn table<const N: usize>(
-    out: &mut impl Write,
-    header: [&str; N],
-    rows: &[[String; N]],
-) -> io::Result<()> {
-    let mut width = header.map(str::len);
-    for row in rows {
-        for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut s = String::new();
-        for (k, cell) in cells.iter().enumerate() {
-            s.push_str(cell);
-            if k + 1 < N {
-                s.extend(std::iter::repeat_n(' ', width[k] - cell.chars().count() + 2));
-            }
-        }
-        s.trim_end().to_string()
-    };
-    writeln!(out, "{}", line(header.to_vec()))?;
-    for row in rows {
-        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
     }
     Ok(())
 }
