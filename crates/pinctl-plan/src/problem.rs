@@ -146,7 +146,7 @@ pub struct Problem {
 
 /// The cost of a plan: compared field by field, in declaration order, lower is better
 /// (docs/planning.md explains each term and the rule it comes from).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Cost {
     /// Rule 1: bytes of expected memory beyond the capacity of the nodes they are on (only
     /// policies that may spill can exceed; `bind` never does).
@@ -230,24 +230,6 @@ pub(crate) mod term {
 }
 
 impl Cost {
-    /// The cost of placing nothing.
-    fn nothing() -> Cost {
-        Cost {
-            memory_overflow: 0,
-            shared_instances: 0,
-            near_misses: 0,
-            near_distance: 0,
-            kept_free_used: 0,
-            kept_free_cpus: 0,
-            node_count: 0,
-            cross_package_pairs: 0,
-            node_distance: 0,
-            moved: 0,
-            spread: Vec::new(),
-            tie_break: Vec::new(),
-        }
-    }
-
     pub(crate) fn terms(&self) -> Terms {
         let mut t = [0; term::COUNT];
         t[term::MEMORY_OVERFLOW] = self.memory_overflow;
@@ -264,32 +246,38 @@ impl Cost {
     }
 }
 
-/// What an assignment under evaluation has put on each node so far.
-struct NodeTally {
-    owner: Vec<bool>,
-    /// CPUs of `cpus = N` instances.
-    used: Vec<u32>,
-    bind_memory: Vec<u64>,
-    total_memory: Vec<u64>,
-    occupants: Vec<u32>,
-    sharers: Vec<u32>,
-    alone_first: Vec<u64>,
-    load: Vec<u32>,
-    sharing_memory: Vec<u64>,
+/// What a plan, whole or partial, puts on each node (by position): the search keeps one as
+/// it descends, [`Problem::evaluate`] builds one for a whole assignment.
+pub(crate) struct NodeTally {
+    /// Instances on each node.
+    pub(crate) occupied: Vec<u32>,
+    pub(crate) owner: Vec<bool>,
+    /// CPUs of `cpus = N` instances on each node.
+    pub(crate) used: Vec<u32>,
+    /// CPUs and weights of the instances on each node that do not own it (spread).
+    pub(crate) load: Vec<u32>,
+    /// Sharing instances on each node, how many of them prefer a node of their own, and the
+    /// memory they expect there.
+    pub(crate) sharers: Vec<u32>,
+    pub(crate) alone_first: Vec<u32>,
+    pub(crate) sharing_memory: Vec<u64>,
+    pub(crate) bind_memory: Vec<u64>,
+    pub(crate) total_memory: Vec<u64>,
 }
 
 impl NodeTally {
-    fn new(n: usize) -> NodeTally {
+    /// `n` nodes with nothing on them.
+    pub(crate) fn new(n: usize) -> NodeTally {
         NodeTally {
+            occupied: vec![0; n],
             owner: vec![false; n],
             used: vec![0; n],
-            bind_memory: vec![0; n],
-            total_memory: vec![0; n],
-            occupants: vec![0; n],
+            load: vec![0; n],
             sharers: vec![0; n],
             alone_first: vec![0; n],
-            load: vec![0; n],
             sharing_memory: vec![0; n],
+            bind_memory: vec![0; n],
+            total_memory: vec![0; n],
         }
     }
 }
@@ -639,7 +627,8 @@ impl Problem {
     /// twice or shared with an owner, CPUs or `bind` memory over a node's capacity.
     pub fn evaluate(&self, assignment: &[Option<Vec<usize>>]) -> Option<Cost> {
         let mut tally = NodeTally::new(self.nodes.len());
-        let mut cost = Cost::nothing();
+        // Placing nothing costs nothing.
+        let mut cost = Cost::default();
         for (inst, set) in self.instances.iter().zip(assignment) {
             let Some(set) = set else {
                 cost.tie_break.push(Vec::new());
@@ -672,11 +661,11 @@ impl Problem {
     /// memory beyond theirs, or `None` when a node is taken or `bind` memory does not fit.
     fn own(&self, tally: &mut NodeTally, inst: &InstanceInfo, set: &[usize]) -> Option<u64> {
         for &j in set {
-            if tally.owner[j] || tally.occupants[j] > 0 {
+            if tally.owner[j] || tally.occupied[j] > 0 {
                 return None;
             }
             tally.owner[j] = true;
-            tally.occupants[j] += 1;
+            tally.occupied[j] += 1;
         }
         match self.memory_of(set) {
             Some(capacity) if inst.memory > capacity => {
@@ -692,13 +681,13 @@ impl Problem {
         if tally.owner[j] {
             return None;
         }
-        tally.occupants[j] += 1;
+        tally.occupied[j] += 1;
         tally.load[j] += inst.shape.load();
         match inst.shape {
             Shape::Shared(c) => tally.used[j] += c,
             _ => {
                 tally.sharers[j] += 1;
-                tally.alone_first[j] += u64::from(inst.shape.alone_first());
+                tally.alone_first[j] += u32::from(inst.shape.alone_first());
                 tally.sharing_memory[j] += inst.memory;
             }
         }
@@ -722,13 +711,14 @@ impl Problem {
             if let Some(m) = self.nodes[j].memory {
                 cost.memory_overflow += tally.total_memory[j].saturating_sub(m);
             }
-            if tally.occupants[j] > 0 && !self.kept_free[j].is_empty() {
+            if tally.occupied[j] > 0 && !self.kept_free[j].is_empty() {
                 cost.kept_free_used += 1;
                 let whole = tally.owner[j] || tally.sharers[j] > 0;
                 cost.kept_free_cpus +=
                     u64::from(if whole { self.nodes[j].cpu_count() } else { tally.used[j] });
             }
-            cost.shared_instances += shared_beyond_first(tally.alone_first[j], tally.occupants[j]);
+            cost.shared_instances +=
+                shared_beyond_first(u64::from(tally.alone_first[j]), tally.occupied[j]);
         }
         Some(())
     }

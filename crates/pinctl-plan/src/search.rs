@@ -12,8 +12,8 @@ use std::cmp::{Ordering, Reverse};
 
 use crate::PlanError;
 use crate::problem::{
-    Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms, memory_load, shared_beyond_first,
-    term,
+    Cost, InstanceInfo, Load, NodeTally, Problem, Shape, Terms, add_terms, memory_load,
+    shared_beyond_first, term,
 };
 
 mod diagnose;
@@ -94,21 +94,10 @@ struct Search<'p> {
     owner_demand: Vec<usize>,
     /// Instances of `share-nodes = "when-needed"` among `order[d..]`.
     alone_demand: Vec<usize>,
-    occupied: Vec<u32>,
+    /// What the partial plan puts on each node.
+    tally: NodeTally,
     /// Placeable nodes that no instance occupies.
     empty: usize,
-    owner: Vec<bool>,
-    /// CPUs of `cpus = N` instances on each node.
-    used: Vec<u32>,
-    /// CPUs and weights of the instances on each node that do not own it (spread).
-    load: Vec<u32>,
-    /// Sharing instances on each node, how many of them prefer a node of their own, and the
-    /// memory they expect there.
-    sharers: Vec<u32>,
-    alone_first: Vec<u32>,
-    sharing_memory: Vec<u64>,
-    bind_memory: Vec<u64>,
-    total_memory: Vec<u64>,
     assignment: Vec<Option<Vec<usize>>>,
     terms: Terms,
     best: Option<(Cost, Vec<Vec<usize>>)>,
@@ -230,16 +219,8 @@ impl<'p> Search<'p> {
             water,
             owner_demand,
             alone_demand,
-            occupied: vec![0; n],
+            tally: NodeTally::new(n),
             empty: p.nodes.iter().filter(|node| node.placeable).count(),
-            owner: vec![false; n],
-            used: vec![0; n],
-            load: vec![0; n],
-            sharers: vec![0; n],
-            alone_first: vec![0; n],
-            sharing_memory: vec![0; n],
-            bind_memory: vec![0; n],
-            total_memory: vec![0; n],
             assignment: vec![None; p.instances.len()],
             terms: [0; term::COUNT],
             best: None,
@@ -407,13 +388,13 @@ impl Search<'_> {
         let mut empty: Vec<u32> = Vec::new();
         let mut free_cpus = 0u64;
         for (j, node) in self.p.nodes.iter().enumerate().filter(|(_, n)| n.placeable) {
-            if self.owner[j] {
+            if self.tally.owner[j] {
                 continue;
             }
-            if self.occupied[j] == 0 {
+            if self.tally.occupied[j] == 0 {
                 empty.push(node.slots);
             }
-            free_cpus += u64::from(node.slots.saturating_sub(self.used[j]));
+            free_cpus += u64::from(node.slots.saturating_sub(self.tally.used[j]));
         }
         let left = self.order.len() - depth;
         let what = format!(
@@ -458,7 +439,7 @@ impl Search<'_> {
     fn leaf(&mut self) {
         // The state holds the numeric terms; a full evaluation is only needed for a plan that
         // is kept.
-        let spread = self.p.spread(&self.owner, &self.load, &self.sharing_memory);
+        let spread = self.p.spread(&self.tally.owner, &self.tally.load, &self.tally.sharing_memory);
         let keep = match (&self.goal, &self.best) {
             (Goal::Optimise, None) => true,
             (Goal::Optimise, Some((best, _))) => {
@@ -496,14 +477,14 @@ impl Search<'_> {
         for (j, node) in p.nodes.iter().enumerate().filter(|(_, n)| n.placeable) {
             let capacity = node.cpu_count();
             let mine = set.contains(&j);
-            if self.owner[j] || (mine && shape.owns_nodes()) {
+            if self.tally.owner[j] || (mine && shape.owns_nodes()) {
                 fixed.push(Load { used: capacity, capacity });
                 continue;
             }
-            let used = self.load[j] + if mine { shape.load() } else { 0 };
+            let used = self.tally.load[j] + if mine { shape.load() } else { 0 };
             // With the terms already at the target, a completion that reaches it adds no
             // kept-free node: those stay as they are.
-            if tight && !p.kept_free[j].is_empty() && self.occupied[j] == 0 && !mine {
+            if tight && !p.kept_free[j].is_empty() && self.tally.occupied[j] == 0 && !mine {
                 fixed.push(Load { used, capacity });
             } else {
                 open.push(Load { used, capacity });
@@ -539,13 +520,13 @@ impl Search<'_> {
         let add = sign > 0;
         for &j in set {
             if add {
-                self.occupied[j] += 1;
-                if self.occupied[j] == 1 && self.p.nodes[j].placeable {
+                self.tally.occupied[j] += 1;
+                if self.tally.occupied[j] == 1 && self.p.nodes[j].placeable {
                     self.empty -= 1;
                 }
             } else {
-                self.occupied[j] -= 1;
-                if self.occupied[j] == 0 && self.p.nodes[j].placeable {
+                self.tally.occupied[j] -= 1;
+                if self.tally.occupied[j] == 0 && self.p.nodes[j].placeable {
                     self.empty += 1;
                 }
             }
@@ -559,24 +540,24 @@ impl Search<'_> {
                     let alone = u32::from(inst.shape.alone_first());
                     let sharing_memory = if sharer > 0 { inst.memory } else { 0 };
                     if add {
-                        self.used[j] += c;
-                        self.load[j] += inst.shape.load();
-                        self.sharers[j] += sharer;
-                        self.alone_first[j] += alone;
-                        self.sharing_memory[j] += sharing_memory;
-                        self.total_memory[j] += inst.memory;
-                        self.bind_memory[j] += bind;
+                        self.tally.used[j] += c;
+                        self.tally.load[j] += inst.shape.load();
+                        self.tally.sharers[j] += sharer;
+                        self.tally.alone_first[j] += alone;
+                        self.tally.sharing_memory[j] += sharing_memory;
+                        self.tally.total_memory[j] += inst.memory;
+                        self.tally.bind_memory[j] += bind;
                     } else {
-                        self.used[j] -= c;
-                        self.load[j] -= inst.shape.load();
-                        self.sharers[j] -= sharer;
-                        self.alone_first[j] -= alone;
-                        self.sharing_memory[j] -= sharing_memory;
-                        self.total_memory[j] -= inst.memory;
-                        self.bind_memory[j] -= bind;
+                        self.tally.used[j] -= c;
+                        self.tally.load[j] -= inst.shape.load();
+                        self.tally.sharers[j] -= sharer;
+                        self.tally.alone_first[j] -= alone;
+                        self.tally.sharing_memory[j] -= sharing_memory;
+                        self.tally.total_memory[j] -= inst.memory;
+                        self.tally.bind_memory[j] -= bind;
                     }
                 }
-                _ => self.owner[j] = add,
+                _ => self.tally.owner[j] = add,
             }
         }
         for (t, d) in self.terms.iter_mut().zip(delta) {
@@ -636,7 +617,7 @@ impl Search<'_> {
     /// under bind, memory.
     fn share_option(&self, inst: &InstanceInfo, j: usize, floor: Option<usize>) -> Option<Choice> {
         let p = self.p;
-        if floor.is_some_and(|f| j < f) || self.owner[j] {
+        if floor.is_some_and(|f| j < f) || self.tally.owner[j] {
             return None;
         }
         let (c, sharer) = match inst.shape {
@@ -646,11 +627,11 @@ impl Search<'_> {
         let capacity = p.nodes[j].cpu_count();
         // N different CPUs, within the node's limit (overcommitted or not); a sharing instance
         // needs a CPU that no `cpus = N` instance holds.
-        if c > capacity || self.used[j] + c > p.cpu_limit(j, self.sharers[j] + sharer) {
+        if c > capacity || self.tally.used[j] + c > p.cpu_limit(j, self.tally.sharers[j] + sharer) {
             return None;
         }
         let memory = p.nodes[j].memory;
-        if inst.binds() && memory.is_some_and(|m| self.bind_memory[j] + inst.memory > m) {
+        if inst.binds() && memory.is_some_and(|m| self.tally.bind_memory[j] + inst.memory > m) {
             return None;
         }
         let delta = self.share_terms(inst, j, c, sharer);
@@ -661,14 +642,14 @@ impl Search<'_> {
                 _ => cpus,
             }
         };
-        let (now, expected) = (self.load[j], self.sharing_memory[j]);
+        let (now, expected) = (self.tally.load[j], self.tally.sharing_memory[j]);
         let more = if sharer > 0 { inst.memory } else { 0 };
         Some(Choice {
             set: vec![j],
             delta,
             load_after: load(now + inst.shape.load(), expected + more),
             load_before: load(now, expected),
-            empty_taken: usize::from(self.occupied[j] == 0),
+            empty_taken: usize::from(self.tally.occupied[j] == 0),
             bound_delta: [0; term::COUNT],
         })
     }
@@ -679,23 +660,25 @@ impl Search<'_> {
         let p = self.p;
         let mut delta = p.placement_terms(inst, &[j]);
         if let Some(m) = p.nodes[j].memory {
-            let before = self.total_memory[j].saturating_sub(m);
+            let before = self.tally.total_memory[j].saturating_sub(m);
             delta[term::MEMORY_OVERFLOW] =
-                (self.total_memory[j] + inst.memory).saturating_sub(m) - before;
+                (self.tally.total_memory[j] + inst.memory).saturating_sub(m) - before;
         }
         if !p.kept_free[j].is_empty() {
-            delta[term::KEPT_FREE_USED] = u64::from(self.occupied[j] == 0);
+            delta[term::KEPT_FREE_USED] = u64::from(self.tally.occupied[j] == 0);
             // A node with sharing instances counts whole: they get all its CPUs.
-            delta[term::KEPT_FREE_CPUS] = match (self.sharers[j], sharer) {
-                (0, 1) => u64::from(p.nodes[j].cpu_count() - self.used[j]),
+            delta[term::KEPT_FREE_CPUS] = match (self.tally.sharers[j], sharer) {
+                (0, 1) => u64::from(p.nodes[j].cpu_count() - self.tally.used[j]),
                 (0, _) => u64::from(c),
                 _ => 0,
             };
         }
-        let alone = u64::from(self.alone_first[j]);
-        let before = shared_beyond_first(alone, self.occupied[j]);
-        let after =
-            shared_beyond_first(alone + u64::from(inst.shape.alone_first()), self.occupied[j] + 1);
+        let alone = u64::from(self.tally.alone_first[j]);
+        let before = shared_beyond_first(alone, self.tally.occupied[j]);
+        let after = shared_beyond_first(
+            alone + u64::from(inst.shape.alone_first()),
+            self.tally.occupied[j] + 1,
+        );
         delta[term::SHARED_INSTANCES] = after - before;
         delta
     }
@@ -708,7 +691,7 @@ impl Search<'_> {
             .candidates
             .iter()
             .copied()
-            .filter(|&j| self.occupied[j] == 0 && floor.is_none_or(|f| j > f))
+            .filter(|&j| self.tally.occupied[j] == 0 && floor.is_none_or(|f| j > f))
             .collect();
         let mut out = Vec::new();
         for set in self.node_sets(inst, &free) {

@@ -20,7 +20,7 @@ impl Search<'_> {
         };
         match inst.shape {
             Shape::Whole(k) => {
-                let free = inst.candidates.iter().filter(|&&j| self.occupied[j] == 0).count();
+                let free = inst.candidates.iter().filter(|&&j| self.tally.occupied[j] == 0).count();
                 let taken = candidates - free;
                 format!(
                     "needs {k} whole node{}: {total} node{}, {taken} taken{}{excluded_note}{}",
@@ -38,8 +38,12 @@ impl Search<'_> {
                 )
             }
             Shape::Spanning(c) => {
-                let free: Vec<usize> =
-                    inst.candidates.iter().copied().filter(|&j| self.occupied[j] == 0).collect();
+                let free: Vec<usize> = inst
+                    .candidates
+                    .iter()
+                    .copied()
+                    .filter(|&j| self.tally.occupied[j] == 0)
+                    .collect();
                 let cpus: u32 = free.iter().map(|&j| p.nodes[j].cpu_count()).sum();
                 format!(
                     "needs {c} CPUs on whole nodes (more than any node has): {} free node{} with {cpus} CPUs{}{excluded_note}",
@@ -76,7 +80,7 @@ impl Search<'_> {
         excluded_note: &str,
     ) -> String {
         let candidates = inst.candidates.len();
-        let owned = inst.candidates.iter().filter(|&&j| self.owner[j]).count();
+        let owned = inst.candidates.iter().filter(|&&j| self.tally.owner[j]).count();
         let full = candidates - owned;
         format!(
             "needs a node to share: {owned} of its {candidates} node{} owned by whole-node instances{}{}{excluded_note}",
@@ -103,11 +107,11 @@ impl Search<'_> {
         let most = inst
             .candidates
             .iter()
-            .filter(|&&j| !self.owner[j])
-            .map(|&j| p.cpu_limit(j, self.sharers[j]).saturating_sub(self.used[j]))
+            .filter(|&&j| !self.tally.owner[j])
+            .map(|&j| p.cpu_limit(j, self.tally.sharers[j]).saturating_sub(self.tally.used[j]))
             .max()
             .unwrap_or(0);
-        let owned = inst.candidates.iter().filter(|&&j| self.owner[j]).count();
+        let owned = inst.candidates.iter().filter(|&&j| self.tally.owner[j]).count();
         let owns =
             |name: &&str| p.instances.iter().any(|o| o.name == *name && o.shape.owns_nodes());
         let owners: Vec<&str> = taken_by.iter().copied().filter(owns).collect();
