@@ -89,173 +89,182 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Every metric, registered.
+    /// Every metric, registered, in the order the exposition lists them.
     pub fn new() -> Metrics {
+        let mut metrics = Metrics::unregistered();
         let mut r = Registry::default();
-        let memory = Family::<MemoryLabels, Gauge>::default();
-        let local_ratio = Family::<InstanceLabels, FloatGauge>::default();
-        let up = Family::<InstanceLabels, Gauge>::default();
-        let drifting = Family::<DriftLabels, Gauge>::default();
-        let episodes = Family::<DriftLabels, Counter>::default();
-        let threads_out = Family::<InstanceLabels, Gauge>::default();
-        let policy_mappings = Family::<InstanceLabels, Gauge>::default();
-        let interrupt_rate = Family::<InstanceLabels, FloatGauge>::default();
-        let sample_seconds = Family::<InstanceLabels, FloatGauge>::default();
-        let moved_pages = Family::<InstanceLabels, Counter>::default();
-        let moved_bytes = Family::<InstanceLabels, Counter>::default();
-        let move_seconds = Family::<InstanceLabels, FloatCounter>::default();
-        let worst_stall = Family::<InstanceLabels, FloatGauge>::default();
-        let repinned = Family::<InstanceLabels, Counter>::default();
-        let node_free = Family::<NodeLabels, Gauge>::default();
-        let node_miss = Family::<NodeLabels, Counter>::default();
-        let node_foreign = Family::<NodeLabels, Counter>::default();
-        let balancing_migrated = Counter::default();
-        let cycle_seconds = FloatGauge::default();
-        let restarts = Family::<InstanceLabels, Counter>::default();
-        let dropped_connections = Counter::default();
-        let accept_errors = Counter::default();
+        metrics.register_instance_metrics(&mut r);
+        metrics.register_rebalance_metrics(&mut r);
+        metrics.register_node_metrics(&mut r);
+        metrics.register_watcher_metrics(&mut r);
+        metrics.registry = Arc::new(r);
+        metrics
+    }
+
+    /// Every metric at zero, none registered yet.
+    fn unregistered() -> Metrics {
+        Metrics {
+            registry: Arc::default(),
+            memory: Default::default(),
+            local_ratio: Default::default(),
+            up: Default::default(),
+            drifting: Default::default(),
+            episodes: Default::default(),
+            threads_out: Default::default(),
+            policy_mappings: Default::default(),
+            interrupt_rate: Default::default(),
+            sample_seconds: Default::default(),
+            moved_pages: Default::default(),
+            moved_bytes: Default::default(),
+            move_seconds: Default::default(),
+            worst_stall: Default::default(),
+            repinned: Default::default(),
+            node_free: Default::default(),
+            node_miss: Default::default(),
+            node_foreign: Default::default(),
+            balancing_migrated: Default::default(),
+            cycle_seconds: Default::default(),
+            restarts: Default::default(),
+            dropped_connections: Default::default(),
+            accept_errors: Default::default(),
+            last_restarts: BTreeMap::new(),
+            last_kernel: BTreeMap::new(),
+        }
+    }
+
+    /// What each instance is doing: its memory by node, drift, threads, interrupts, sampling.
+    fn register_instance_metrics(&self, r: &mut Registry) {
         r.register_with_unit(
             "pinctl_instance_memory",
             "Resident memory of an instance on a node, by kind (anon, file, shmem, huge)",
             Unit::Bytes,
-            memory.clone(),
+            self.memory.clone(),
         );
         r.register(
             "pinctl_instance_local_memory_ratio",
             "Fraction of an instance's memory on its planned nodes",
-            local_ratio.clone(),
+            self.local_ratio.clone(),
         );
-        r.register("pinctl_instance_up", "Whether the instance was found and sampled", up.clone());
+        r.register(
+            "pinctl_instance_up",
+            "Whether the instance was found and sampled",
+            self.up.clone(),
+        );
         r.register(
             "pinctl_instance_drifting",
             "Whether a drift episode of this kind is going on (1) or not (0)",
-            drifting.clone(),
+            self.drifting.clone(),
         );
         r.register(
             "pinctl_instance_drift_episodes",
             "Drift episodes started, by kind",
-            episodes.clone(),
+            self.episodes.clone(),
         );
         r.register(
             "pinctl_instance_threads_out_of_place",
             "Threads allowed or last running outside the planned CPUs",
-            threads_out.clone(),
+            self.threads_out.clone(),
         );
         r.register(
             "pinctl_instance_policy_mismatched_mappings",
             "Mappings with resident memory whose policy differs from the planned one",
-            policy_mappings.clone(),
+            self.policy_mappings.clone(),
         );
         r.register(
             "pinctl_instance_interrupts_per_second",
             "Movable interrupts per second on the instance's CPUs since the last cycle",
-            interrupt_rate.clone(),
+            self.interrupt_rate.clone(),
         );
         r.register_with_unit(
             "pinctl_instance_sample_duration",
             "Time the last sample of the instance took",
             Unit::Seconds,
-            sample_seconds.clone(),
+            self.sample_seconds.clone(),
         );
+    }
+
+    /// What moving an instance back cost: pages, bytes, time, stalls, threads repinned.
+    fn register_rebalance_metrics(&self, r: &mut Registry) {
         r.register(
             "pinctl_rebalance_moved_pages",
             "Pages moved back to the planned nodes",
-            moved_pages.clone(),
+            self.moved_pages.clone(),
         );
         r.register_with_unit(
             "pinctl_rebalance_moved",
             "Bytes moved back to the planned nodes",
             Unit::Bytes,
-            moved_bytes.clone(),
+            self.moved_bytes.clone(),
         );
         r.register_with_unit(
             "pinctl_rebalance_duration",
             "Time spent moving memory back",
             Unit::Seconds,
-            move_seconds.clone(),
+            self.move_seconds.clone(),
         );
         r.register_with_unit(
             "pinctl_rebalance_worst_batch_stall",
             "Longest single move_pages batch of the last rebalance",
             Unit::Seconds,
-            worst_stall.clone(),
+            self.worst_stall.clone(),
         );
         r.register(
             "pinctl_rebalance_repinned_threads",
             "Threads set back to the planned CPUs",
-            repinned.clone(),
+            self.repinned.clone(),
         );
+    }
+
+    /// Each node's free memory and misses, and the kernel's own NUMA balancing.
+    fn register_node_metrics(&self, r: &mut Registry) {
         r.register_with_unit(
             "pinctl_node_free_memory",
             "Free memory of a node (MemFree of nodeN/meminfo)",
             Unit::Bytes,
-            node_free.clone(),
+            self.node_free.clone(),
         );
         r.register(
             "pinctl_node_numa_miss_pages",
             "Pages allocated on this node that were meant for another (numa_miss)",
-            node_miss.clone(),
+            self.node_miss.clone(),
         );
         r.register(
             "pinctl_node_numa_foreign_pages",
             "Pages meant for this node that were allocated on another (numa_foreign)",
-            node_foreign.clone(),
+            self.node_foreign.clone(),
         );
         r.register(
             "pinctl_numa_balancing_migrated_pages",
             "Pages migrated by automatic NUMA balancing (numa_pages_migrated of /proc/vmstat)",
-            balancing_migrated.clone(),
+            self.balancing_migrated.clone(),
         );
+    }
+
+    /// The watcher itself: its cycle, the supervisor's restarts, and this endpoint's connections.
+    fn register_watcher_metrics(&self, r: &mut Registry) {
         r.register_with_unit(
             "pinctl_watch_cycle_duration",
             "Time the last watch cycle took",
             Unit::Seconds,
-            cycle_seconds.clone(),
+            self.cycle_seconds.clone(),
         );
         r.register(
             "pinctl_instance_restarts",
             "Automatic restarts of the instance by the supervisor (pinctl run only)",
-            restarts.clone(),
+            self.restarts.clone(),
         );
         r.register(
             "pinctl_metrics_connections_dropped",
             "Connections to this endpoint closed unserved, beyond the limit of connections at once \
              (an idle one closed to make room, or a new one while every slot answered a request)",
-            dropped_connections.clone(),
+            self.dropped_connections.clone(),
         );
         r.register(
             "pinctl_metrics_accept_errors",
             "Connections to this endpoint that could not be accepted (aborted, or no file \
              descriptor or memory left)",
-            accept_errors.clone(),
+            self.accept_errors.clone(),
         );
-        Metrics {
-            registry: Arc::new(r),
-            memory,
-            local_ratio,
-            up,
-            drifting,
-            episodes,
-            threads_out,
-            policy_mappings,
-            interrupt_rate,
-            sample_seconds,
-            moved_pages,
-            moved_bytes,
-            move_seconds,
-            worst_stall,
-            repinned,
-            node_free,
-            node_miss,
-            node_foreign,
-            balancing_migrated,
-            cycle_seconds,
-            restarts,
-            dropped_connections,
-            accept_errors,
-            last_restarts: BTreeMap::new(),
-            last_kernel: BTreeMap::new(),
-        }
     }
 
     /// What [`serve`] serves: the registry, with the server's own counters.

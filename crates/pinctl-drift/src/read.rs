@@ -736,69 +736,12 @@ impl Reader {
     ) -> Result<InstanceSample, SampleError> {
         let started = Instant::now();
         let Located { pids, cgroup, refused } = self.pids_and_cgroup(locator)?;
-        // Each process's start time, so whoever acts on the sample can tell the process from
-        // one that took its PID since (a PID is reused; PID and start time are not).
-        let mut start_times = BTreeMap::new();
-        for &pid in &pids {
-            match stat::read(&mut self.fs, pid) {
-                Ok(Some(stat)) => {
-                    start_times.insert(pid, stat.start_time);
-                }
-                Ok(None) if pid == pids[0] => return Err(SampleError::Vanished { pid }),
-                Ok(None) => {}
-                Err(e) => return Err(SampleError::of(pid, e, "read access to /proc")),
-            }
-        }
-        let mut threads = Vec::new();
-        for &pid in &pids {
-            match self.threads(pid, planned_cpus) {
-                Ok(t) => threads.extend(t),
-                Err(SampleError::Vanished { .. }) if pid != pids[0] => {}
-                Err(e) => return Err(e),
-            }
-        }
-        // A cgroup without the memory controller (its parent's `cgroup.subtree_control` lacks
-        // `memory`: a container, a unit without `Delegate=yes`) has no counters: the instance
-        // is sampled through numa_maps instead, and that is said once.
-        let counted = match &cgroup {
-            Some(dir) => self.cgroup_memory(dir).map(Some),
-            None => Ok(None),
-        };
-        let counted = match (counted, &cgroup) {
-            (Err(SampleError::Read(DiscoveryError::Io { source, .. })), Some(dir))
-                if source.kind() == io::ErrorKind::NotFound =>
-            {
-                self.notices.once(format!(
-                    "`/{dir}` has no memory controller (its parent's `cgroup.subtree_control` \
-                     lacks `memory`): {instance}'s memory is sampled from /proc/PID/numa_maps \
-                     (a page-table walk, at most once per interval)"
-                ));
-                None
-            }
-            (counted, _) => counted?,
-        };
-        let (memory, source, policies) = match (&cgroup, counted) {
+        let start_times = self.start_times(&pids)?;
+        let threads = self.threads_of(&pids, planned_cpus)?;
+        let (memory, source, policies) = match (&cgroup, self.counted(instance, cgroup.as_deref())?)
+        {
             (Some(_), Some(memory)) => {
-                // Policies only come from numa_maps: a walk at a much lower rate, else the
-                // last walk's.
-                let last = self.walks.get(instance);
-                let policies = if self.scheduler.should_walk_for_policies(now, last, *budget) {
-                    match self.walk(instance, &pids, now, budget) {
-                        Ok((_, p)) => p,
-                        // The counters need no ptrace access, the walk does: keep the figures.
-                        Err(SampleError::Permission { capability, .. }) => {
-                            self.notices.once(format!(
-                                "reading other processes' memory maps needs {capability}: \
-                                 instances sampled through their cgroup are not judged on \
-                                 their memory policies"
-                            ));
-                            Vec::new()
-                        }
-                        Err(e) => return Err(e),
-                    }
-                } else {
-                    last.map(|w| w.policies.clone()).unwrap_or_default()
-                };
+                let policies = self.cgroup_policies(instance, &pids, now, budget)?;
                 (memory, MemorySource::Cgroup, policies)
             }
             _ => self.walked(instance, &pids, now, budget)?,
@@ -815,6 +758,95 @@ impl Reader {
             policies,
             cost: started.elapsed(),
         })
+    }
+
+    /// Each process's start time, so whoever acts on the sample can tell the process from
+    /// one that took its PID since (a PID is reused; PID and start time are not). The first
+    /// process gone is the instance gone; any other gone is left out.
+    fn start_times(&mut self, pids: &[u32]) -> Result<BTreeMap<u32, u64>, SampleError> {
+        let mut start_times = BTreeMap::new();
+        for &pid in pids {
+            match stat::read(&mut self.fs, pid) {
+                Ok(Some(stat)) => {
+                    start_times.insert(pid, stat.start_time);
+                }
+                Ok(None) if pid == pids[0] => return Err(SampleError::Vanished { pid }),
+                Ok(None) => {}
+                Err(e) => return Err(SampleError::of(pid, e, "read access to /proc")),
+            }
+        }
+        Ok(start_times)
+    }
+
+    /// The threads of every process of the instance (of any but the first, gone ones left
+    /// out).
+    fn threads_of(
+        &mut self,
+        pids: &[u32],
+        planned_cpus: Option<&CpuSet>,
+    ) -> Result<Vec<ThreadSample>, SampleError> {
+        let mut threads = Vec::new();
+        for &pid in pids {
+            match self.threads(pid, planned_cpus) {
+                Ok(t) => threads.extend(t),
+                Err(SampleError::Vanished { .. }) if pid != pids[0] => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(threads)
+    }
+
+    /// The instance's memory by node as its cgroup counts it, if it has a cgroup with them.
+    /// A cgroup without the memory controller (its parent's `cgroup.subtree_control` lacks
+    /// `memory`: a container, a unit without `Delegate=yes`) has no counters: the instance
+    /// is sampled through numa_maps instead, and that is said once.
+    fn counted(
+        &mut self,
+        instance: &str,
+        cgroup: Option<&str>,
+    ) -> Result<Option<NodeMemory>, SampleError> {
+        let Some(dir) = cgroup else { return Ok(None) };
+        match self.cgroup_memory(dir) {
+            Err(SampleError::Read(DiscoveryError::Io { source, .. }))
+                if source.kind() == io::ErrorKind::NotFound =>
+            {
+                self.notices.once(format!(
+                    "`/{dir}` has no memory controller (its parent's `cgroup.subtree_control` \
+                     lacks `memory`): {instance}'s memory is sampled from /proc/PID/numa_maps \
+                     (a page-table walk, at most once per interval)"
+                ));
+                Ok(None)
+            }
+            counted => counted.map(Some),
+        }
+    }
+
+    /// The memory policies of an instance its cgroup counts: they only come from numa_maps,
+    /// a walk at a much lower rate, else the last walk's.
+    fn cgroup_policies(
+        &mut self,
+        instance: &str,
+        pids: &[u32],
+        now: Duration,
+        budget: &mut Duration,
+    ) -> Result<Vec<PolicyUse>, SampleError> {
+        let last = self.walks.get(instance);
+        if !self.scheduler.should_walk_for_policies(now, last, *budget) {
+            return Ok(last.map(|w| w.policies.clone()).unwrap_or_default());
+        }
+        match self.walk(instance, pids, now, budget) {
+            Ok((_, p)) => Ok(p),
+            // The counters need no ptrace access, the walk does: keep the figures.
+            Err(SampleError::Permission { capability, .. }) => {
+                self.notices.once(format!(
+                    "reading other processes' memory maps needs {capability}: \
+                     instances sampled through their cgroup are not judged on \
+                     their memory policies"
+                ));
+                Ok(Vec::new())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn walked(

@@ -449,6 +449,27 @@ pub struct MoveReport {
 }
 
 impl MoveReport {
+    /// A first pass that has moved nothing yet.
+    fn first_pass() -> MoveReport {
+        MoveReport {
+            pages_moved: 0,
+            bytes_moved: 0,
+            bytes_counted: 0,
+            passes: 1,
+            locality_after: None,
+            pages_failed: 0,
+            blocks: 0,
+            blocks_whole: 0,
+            batches: 0,
+            took: Duration::ZERO,
+            lookup: Duration::ZERO,
+            worst_stall: Duration::ZERO,
+            call_cost: Duration::ZERO,
+            page_cost: Duration::ZERO,
+            stop: MoveStop::NothingLeft,
+        }
+    }
+
     /// Adds the next pass's move to this one: the counts add up, the costs and the stop are
     /// the later pass's.
     pub fn absorb(&mut self, next: MoveReport) {
@@ -537,6 +558,22 @@ impl Asks<'_> {
         self.weight -= self.weight_of(ask);
         Some(ask)
     }
+
+    /// Takes the next batch off the queue: asks in order up to `size` pages, and at least one;
+    /// with the pages they stand for.
+    fn take_batch(&mut self, size: usize) -> (Vec<Ask>, usize) {
+        let mut chunk: Vec<Ask> = Vec::new();
+        let mut weight = 0;
+        while let Some(&ask) = self.queue.front() {
+            if !chunk.is_empty() && weight + self.weight_of(ask) > size {
+                break;
+            }
+            weight += self.weight_of(ask);
+            chunk.push(ask);
+            self.pop();
+        }
+        (chunk, weight)
+    }
 }
 
 /// The base pages `first..end` of a range (at most `QUERY_PAGES` from `first`), as addresses.
@@ -555,168 +592,353 @@ pub fn move_memory(
     limits: &MoveLimits,
 ) -> Result<MoveReport, RebalanceError> {
     let began = clock.now();
-    let targets: NodeSet = rooms.iter().map(|r| r.node).collect();
-    let mut used = vec![0u64; rooms.len()];
-    let mut sizer = BatchSizer::new(limits.stall);
-    let mut rate = RateLimiter::new(limits.rate);
-    let mut report = MoveReport {
-        pages_moved: 0,
-        bytes_moved: 0,
-        bytes_counted: 0,
-        passes: 1,
-        locality_after: None,
-        pages_failed: 0,
-        blocks: 0,
-        blocks_whole: 0,
-        batches: 0,
-        took: Duration::ZERO,
-        lookup: Duration::ZERO,
-        worst_stall: Duration::ZERO,
-        call_cost: Duration::ZERO,
-        page_cost: Duration::ZERO,
-        stop: MoveStop::NothingLeft,
+    let mut mover = Mover {
+        ctl,
+        clock,
+        pid,
+        rooms,
+        targets: rooms.iter().map(|r| r.node).collect(),
+        used: vec![0u64; rooms.len()],
+        sizer: BatchSizer::new(limits.stall),
+        rate: RateLimiter::new(limits.rate),
+        report: MoveReport::first_pass(),
+        limits,
+        aim: (limits.min_locality + LOCALITY_MARGIN).min(1.0),
     };
-    let aim = (limits.min_locality + LOCALITY_MARGIN).min(1.0);
-    let restored = |moved: u64| {
-        limits.total_bytes > 0
-            && (limits.local_bytes + moved) as f64 / limits.total_bytes as f64 >= aim
-    };
-    'ranges: for range in ranges {
-        // A batch may gather pages from several lookups, so its size is the sizer's, not a
-        // lookup's (each call has a fixed cost).
-        let block = range.huge_page;
-        let mut asks = Asks { range, next: range.start, queue: Default::default(), weight: 0 };
-        loop {
-            if asks.next < range.end && asks.weight < sizer.size {
-                if restored(report.bytes_counted) {
-                    report.stop = MoveStop::LocalityRestored;
-                    break 'ranges;
-                }
-                let at = asks.next;
-                if range.has_local {
-                    // Find where the next pages are, up to a block boundary.
-                    let mut upto = at.saturating_add(QUERY_PAGES as u64 * range.page_size);
-                    if block > 0 && upto / block * block > at {
-                        upto = upto / block * block;
-                    }
-                    let pages = base_pages(at, upto.min(range.end), range.page_size);
-                    asks.next += (pages.len() as u64).max(1) * range.page_size;
-                    let status = find_pages(ctl, clock, &mut report, pid, &pages)?;
-                    let off = |k: usize| status[k].node().is_some_and(|n| !targets.contains(n));
-                    let per_block = range.pages_per_block();
-                    let mut k = 0;
-                    while k < pages.len() {
-                        // A whole block found off the planned nodes is asked for as a block.
-                        let p = pages[k];
-                        if block > 0
-                            && p as u64 % block == 0
-                            && k + per_block <= pages.len()
-                            && (k..k + per_block).all(off)
-                        {
-                            asks.push(Ask::Block(p));
-                            k += per_block;
-                            continue;
-                        }
-                        if off(k) {
-                            asks.push(Ask::Page(p));
-                        }
-                        k += 1;
-                    }
-                } else if block > 0 && at % block == 0 && at + block <= range.end {
-                    asks.push(Ask::Block(at as usize));
-                    asks.next += block;
-                } else {
-                    // Base pages up to the next block boundary: every one of them asked for.
-                    let upto = at.checked_div(block).map_or(range.end, |b| (b + 1) * block);
-                    let pages = base_pages(at, upto.min(range.end), range.page_size);
-                    asks.next += (pages.len() as u64).max(1) * range.page_size;
-                    for p in pages {
-                        asks.push(Ask::Page(p));
-                    }
-                }
-                continue;
-            }
-            if asks.queue.is_empty() {
-                break;
-            }
-            let mut chunk: Vec<Ask> = Vec::new();
-            let mut weight = 0;
-            while let Some(&ask) = asks.queue.front() {
-                if !chunk.is_empty() && weight + asks.weight_of(ask) > sizer.size {
-                    break;
-                }
-                weight += asks.weight_of(ask);
-                chunk.push(ask);
-                asks.pop();
-            }
-            let bytes = weight as u64 * range.page_size;
-            // The planned node with the most room that can take the whole batch.
-            let best = rooms
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (i, r.free.saturating_sub(r.keep).saturating_sub(used[i])))
-                .max_by_key(|(_, room)| *room);
-            let Some((i, _)) = best.filter(|(_, room)| *room >= bytes) else {
-                report.stop =
-                    MoveStop::NodeFull { needed: bytes, best_free: best.map_or(0, |(_, r)| r) };
-                break 'ranges;
-            };
-            let wait = rate.wait(clock.now(), bytes);
-            if !wait.is_zero() {
-                clock.sleep(wait);
-            }
-            let addrs: Vec<usize> = chunk.iter().map(|a| a.address()).collect();
-            let t0 = clock.now();
-            let res = ctl.move_pages(pid, &addrs, rooms[i].node);
-            let took = clock.now().saturating_sub(t0);
-            let st = match res {
-                Ok(st) => st,
-                Err(e) if vanished(&e) => {
-                    report.stop = MoveStop::Vanished;
-                    break 'ranges;
-                }
-                Err(e) => return Err(call_error(pid, "move the pages", e)),
-            };
-            report.batches += 1;
-            report.worst_stall = report.worst_stall.max(took);
-            let outcome = settle(ctl, clock, &mut report, pid, &chunk, &st, range, rooms[i].node)?;
-            // What the call handled: a block of base pages moved one of them, not 512.
-            sizer.observe((outcome.moved + outcome.failed) as usize, took);
-            let moved_bytes = outcome.moved * range.page_size;
-            report.pages_moved += outcome.moved;
-            report.pages_failed += outcome.failed;
-            report.bytes_moved += moved_bytes;
-            if range.counted {
-                report.bytes_counted += moved_bytes;
-            }
-            used[i] += moved_bytes;
-            // What a block's first page did not settle goes first in the next batch.
-            for ask in outcome.again.into_iter().rev() {
-                asks.push_front(ask);
-            }
-            if restored(report.bytes_counted) {
-                report.stop = MoveStop::LocalityRestored;
-                break 'ranges;
-            }
+    for range in ranges {
+        if let Some(stop) = mover.move_range(range)? {
+            mover.report.stop = stop;
+            break;
         }
     }
-    report.took = clock.now().saturating_sub(began);
-    (report.call_cost, report.page_cost) = sizer.costs();
+    let mut report = mover.report;
+    report.took = mover.clock.now().saturating_sub(began);
+    (report.call_cost, report.page_cost) = mover.sizer.costs();
     Ok(report)
 }
 
-/// Where each page of `pages` is, timed as lookup.
-fn find_pages(
-    ctl: &mut dyn ProcessControl,
-    clock: &mut dyn Clock,
-    report: &mut MoveReport,
+/// One move under way: where its pages may go, how much each node took, what it cost so far.
+struct Mover<'a> {
+    ctl: &'a mut dyn ProcessControl,
+    clock: &'a mut dyn Clock,
     pid: u32,
-    pages: &[usize],
-) -> Result<Vec<PageStatus>, RebalanceError> {
-    let t0 = clock.now();
-    let status = ctl.page_nodes(pid, pages).map_err(|e| call_error(pid, "find the pages", e))?;
-    report.lookup += clock.now().saturating_sub(t0);
-    Ok(status)
+    rooms: &'a [NodeRoom],
+    targets: NodeSet,
+    /// Bytes moved onto each of `rooms` so far.
+    used: Vec<u64>,
+    sizer: BatchSizer,
+    rate: RateLimiter,
+    report: MoveReport,
+    limits: &'a MoveLimits,
+    /// The locality the move stops at: `min-locality` and the margin.
+    aim: f64,
+}
+
+impl Mover<'_> {
+    /// Whether enough counted memory is local again to stop.
+    fn restored(&self) -> bool {
+        let l = self.limits;
+        l.total_bytes > 0
+            && (l.local_bytes + self.report.bytes_counted) as f64 / l.total_bytes as f64 >= self.aim
+    }
+
+    /// Moves one range's pages in batches; returns why the whole move stops, if it does.
+    fn move_range(&mut self, range: &Range) -> Result<Option<MoveStop>, RebalanceError> {
+        // A batch may gather pages from several lookups, so its size is the sizer's, not a
+        // lookup's (each call has a fixed cost).
+        let mut asks = Asks { range, next: range.start, queue: Default::default(), weight: 0 };
+        loop {
+            if asks.next < range.end && asks.weight < self.sizer.size {
+                if self.restored() {
+                    return Ok(Some(MoveStop::LocalityRestored));
+                }
+                self.gather(&mut asks)?;
+                continue;
+            }
+            if asks.queue.is_empty() {
+                return Ok(None);
+            }
+            let (chunk, weight) = asks.take_batch(self.sizer.size);
+            if let Some(stop) = self.send(&mut asks, &chunk, weight)? {
+                return Ok(Some(stop));
+            }
+            if self.restored() {
+                return Ok(Some(MoveStop::LocalityRestored));
+            }
+        }
+    }
+
+    /// Queues the next asks of the range: where some of it is on the planned nodes already,
+    /// only what a lookup finds off them; elsewhere every block and page.
+    fn gather(&mut self, asks: &mut Asks) -> Result<(), RebalanceError> {
+        let (range, at) = (asks.range, asks.next);
+        let block = range.huge_page;
+        if range.has_local {
+            self.gather_found(asks)?;
+        } else if block > 0 && at % block == 0 && at + block <= range.end {
+            asks.push(Ask::Block(at as usize));
+            asks.next += block;
+        } else {
+            // Base pages up to the next block boundary: every one of them asked for.
+            let upto = at.checked_div(block).map_or(range.end, |b| (b + 1) * block);
+            let pages = base_pages(at, upto.min(range.end), range.page_size);
+            asks.next += (pages.len() as u64).max(1) * range.page_size;
+            for p in pages {
+                asks.push(Ask::Page(p));
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds where the next pages are, up to a block boundary, and queues those off the
+    /// planned nodes; a whole block found off them is asked for as a block.
+    fn gather_found(&mut self, asks: &mut Asks) -> Result<(), RebalanceError> {
+        let (range, at) = (asks.range, asks.next);
+        let block = range.huge_page;
+        let mut upto = at.saturating_add(QUERY_PAGES as u64 * range.page_size);
+        if block > 0 && upto / block * block > at {
+            upto = upto / block * block;
+        }
+        let pages = base_pages(at, upto.min(range.end), range.page_size);
+        asks.next += (pages.len() as u64).max(1) * range.page_size;
+        let status = self.find_pages(&pages)?;
+        let off = |k: usize| status[k].node().is_some_and(|n| !self.targets.contains(n));
+        let per_block = range.pages_per_block();
+        let mut k = 0;
+        while k < pages.len() {
+            let p = pages[k];
+            if block > 0
+                && p as u64 % block == 0
+                && k + per_block <= pages.len()
+                && (k..k + per_block).all(off)
+            {
+                asks.push(Ask::Block(p));
+                k += per_block;
+                continue;
+            }
+            if off(k) {
+                asks.push(Ask::Page(p));
+            }
+            k += 1;
+        }
+        Ok(())
+    }
+
+    /// Sends one batch to the planned node with the most room, at the rate allowed, and counts
+    /// what it moved; returns why the whole move stops, if it does.
+    fn send(
+        &mut self,
+        asks: &mut Asks,
+        chunk: &[Ask],
+        weight: usize,
+    ) -> Result<Option<MoveStop>, RebalanceError> {
+        let range = asks.range;
+        let bytes = weight as u64 * range.page_size;
+        let i = match self.roomiest(bytes) {
+            Ok(i) => i,
+            Err(full) => return Ok(Some(full)),
+        };
+        let wait = self.rate.wait(self.clock.now(), bytes);
+        if !wait.is_zero() {
+            self.clock.sleep(wait);
+        }
+        let addrs: Vec<usize> = chunk.iter().map(|a| a.address()).collect();
+        let t0 = self.clock.now();
+        let res = self.ctl.move_pages(self.pid, &addrs, self.rooms[i].node);
+        let took = self.clock.now().saturating_sub(t0);
+        let st = match res {
+            Ok(st) => st,
+            Err(e) if vanished(&e) => return Ok(Some(MoveStop::Vanished)),
+            Err(e) => return Err(call_error(self.pid, "move the pages", e)),
+        };
+        self.report.batches += 1;
+        self.report.worst_stall = self.report.worst_stall.max(took);
+        let outcome = self.settle(chunk, &st, range, self.rooms[i].node)?;
+        // What the call handled: a block of base pages moved one of them, not 512.
+        self.sizer.observe((outcome.moved + outcome.failed) as usize, took);
+        let moved_bytes = outcome.moved * range.page_size;
+        self.report.pages_moved += outcome.moved;
+        self.report.pages_failed += outcome.failed;
+        self.report.bytes_moved += moved_bytes;
+        if range.counted {
+            self.report.bytes_counted += moved_bytes;
+        }
+        self.used[i] += moved_bytes;
+        // What a block's first page did not settle goes first in the next batch.
+        for ask in outcome.again.into_iter().rev() {
+            asks.push_front(ask);
+        }
+        Ok(None)
+    }
+
+    /// The planned node with the most room left, if it can take `bytes` (as an index into
+    /// `rooms`); else the stop that says it cannot.
+    fn roomiest(&self, bytes: u64) -> Result<usize, MoveStop> {
+        let best = self
+            .rooms
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i, r.free.saturating_sub(r.keep).saturating_sub(self.used[i])))
+            .max_by_key(|(_, room)| *room);
+        match best.filter(|(_, room)| *room >= bytes) {
+            Some((i, _)) => Ok(i),
+            None => {
+                Err(MoveStop::NodeFull { needed: bytes, best_free: best.map_or(0, |(_, r)| r) })
+            }
+        }
+    }
+
+    /// Where each page of `pages` is, timed as lookup.
+    fn find_pages(&mut self, pages: &[usize]) -> Result<Vec<PageStatus>, RebalanceError> {
+        let t0 = self.clock.now();
+        let status = self
+            .ctl
+            .page_nodes(self.pid, pages)
+            .map_err(|e| call_error(self.pid, "find the pages", e))?;
+        self.report.lookup += self.clock.now().saturating_sub(t0);
+        Ok(status)
+    }
+
+    /// Reads a batch's answers: pages on `node` moved; no page behind an address (ENOENT,
+    /// EFAULT: asked for without a lookup first) is neither moved nor failed; EBUSY is looked
+    /// up again, since a page whose folio another address of the batch took answers it and
+    /// moves with it. Each block's second and last pages are looked up to tell what its first
+    /// moved.
+    fn settle(
+        &mut self,
+        chunk: &[Ask],
+        st: &[PageStatus],
+        range: &Range,
+        node: NodeId,
+    ) -> Result<Settled, RebalanceError> {
+        let mut answers = Answers {
+            node,
+            again: HashMap::new(),
+            page_size: range.page_size as usize,
+            per_block: range.pages_per_block(),
+        };
+        answers.again = self.look_again(&answers, chunk, st)?;
+        let mut out = Settled { moved: 0, failed: 0, again: Vec::new() };
+        for (ask, &first) in chunk.iter().zip(st) {
+            match *ask {
+                Ask::Page(p) => answers.count(first, p, &mut out),
+                Ask::Block(b) => self.settle_block(&answers, b, first, &mut out)?,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Looks up, once after the batch, each EBUSY page and the second and last page of each
+    /// block whose first page moved.
+    fn look_again(
+        &mut self,
+        answers: &Answers,
+        chunk: &[Ask],
+        st: &[PageStatus],
+    ) -> Result<HashMap<usize, PageStatus>, RebalanceError> {
+        let mut ask_again: Vec<usize> = Vec::new();
+        for (ask, &s) in chunk.iter().zip(st) {
+            match *ask {
+                Ask::Page(p) if s.is_busy() => ask_again.push(p),
+                Ask::Page(_) => {}
+                Ask::Block(b) => {
+                    if answers.on(s) {
+                        ask_again.extend([answers.second(b), answers.last(b)]);
+                    }
+                }
+            }
+        }
+        if ask_again.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let status = self.find_pages(&ask_again)?;
+        Ok(ask_again.into_iter().zip(status).collect())
+    }
+
+    /// Counts what the block at `b` moved, from its first page's answer and the lookups, and
+    /// queues what is still to move.
+    fn settle_block(
+        &mut self,
+        answers: &Answers,
+        b: usize,
+        first: PageStatus,
+        out: &mut Settled,
+    ) -> Result<(), RebalanceError> {
+        let (ps, per_block) = (answers.page_size, answers.per_block);
+        self.report.blocks += 1;
+        let moved_first = answers.on(first);
+        if moved_first && answers.now_on(answers.second(b)) && answers.now_on(answers.last(b)) {
+            // One folio from the first page to the last: the whole block moved.
+            out.moved += per_block as u64;
+            self.report.blocks_whole += 1;
+            return Ok(());
+        }
+        answers.count(first, b, out);
+        if moved_first && !answers.now_on(answers.second(b)) {
+            // The first page was a folio of its own (a larger one would hold the second):
+            // nothing else of the block moved, and (none of it was on the planned nodes)
+            // every other page is still to move.
+            out.again.extend((1..per_block).map(|k| Ask::Page(b + k * ps)));
+            return Ok(());
+        }
+        // A smaller huge page moved part of the block, or the first page did not move: find
+        // where the rest is before asking for any of it.
+        let rest: Vec<usize> = (1..per_block).map(|k| b + k * ps).collect();
+        for part in rest.chunks(QUERY_PAGES) {
+            let status = self.find_pages(part)?;
+            for (p, &s) in part.iter().zip(&status) {
+                if answers.on(s) {
+                    // Moved with the first page's folio (none was here before), or there
+                    // already if the first did not move: counted only as the former.
+                    if moved_first {
+                        out.moved += 1;
+                    }
+                } else if s.node().is_some() {
+                    out.again.push(Ask::Page(*p));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a batch's call and the lookup after it said, for the node the batch went to.
+struct Answers {
+    node: NodeId,
+    /// The pages looked up again after the call.
+    again: HashMap<usize, PageStatus>,
+    page_size: usize,
+    per_block: usize,
+}
+
+impl Answers {
+    /// Whether a page so answered is on the batch's node.
+    fn on(&self, s: PageStatus) -> bool {
+        s.node() == Some(self.node)
+    }
+
+    /// Whether the lookup after the call found `page` on the batch's node.
+    fn now_on(&self, page: usize) -> bool {
+        self.again.get(&page).is_some_and(|&s| self.on(s))
+    }
+
+    fn second(&self, block: usize) -> usize {
+        block + self.page_size
+    }
+
+    fn last(&self, block: usize) -> usize {
+        block + (self.per_block - 1) * self.page_size
+    }
+
+    /// Counts one page asked for: moved if it is on the node now (EBUSY and moved with
+    /// another's folio included), failed if it was there and did not move.
+    fn count(&self, s: PageStatus, page: usize, out: &mut Settled) {
+        if self.on(s) || (s.is_busy() && self.now_on(page)) {
+            out.moved += 1;
+        } else if !s.is_absent() {
+            out.failed += 1;
+        }
+    }
 }
 
 /// What one batch moved, as its answers and a lookup after it tell.
@@ -725,98 +947,6 @@ struct Settled {
     failed: u64,
     /// Pages of blocks still to ask for.
     again: Vec<Ask>,
-}
-
-/// Reads a batch's answers: pages on `node` moved; no page behind an address (ENOENT,
-/// EFAULT: asked for without a lookup first) is neither moved nor failed; EBUSY is looked up
-/// again, since a page whose folio another address of the batch took answers it and moves
-/// with it. Each block's second and last pages are looked up to tell what its first moved.
-#[allow(clippy::too_many_arguments)]
-fn settle(
-    ctl: &mut dyn ProcessControl,
-    clock: &mut dyn Clock,
-    report: &mut MoveReport,
-    pid: u32,
-    chunk: &[Ask],
-    st: &[PageStatus],
-    range: &Range,
-    node: NodeId,
-) -> Result<Settled, RebalanceError> {
-    let ps = range.page_size as usize;
-    let per_block = range.pages_per_block();
-    let on = |s: PageStatus| s.node() == Some(node);
-    // Pages to look up once after the batch: each EBUSY page, and the second and last page of
-    // each block whose first page moved.
-    let mut ask_again: Vec<usize> = Vec::new();
-    for (ask, &s) in chunk.iter().zip(st) {
-        match *ask {
-            Ask::Page(p) if s.is_busy() => ask_again.push(p),
-            Ask::Page(_) => {}
-            Ask::Block(b) => {
-                if on(s) {
-                    ask_again.extend([b + ps, b + (per_block - 1) * ps]);
-                }
-            }
-        }
-    }
-    let again: HashMap<usize, PageStatus> = if ask_again.is_empty() {
-        HashMap::new()
-    } else {
-        let status = find_pages(ctl, clock, report, pid, &ask_again)?;
-        ask_again.into_iter().zip(status).collect()
-    };
-    let now_on = |page: usize| again.get(&page).is_some_and(|&s| on(s));
-    let mut out = Settled { moved: 0, failed: 0, again: Vec::new() };
-    let count = |s: PageStatus, page: usize, out: &mut Settled| {
-        if on(s) || (s.is_busy() && now_on(page)) {
-            out.moved += 1;
-        } else if !s.is_absent() {
-            out.failed += 1;
-        }
-    };
-    for (ask, &first) in chunk.iter().zip(st) {
-        let b = match *ask {
-            Ask::Page(p) => {
-                count(first, p, &mut out);
-                continue;
-            }
-            Ask::Block(b) => b,
-        };
-        report.blocks += 1;
-        let (second, last) = (b + ps, b + (per_block - 1) * ps);
-        if on(first) && now_on(second) && now_on(last) {
-            // One folio from the first page to the last: the whole block moved.
-            out.moved += per_block as u64;
-            report.blocks_whole += 1;
-            continue;
-        }
-        count(first, b, &mut out);
-        if on(first) && !now_on(second) {
-            // The first page was a folio of its own (a larger one would hold the second):
-            // nothing else of the block moved, and (none of it was on the planned nodes)
-            // every other page is still to move.
-            out.again.extend((1..per_block).map(|k| Ask::Page(b + k * ps)));
-            continue;
-        }
-        // A smaller huge page moved part of the block, or the first page did not move: find
-        // where the rest is before asking for any of it.
-        let rest: Vec<usize> = (1..per_block).map(|k| b + k * ps).collect();
-        for part in rest.chunks(QUERY_PAGES) {
-            let status = find_pages(ctl, clock, report, pid, part)?;
-            for (p, &s) in part.iter().zip(&status) {
-                if on(s) {
-                    // Moved with the first page's folio (none was here before), or there
-                    // already if the first did not move: counted only as the former.
-                    if on(first) {
-                        out.moved += 1;
-                    }
-                } else if s.node().is_some() {
-                    out.again.push(Ask::Page(*p));
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Reads `/proc/PID/maps` and `/proc/PID/numa_maps` under `root` and returns the ranges with

@@ -11,6 +11,7 @@ use pinctl_plan::Plan;
 use pinctl_topology::{NodeId, NodeSet, Placement};
 use serde::Serialize;
 
+use crate::interrupts::IrqDeltas;
 use crate::read::{InstanceUser, Locator, Reader, SampleError};
 use crate::rebalance::{
     self, Clock, Counted, MoveLimits, MoveReport, MoveStop, NodeRoom, ProcessControl, RepinReport,
@@ -352,13 +353,8 @@ impl Watcher {
             notices.push(format!("cannot read the host's node counters: {e}"));
             HostSample::default()
         });
-        let irq_deltas = match self.interrupts.sample(self.reader.root(), now) {
-            Ok(d) => d,
-            Err(e) => {
-                self.reader.notices.once(format!("cannot count interrupts: {e}"));
-                None
-            }
-        };
+        let irq_deltas = self.count_interrupts(now);
+        let facts = CycleFacts { now, host, irq_deltas, watermark: self.watermark };
         // numa_maps walks may take 1% of the interval per cycle, at least 10 ms (the walk that
         // spends it is finished).
         let mut budget = (self.interval / 100).max(Duration::from_millis(10));
@@ -367,115 +363,187 @@ impl Watcher {
         let mut rebalances = Vec::new();
         for t in &self.targets {
             let th = t.thresholds();
-            let sampled = self.reader.sample(
-                &t.instance,
-                &t.locator,
-                Some(&t.planned.cpus),
-                now,
-                &mut budget,
-            );
             let drift = self.drift.entry(t.instance.clone()).or_default();
-            let refused = matches!(sampled, Err(SampleError::Refused(_) | SampleError::PidFile(_)));
-            let (sample, error, verdicts, transitions) = match sampled {
-                Ok(s) => {
-                    let wm = self.watermark;
-                    let ending = |k: DriftKind| drift.tracker(k).is_active();
-                    let mut v =
-                        Verdicts::of(&s, &host, &t.planned, &th, |n, ns| wm.of_node(n, ns), ending);
-                    if let (true, Some(d)) = (t.settings.quiet_interrupts, &irq_deltas) {
-                        v.judge_interrupts(d, &t.planned.cpus, ending(DriftKind::Interrupts));
-                    }
-                    let tr = drift.observe(now, v.clone(), &th);
-                    (Some(s), None, v, tr)
-                }
-                Err(e) => {
-                    if let SampleError::Permission { capability, .. } = &e {
-                        self.reader.notices.once(format!(
-                            "reading other processes' memory maps needs {capability}: \
-                             instances that cannot be read are reported as not sampled"
-                        ));
-                    }
-                    self.reader.forget(&t.instance);
-                    (None, Some(e.to_string()), Verdicts::default(), drift.vanish(now, &th))
-                }
-            };
-            let fraction = sample
-                .as_ref()
-                .and_then(|s| local_fraction(&s.memory, t.planned.memory_home(), th.min_memory));
+            let (seen, transitions) = observe(&mut self.reader, &facts, t, drift, &mut budget);
             for (kind, tr) in transitions {
-                let e = event(t, kind, tr, fraction);
+                let e = event(t, kind, tr, seen.fraction);
                 on_event(t, &e);
                 events.push(e);
             }
-            if let (Some(s), Some((ctl, clock))) = (&sample, control.as_mut()) {
+            if let (Some(s), Some((ctl, clock))) = (&seen.sample, control.as_mut()) {
                 let last = self.last_rebalance.get(&t.instance).copied();
                 if rebalance_due(&t.settings, drift, last, now) {
                     self.last_rebalance.insert(t.instance.clone(), now);
-                    let wm = self.watermark;
-                    let root = self.reader.root().to_path_buf();
-                    let reader = &mut self.reader;
-                    rebalances.extend(rebalance_instance(
-                        &root,
+                    let control: (&mut dyn ProcessControl, &mut dyn Clock) =
+                        (&mut **ctl, &mut **clock);
+                    rebalances.extend(rebalance_now(
+                        &mut self.reader,
+                        &facts,
                         t,
                         s,
-                        &host,
                         drift,
-                        &|n, ns| wm.of_node(n, ns),
-                        &mut || measure_again(reader, &t.instance, s, now),
-                        &mut **ctl,
-                        &mut **clock,
+                        control,
                     ));
                 }
             }
-            let findings = [
-                (DriftKind::Locality, verdicts.locality),
-                (DriftKind::Cpu, verdicts.cpu),
-                (DriftKind::Policy, verdicts.policy),
-                (DriftKind::NodePressure, verdicts.node_pressure),
-                (DriftKind::Interrupts, verdicts.interrupts),
-            ]
-            .into_iter()
-            .filter_map(|(k, f)| f.map(|f| (k, f)))
-            .collect();
-            let p = &t.planned;
-            instances.push(InstanceReport {
-                instance: t.instance.clone(),
-                service: t.service.clone(),
-                action: t.settings.on_drift,
-                planned_cpus: p.cpus.to_string(),
-                planned_nodes: p.memory_home().to_string(),
-                planned_policy: p.memory_policy.to_string(),
-                local_fraction: fraction,
-                locality_not_judged: sample.as_ref().filter(|_| fraction.is_none()).map(|s| {
-                    format!(
-                        "{} resident, under min-memory {}",
-                        mib(s.memory.total()),
-                        mib(th.min_memory)
-                    )
-                }),
-                threads_out_of_place: sample
-                    .as_ref()
-                    .map_or(0, |s| threads_out_of_place(s, &p.cpus).len()),
-                interrupts_per_second: irq_deltas
-                    .as_ref()
-                    .map(|d| d.on(&p.cpus).movable as f64 / d.seconds.max(f64::MIN_POSITIVE)),
-                sample,
-                error,
-                refused,
-                findings,
-                drifting: DriftKind::ALL
-                    .into_iter()
-                    .filter(|k| drift.tracker(*k).is_active())
-                    .collect(),
-                episodes: DriftKind::ALL
-                    .into_iter()
-                    .map(|k| (k, drift.tracker(k).episodes()))
-                    .collect(),
-            });
+            instances.push(seen.report(t, &th, drift, facts.irq_deltas.as_ref()));
         }
         notices.extend(self.reader.notices.take());
         self.reader.end_cycle();
+        let host = facts.host;
         CycleReport { host, instances, events, rebalances, notices, took: started.elapsed() }
+    }
+
+    /// The interrupts fired since the last cycle (`None` the first cycle, or when they cannot
+    /// be counted: said once).
+    fn count_interrupts(&mut self, now: Duration) -> Option<IrqDeltas> {
+        match self.interrupts.sample(self.reader.root(), now) {
+            Ok(d) => d,
+            Err(e) => {
+                self.reader.notices.once(format!("cannot count interrupts: {e}"));
+                None
+            }
+        }
+    }
+}
+
+/// What a cycle knows of the whole machine, the same for each instance.
+struct CycleFacts {
+    now: Duration,
+    host: HostSample,
+    irq_deltas: Option<IrqDeltas>,
+    watermark: Watermark,
+}
+
+/// What a cycle saw of one instance.
+struct Seen {
+    sample: Option<InstanceSample>,
+    /// Why it was not sampled.
+    error: Option<String>,
+    refused: bool,
+    verdicts: Verdicts,
+    /// Its memory's fraction on the planned nodes (`None` under `min-memory`).
+    fraction: Option<f64>,
+}
+
+/// Samples one instance, judges the sample and moves its episodes on; an instance that could
+/// not be sampled is forgotten, and its episodes end.
+fn observe(
+    reader: &mut Reader,
+    facts: &CycleFacts,
+    t: &Target,
+    drift: &mut InstanceDrift,
+    budget: &mut Duration,
+) -> (Seen, Vec<(DriftKind, Transition)>) {
+    let (th, now) = (t.thresholds(), facts.now);
+    let sampled = reader.sample(&t.instance, &t.locator, Some(&t.planned.cpus), now, budget);
+    let refused = matches!(sampled, Err(SampleError::Refused(_) | SampleError::PidFile(_)));
+    let (sample, error, verdicts, transitions) = match sampled {
+        Ok(s) => {
+            let wm = facts.watermark;
+            let ending = |k: DriftKind| drift.tracker(k).is_active();
+            let mut v =
+                Verdicts::of(&s, &facts.host, &t.planned, &th, |n, ns| wm.of_node(n, ns), ending);
+            if let (true, Some(d)) = (t.settings.quiet_interrupts, &facts.irq_deltas) {
+                v.judge_interrupts(d, &t.planned.cpus, ending(DriftKind::Interrupts));
+            }
+            let tr = drift.observe(now, v.clone(), &th);
+            (Some(s), None, v, tr)
+        }
+        Err(e) => {
+            if let SampleError::Permission { capability, .. } = &e {
+                reader.notices.once(format!(
+                    "reading other processes' memory maps needs {capability}: \
+                     instances that cannot be read are reported as not sampled"
+                ));
+            }
+            reader.forget(&t.instance);
+            (None, Some(e.to_string()), Verdicts::default(), drift.vanish(now, &th))
+        }
+    };
+    let fraction = sample
+        .as_ref()
+        .and_then(|s| local_fraction(&s.memory, t.planned.memory_home(), th.min_memory));
+    (Seen { sample, error, refused, verdicts, fraction }, transitions)
+}
+
+/// Rebalances a sampled instance now (it is due), measuring its memory again between passes.
+fn rebalance_now(
+    reader: &mut Reader,
+    facts: &CycleFacts,
+    t: &Target,
+    s: &InstanceSample,
+    drift: &InstanceDrift,
+    (ctl, clock): (&mut dyn ProcessControl, &mut dyn Clock),
+) -> Vec<RebalanceReport> {
+    let wm = facts.watermark;
+    let root = reader.root().to_path_buf();
+    rebalance_instance(
+        &root,
+        t,
+        s,
+        &facts.host,
+        drift,
+        &|n, ns| wm.of_node(n, ns),
+        &mut || measure_again(reader, &t.instance, s, facts.now),
+        ctl,
+        clock,
+    )
+}
+
+impl Seen {
+    /// The instance's line of the cycle's report.
+    fn report(
+        self,
+        t: &Target,
+        th: &Thresholds,
+        drift: &InstanceDrift,
+        irq_deltas: Option<&IrqDeltas>,
+    ) -> InstanceReport {
+        let (p, v, sample, fraction) = (&t.planned, self.verdicts, self.sample, self.fraction);
+        let findings = [
+            (DriftKind::Locality, v.locality),
+            (DriftKind::Cpu, v.cpu),
+            (DriftKind::Policy, v.policy),
+            (DriftKind::NodePressure, v.node_pressure),
+            (DriftKind::Interrupts, v.interrupts),
+        ]
+        .into_iter()
+        .filter_map(|(k, f)| f.map(|f| (k, f)))
+        .collect();
+        InstanceReport {
+            instance: t.instance.clone(),
+            service: t.service.clone(),
+            action: t.settings.on_drift,
+            planned_cpus: p.cpus.to_string(),
+            planned_nodes: p.memory_home().to_string(),
+            planned_policy: p.memory_policy.to_string(),
+            local_fraction: fraction,
+            locality_not_judged: sample.as_ref().filter(|_| fraction.is_none()).map(|s| {
+                format!(
+                    "{} resident, under min-memory {}",
+                    mib(s.memory.total()),
+                    mib(th.min_memory)
+                )
+            }),
+            threads_out_of_place: sample
+                .as_ref()
+                .map_or(0, |s| threads_out_of_place(s, &p.cpus).len()),
+            interrupts_per_second: irq_deltas
+                .map(|d| d.on(&p.cpus).movable as f64 / d.seconds.max(f64::MIN_POSITIVE)),
+            sample,
+            error: self.error,
+            refused: self.refused,
+            findings,
+            drifting: DriftKind::ALL
+                .into_iter()
+                .filter(|k| drift.tracker(*k).is_active())
+                .collect(),
+            episodes: DriftKind::ALL
+                .into_iter()
+                .map(|k| (k, drift.tracker(k).episodes()))
+                .collect(),
+        }
     }
 }
 

@@ -130,10 +130,12 @@ fn libhwloc_api_version() -> String {
     format!("{}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff)
 }
 
-/// Translates a loaded hwloc topology; errors are messages that [`HwlocError::Unusable`] wraps.
-fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
+/// hwloc's NUMA nodes by id (their CPUs not yet known to be online), and the ids of those
+/// hwloc gave a subtype (an NVDIMM, a CXL node: not a CPU's own node when a DRAM one also
+/// holds it).
+fn numa_nodes(hw: &hwlocality::Topology) -> Result<(Vec<Node>, Vec<NodeId>), String> {
     let mut nodes = Vec::new();
-    let mut node_subtyped = Vec::new();
+    let mut subtyped = Vec::new();
     for obj in hw.objects_with_type(ObjectType::NUMANode) {
         let id = os_id(obj, "a NUMA node", MAX_NODE_ID)?;
         let cpus = id_set(obj.cpuset().as_deref(), "the CPU set of a NUMA node")?;
@@ -151,18 +153,28 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
             // memoryless nodes), even when the dump it came from lacked meminfo.
             has_memory: true,
         });
-        node_subtyped.push((id, obj.subtype().is_some()));
+        if obj.subtype().is_some() {
+            subtyped.push(id);
+        }
     }
     nodes.sort_by_key(|n| n.id);
     if let Some(w) = nodes.windows(2).find(|w| w[0].id == w[1].id) {
         return Err(format!("NUMA node `{}` appears twice", w[0].id));
     }
-    let subtyped = |id: NodeId| node_subtyped.iter().any(|&(n, s)| n == id && s);
+    Ok((nodes, subtyped))
+}
 
-    let online: CpuSet = id_set(Some(&*hw.cpuset()), "the topology's CPU set")?;
+/// Every CPU the file knows of, `online` or not, with the package, core and node of those in
+/// hwloc's tree.
+fn cpus_of(
+    hw: &hwlocality::Topology,
+    online: &CpuSet,
+    nodes: &[Node],
+    subtyped: &[NodeId],
+) -> Result<Vec<Cpu>, String> {
     let known = id_set(Some(&*hw.complete_cpuset()), "the topology's complete CPU set")?;
     let mut cpus: Vec<Cpu> = known
-        .union(&online)
+        .union(online)
         .iter()
         .map(|id| Cpu { id, online: false, package: None, core: None, node: None })
         .collect();
@@ -182,18 +194,15 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
             node: nodes
                 .iter()
                 .filter(|n| n.cpus.contains(id))
-                .min_by_key(|n| (n.cpus.len(), subtyped(n.id), n.id))
+                .min_by_key(|n| (n.cpus.len(), subtyped.contains(&n.id), n.id))
                 .map(|n| n.id),
         };
     }
-    for node in &mut nodes {
-        node.has_cpu = cpus.iter().any(|c| c.online && c.node == Some(node.id));
-    }
+    Ok(cpus)
+}
 
-    let distances = numa_distances(hw, &nodes)?;
-    let hmat = memory_attributes(hw, &nodes)?;
-
-    let many_nodes = nodes.len() > 1;
+/// hwloc's OS devices, by name, each with the nodes of its nearest non-I/O ancestor.
+fn os_devices(hw: &hwlocality::Topology, many_nodes: bool) -> Result<Vec<Device>, String> {
     let mut devices = Vec::new();
     for obj in hw.objects_with_type(ObjectType::OSDevice) {
         let name = obj.name().ok_or("an OS device has no name")?.to_string_lossy().into_owned();
@@ -224,10 +233,14 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         devices.push(device);
     }
     devices.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.pci.cmp(&b.pci)));
+    Ok(devices)
+}
 
-    let root = hw.root_object();
-    let host = HostFacts {
-        kernel: root.info("OSRelease").map(|s| s.to_string_lossy().into_owned()),
+/// What hwloc records of the host: the kernel release and the allowed CPUs and nodes; the
+/// rest it does not record.
+fn host_facts(hw: &hwlocality::Topology) -> Result<HostFacts, String> {
+    Ok(HostFacts {
+        kernel: hw.root_object().info("OSRelease").map(|s| s.to_string_lossy().into_owned()),
         numa_balancing: None,
         zone_reclaim_mode: None,
         allowed_cpus: Some(id_set(Some(&*hw.allowed_cpuset()), "the allowed CPU set")?),
@@ -236,13 +249,16 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
         // hwloc's total is the sum of its nodes: nothing to check them against.
         memory_bytes: None,
         memory_policies: None,
-    };
+    })
+}
 
+/// The CPU data caches over `online` CPUs, of any level.
+fn data_caches(hw: &hwlocality::Topology, online: &CpuSet) -> Result<Vec<Cache>, String> {
     let mut found = Vec::new();
     for obj in hw.objects().filter(|o| o.object_type().is_cpu_data_cache()) {
         let Some(ObjectAttributes::Cache(attr)) = obj.attributes() else { continue };
         let cpus: CpuSet =
-            id_set(obj.cpuset().as_deref(), "the CPU set of a cache")?.intersection(&online);
+            id_set(obj.cpuset().as_deref(), "the CPU set of a cache")?.intersection(online);
         let level = u8::try_from(attr.depth()).map_err(|_| {
             format!("a cache of CPUs {cpus} has level `{}`, above 255", attr.depth())
         })?;
@@ -250,7 +266,22 @@ fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
             found.push(Cache { level, cpus, size_bytes: attr.size().map(|s| s.get()) });
         }
     }
+    Ok(found)
+}
 
+/// Translates a loaded hwloc topology; errors are messages that [`HwlocError::Unusable`] wraps.
+fn convert(hw: &hwlocality::Topology) -> Result<Topology, String> {
+    let (mut nodes, subtyped) = numa_nodes(hw)?;
+    let online: CpuSet = id_set(Some(&*hw.cpuset()), "the topology's CPU set")?;
+    let cpus = cpus_of(hw, &online, &nodes, &subtyped)?;
+    for node in &mut nodes {
+        node.has_cpu = cpus.iter().any(|c| c.online && c.node == Some(node.id));
+    }
+    let distances = numa_distances(hw, &nodes)?;
+    let hmat = memory_attributes(hw, &nodes)?;
+    let devices = os_devices(hw, nodes.len() > 1)?;
+    let host = host_facts(hw)?;
+    let found = data_caches(hw, &online)?;
     let mut topology = Topology {
         schema_version: SchemaVersion,
         nodes,

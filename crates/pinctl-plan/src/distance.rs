@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use pinctl_topology::{NodeId, Topology};
+use pinctl_topology::{Measurement, NodeId, Topology};
 use serde::Serialize;
 
 /// Which numbers the planner compared nodes by.
@@ -83,7 +83,7 @@ pub(crate) struct DistanceTable {
 impl DistanceTable {
     /// The best usable measure for `topology`, whose nodes `needed` (by position) the planner
     /// may compare; `only` restricts the choice (the SLIT plan that explains what a measure
-    /// changed).
+    /// changed). Each measure passed over says why in the report's note.
     pub(crate) fn new(
         topology: &Topology,
         needed: &[bool],
@@ -91,65 +91,105 @@ impl DistanceTable {
     ) -> DistanceTable {
         let mut notes: Vec<String> = Vec::new();
         let wanted = |m: DistanceMeasure| only.is_none_or(|o| o == m);
-        let performance = &topology.memory_performance;
-        if let Some(m) = performance.measured.as_ref().filter(|_| wanted(DistanceMeasure::Measured))
-        {
-            if m.quick {
-                notes.push("the saved measurement is a --quick one, not for planning".to_string());
-            } else if let Some(why) = m.implausible() {
-                notes.push(format!("the saved measurement is not believed ({why})"));
-            } else {
-                let figures = m
-                    .pairs
-                    .iter()
-                    .map(|p| (p.cpu_node, p.memory_node, (p.latency_ns * 10.0).round() as u32));
-                match latency_matrix(topology, needed, figures) {
-                    Ok(matrix) => {
-                        return DistanceTable {
-                            matrix,
-                            report: DistanceReport {
-                                measure: DistanceMeasure::Measured,
-                                note: Some(format!(
-                                    "measured idle latency (`pinctl probe`, {} at {})",
-                                    m.tool, m.measured_at
-                                )),
-                            },
-                        };
-                    }
-                    Err((a, b)) => notes.push(format!(
-                        "the saved measurement has no latency between node {a} and node {b}"
-                    )),
-                }
+        let measured = topology.memory_performance.measured.as_ref();
+        if let Some(m) = measured.filter(|_| wanted(DistanceMeasure::Measured)) {
+            if let Some(table) = DistanceTable::measured(topology, needed, m, &mut notes) {
+                return table;
             }
         }
-        let hmat_absurd = performance.hmat.iter().find_map(|a| {
+        if wanted(DistanceMeasure::Hmat) {
+            if let Some(table) = DistanceTable::hmat(topology, needed, &mut notes) {
+                return table;
+            }
+        }
+        DistanceTable::firmware(topology, notes)
+    }
+
+    /// The latency `pinctl probe` measured, if it is believed and answers for every needed
+    /// pair; else why not, in `notes`.
+    fn measured(
+        topology: &Topology,
+        needed: &[bool],
+        m: &Measurement,
+        notes: &mut Vec<String>,
+    ) -> Option<DistanceTable> {
+        if m.quick {
+            notes.push("the saved measurement is a --quick one, not for planning".to_string());
+            return None;
+        }
+        if let Some(why) = m.implausible() {
+            notes.push(format!("the saved measurement is not believed ({why})"));
+            return None;
+        }
+        let figures = m
+            .pairs
+            .iter()
+            .map(|p| (p.cpu_node, p.memory_node, (p.latency_ns * 10.0).round() as u32));
+        match latency_matrix(topology, needed, figures) {
+            Ok(matrix) => Some(DistanceTable {
+                matrix,
+                report: DistanceReport {
+                    measure: DistanceMeasure::Measured,
+                    note: Some(format!(
+                        "measured idle latency (`pinctl probe`, {} at {})",
+                        m.tool, m.measured_at
+                    )),
+                },
+            }),
+            Err((a, b)) => {
+                notes.push(format!(
+                    "the saved measurement has no latency between node {a} and node {b}"
+                ));
+                None
+            }
+        }
+    }
+
+    /// The firmware's HMAT latency, if it has any, is believed and answers for every needed
+    /// pair; else why not, in `notes`. Its note carries the notes before it.
+    fn hmat(
+        topology: &Topology,
+        needed: &[bool],
+        notes: &mut Vec<String>,
+    ) -> Option<DistanceTable> {
+        let performance = &topology.memory_performance;
+        let absurd = performance.hmat.iter().find_map(|a| {
             let ns = a.latency_ns()?;
             pinctl_topology::implausible_latency(f64::from(ns))
                 .map(|why| format!("HMAT is not believed (memory node {}: {why})", a.node))
         });
-        if let Some(why) = hmat_absurd.filter(|_| wanted(DistanceMeasure::Hmat)) {
+        if let Some(why) = absurd {
             notes.push(why);
-        } else if !performance.hmat.is_empty() && wanted(DistanceMeasure::Hmat) {
-            match latency_matrix(topology, needed, performance.hmat_latencies()) {
-                Ok(matrix) => {
-                    let note =
-                        std::iter::once("HMAT read latency, as the firmware rated it".into())
-                            .chain(notes)
-                            .collect::<Vec<String>>()
-                            .join("; ");
-                    return DistanceTable {
-                        matrix,
-                        report: DistanceReport { measure: DistanceMeasure::Hmat, note: Some(note) },
-                    };
-                }
-                Err((a, b)) => notes.push(format!(
+            return None;
+        }
+        if performance.hmat.is_empty() {
+            return None;
+        }
+        match latency_matrix(topology, needed, performance.hmat_latencies()) {
+            Ok(matrix) => {
+                let note = std::iter::once("HMAT read latency, as the firmware rated it".into())
+                    .chain(notes.drain(..))
+                    .collect::<Vec<String>>()
+                    .join("; ");
+                Some(DistanceTable {
+                    matrix,
+                    report: DistanceReport { measure: DistanceMeasure::Hmat, note: Some(note) },
+                })
+            }
+            Err((a, b)) => {
+                notes.push(format!(
                     "HMAT names only each node's best initiators and says nothing of node {a} \
                      and node {b}"
-                )),
+                ));
+                None
             }
         }
+    }
+
+    /// The firmware's SLIT distances, or the kernel's defaults where it has none, with the
+    /// notes of the measures passed over.
+    fn firmware(topology: &Topology, notes: Vec<String>) -> DistanceTable {
         let n = topology.nodes.len();
-        let slit = !topology.distances.is_empty();
         let matrix = (0..n)
             .map(|i| {
                 (0..n)
@@ -161,7 +201,7 @@ impl DistanceTable {
                     .collect()
             })
             .collect();
-        let (measure, first) = if slit {
+        let (measure, first) = if !topology.distances.is_empty() {
             (DistanceMeasure::Slit, None)
         } else {
             (

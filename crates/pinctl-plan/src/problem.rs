@@ -146,7 +146,7 @@ pub struct Problem {
 
 /// The cost of a plan: compared field by field, in declaration order, lower is better
 /// (docs/planning.md explains each term and the rule it comes from).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Cost {
     /// Rule 1: bytes of expected memory beyond the capacity of the nodes they are on (only
     /// policies that may spill can exceed; `bind` never does).
@@ -243,6 +243,42 @@ impl Cost {
         t[term::NODE_DISTANCE] = self.node_distance;
         t[term::MOVED] = self.moved;
         t
+    }
+}
+
+/// What a plan, whole or partial, puts on each node (by position): the search keeps one as
+/// it descends, [`Problem::evaluate`] builds one for a whole assignment.
+pub(crate) struct NodeTally {
+    /// Instances on each node.
+    pub(crate) occupied: Vec<u32>,
+    pub(crate) owner: Vec<bool>,
+    /// CPUs of `cpus = N` instances on each node.
+    pub(crate) used: Vec<u32>,
+    /// CPUs and weights of the instances on each node that do not own it (spread).
+    pub(crate) load: Vec<u32>,
+    /// Sharing instances on each node, how many of them prefer a node of their own, and the
+    /// memory they expect there.
+    pub(crate) sharers: Vec<u32>,
+    pub(crate) alone_first: Vec<u32>,
+    pub(crate) sharing_memory: Vec<u64>,
+    pub(crate) bind_memory: Vec<u64>,
+    pub(crate) total_memory: Vec<u64>,
+}
+
+impl NodeTally {
+    /// `n` nodes with nothing on them.
+    pub(crate) fn new(n: usize) -> NodeTally {
+        NodeTally {
+            occupied: vec![0; n],
+            owner: vec![false; n],
+            used: vec![0; n],
+            load: vec![0; n],
+            sharers: vec![0; n],
+            alone_first: vec![0; n],
+            sharing_memory: vec![0; n],
+            bind_memory: vec![0; n],
+            total_memory: vec![0; n],
+        }
     }
 }
 
@@ -590,30 +626,9 @@ impl Problem {
     /// that does not match the instance's size, a node outside its candidates, a node owned
     /// twice or shared with an owner, CPUs or `bind` memory over a node's capacity.
     pub fn evaluate(&self, assignment: &[Option<Vec<usize>>]) -> Option<Cost> {
-        let n = self.nodes.len();
-        let mut owner = vec![false; n];
-        let mut used = vec![0u32; n];
-        let mut bind_memory = vec![0u64; n];
-        let mut total_memory = vec![0u64; n];
-        let mut occupants = vec![0u32; n];
-        let mut sharers = vec![0u32; n];
-        let mut alone_first = vec![0u64; n];
-        let mut load = vec![0u32; n];
-        let mut sharing_memory = vec![0u64; n];
-        let mut cost = Cost {
-            memory_overflow: 0,
-            shared_instances: 0,
-            near_misses: 0,
-            near_distance: 0,
-            kept_free_used: 0,
-            kept_free_cpus: 0,
-            node_count: 0,
-            cross_package_pairs: 0,
-            node_distance: 0,
-            moved: 0,
-            spread: Vec::new(),
-            tie_break: Vec::new(),
-        };
+        let mut tally = NodeTally::new(self.nodes.len());
+        // Placing nothing costs nothing.
+        let mut cost = Cost::default();
         for (inst, set) in self.instances.iter().zip(assignment) {
             let Some(set) = set else {
                 cost.tie_break.push(Vec::new());
@@ -624,45 +639,9 @@ impl Problem {
             }
             match inst.shape {
                 Shape::Whole(_) | Shape::Spanning(_) => {
-                    for &j in set {
-                        if owner[j] || occupants[j] > 0 {
-                            return None;
-                        }
-                        owner[j] = true;
-                        occupants[j] += 1;
-                    }
-                    if let Some(capacity) = self.memory_of(set) {
-                        if inst.memory > capacity {
-                            if inst.binds() {
-                                return None;
-                            }
-                            cost.memory_overflow += inst.memory - capacity;
-                        }
-                    }
+                    cost.memory_overflow += self.own(&mut tally, inst, set)?;
                 }
-                Shape::Shared(_) | Shape::Sharing { .. } => {
-                    let j = set[0];
-                    if owner[j] {
-                        return None;
-                    }
-                    occupants[j] += 1;
-                    load[j] += inst.shape.load();
-                    match inst.shape {
-                        Shape::Shared(c) => used[j] += c,
-                        _ => {
-                            sharers[j] += 1;
-                            alone_first[j] += u64::from(inst.shape.alone_first());
-                            sharing_memory[j] += inst.memory;
-                        }
-                    }
-                    total_memory[j] += inst.memory;
-                    if inst.binds() {
-                        bind_memory[j] += inst.memory;
-                        if self.nodes[j].memory.is_some_and(|m| bind_memory[j] > m) {
-                            return None;
-                        }
-                    }
-                }
+                Shape::Shared(_) | Shape::Sharing { .. } => self.share(&mut tally, inst, set[0])?,
             }
             let terms = self.placement_terms(inst, set);
             cost.near_misses += terms[term::NEAR_MISSES];
@@ -673,23 +652,75 @@ impl Problem {
             cost.moved += terms[term::MOVED];
             cost.tie_break.push(set.iter().map(|&j| self.nodes[j].id).collect());
         }
-        for j in 0..n {
-            if used[j] > self.cpu_limit(j, sharers[j]) {
+        self.node_terms(&tally, &mut cost)?;
+        cost.spread = self.spread(&tally.owner, &tally.load, &tally.sharing_memory);
+        Some(cost)
+    }
+
+    /// Gives the nodes of `set` to an instance that owns them; returns the bytes of its
+    /// memory beyond theirs, or `None` when a node is taken or `bind` memory does not fit.
+    fn own(&self, tally: &mut NodeTally, inst: &InstanceInfo, set: &[usize]) -> Option<u64> {
+        for &j in set {
+            if tally.owner[j] || tally.occupied[j] > 0 {
+                return None;
+            }
+            tally.owner[j] = true;
+            tally.occupied[j] += 1;
+        }
+        match self.memory_of(set) {
+            Some(capacity) if inst.memory > capacity => {
+                (!inst.binds()).then_some(inst.memory - capacity)
+            }
+            _ => Some(0),
+        }
+    }
+
+    /// Puts a sharing or `cpus = N` instance on node `j`, or `None` when an owner holds it or
+    /// its `bind` memory no longer fits.
+    fn share(&self, tally: &mut NodeTally, inst: &InstanceInfo, j: usize) -> Option<()> {
+        if tally.owner[j] {
+            return None;
+        }
+        tally.occupied[j] += 1;
+        tally.load[j] += inst.shape.load();
+        match inst.shape {
+            Shape::Shared(c) => tally.used[j] += c,
+            _ => {
+                tally.sharers[j] += 1;
+                tally.alone_first[j] += u32::from(inst.shape.alone_first());
+                tally.sharing_memory[j] += inst.memory;
+            }
+        }
+        tally.total_memory[j] += inst.memory;
+        if inst.binds() {
+            tally.bind_memory[j] += inst.memory;
+            if self.nodes[j].memory.is_some_and(|m| tally.bind_memory[j] > m) {
+                return None;
+            }
+        }
+        Some(())
+    }
+
+    /// Adds each node's terms (memory past it, a kept-free node used, instances sharing beyond
+    /// the first) to `cost`, or `None` when a node carries more CPUs than its limit.
+    fn node_terms(&self, tally: &NodeTally, cost: &mut Cost) -> Option<()> {
+        for j in 0..self.nodes.len() {
+            if tally.used[j] > self.cpu_limit(j, tally.sharers[j]) {
                 return None;
             }
             if let Some(m) = self.nodes[j].memory {
-                cost.memory_overflow += total_memory[j].saturating_sub(m);
+                cost.memory_overflow += tally.total_memory[j].saturating_sub(m);
             }
-            if occupants[j] > 0 && !self.kept_free[j].is_empty() {
+            if tally.occupied[j] > 0 && !self.kept_free[j].is_empty() {
                 cost.kept_free_used += 1;
-                let whole = owner[j] || sharers[j] > 0;
+                let whole = tally.owner[j] || tally.sharers[j] > 0;
                 cost.kept_free_cpus +=
-                    u64::from(if whole { self.nodes[j].cpu_count() } else { used[j] });
+                    u64::from(if whole { self.nodes[j].cpu_count() } else { tally.used[j] });
             }
-            cost.shared_instances += shared_beyond_first(alone_first[j], occupants[j]);
+            cost.shared_instances +=
+                shared_beyond_first(u64::from(tally.alone_first[j]), tally.occupied[j]);
         }
-        cost.spread = self.spread(&owner, &load, &sharing_memory);
-        Some(cost)
+        Some(())
     }
 
     /// Node loads, highest first, over placeable nodes: an owned node is full, another one

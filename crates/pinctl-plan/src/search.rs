@@ -12,9 +12,11 @@ use std::cmp::{Ordering, Reverse};
 
 use crate::PlanError;
 use crate::problem::{
-    Cost, InstanceInfo, Load, Problem, Shape, Terms, add_terms, memory_load, shared_beyond_first,
-    term,
+    Cost, InstanceInfo, Load, NodeTally, Problem, Shape, Terms, add_terms, memory_load,
+    shared_beyond_first, term,
 };
+
+mod diagnose;
 
 /// Budget of each pass once it has a plan, in options tried times instances times nodes (the
 /// cost of an option grows with both), so small problems get many steps and large ones few;
@@ -92,21 +94,10 @@ struct Search<'p> {
     owner_demand: Vec<usize>,
     /// Instances of `share-nodes = "when-needed"` among `order[d..]`.
     alone_demand: Vec<usize>,
-    occupied: Vec<u32>,
+    /// What the partial plan puts on each node.
+    tally: NodeTally,
     /// Placeable nodes that no instance occupies.
     empty: usize,
-    owner: Vec<bool>,
-    /// CPUs of `cpus = N` instances on each node.
-    used: Vec<u32>,
-    /// CPUs and weights of the instances on each node that do not own it (spread).
-    load: Vec<u32>,
-    /// Sharing instances on each node, how many of them prefer a node of their own, and the
-    /// memory they expect there.
-    sharers: Vec<u32>,
-    alone_first: Vec<u32>,
-    sharing_memory: Vec<u64>,
-    bind_memory: Vec<u64>,
-    total_memory: Vec<u64>,
     assignment: Vec<Option<Vec<usize>>>,
     terms: Terms,
     best: Option<(Cost, Vec<Vec<usize>>)>,
@@ -228,16 +219,8 @@ impl<'p> Search<'p> {
             water,
             owner_demand,
             alone_demand,
-            occupied: vec![0; n],
+            tally: NodeTally::new(n),
             empty: p.nodes.iter().filter(|node| node.placeable).count(),
-            owner: vec![false; n],
-            used: vec![0; n],
-            load: vec![0; n],
-            sharers: vec![0; n],
-            alone_first: vec![0; n],
-            sharing_memory: vec![0; n],
-            bind_memory: vec![0; n],
-            total_memory: vec![0; n],
             assignment: vec![None; p.instances.len()],
             terms: [0; term::COUNT],
             best: None,
@@ -405,13 +388,13 @@ impl Search<'_> {
         let mut empty: Vec<u32> = Vec::new();
         let mut free_cpus = 0u64;
         for (j, node) in self.p.nodes.iter().enumerate().filter(|(_, n)| n.placeable) {
-            if self.owner[j] {
+            if self.tally.owner[j] {
                 continue;
             }
-            if self.occupied[j] == 0 {
+            if self.tally.occupied[j] == 0 {
                 empty.push(node.slots);
             }
-            free_cpus += u64::from(node.slots.saturating_sub(self.used[j]));
+            free_cpus += u64::from(node.slots.saturating_sub(self.tally.used[j]));
         }
         let left = self.order.len() - depth;
         let what = format!(
@@ -456,7 +439,7 @@ impl Search<'_> {
     fn leaf(&mut self) {
         // The state holds the numeric terms; a full evaluation is only needed for a plan that
         // is kept.
-        let spread = self.p.spread(&self.owner, &self.load, &self.sharing_memory);
+        let spread = self.p.spread(&self.tally.owner, &self.tally.load, &self.tally.sharing_memory);
         let keep = match (&self.goal, &self.best) {
             (Goal::Optimise, None) => true,
             (Goal::Optimise, Some((best, _))) => {
@@ -494,14 +477,14 @@ impl Search<'_> {
         for (j, node) in p.nodes.iter().enumerate().filter(|(_, n)| n.placeable) {
             let capacity = node.cpu_count();
             let mine = set.contains(&j);
-            if self.owner[j] || (mine && shape.owns_nodes()) {
+            if self.tally.owner[j] || (mine && shape.owns_nodes()) {
                 fixed.push(Load { used: capacity, capacity });
                 continue;
             }
-            let used = self.load[j] + if mine { shape.load() } else { 0 };
+            let used = self.tally.load[j] + if mine { shape.load() } else { 0 };
             // With the terms already at the target, a completion that reaches it adds no
             // kept-free node: those stay as they are.
-            if tight && !p.kept_free[j].is_empty() && self.occupied[j] == 0 && !mine {
+            if tight && !p.kept_free[j].is_empty() && self.tally.occupied[j] == 0 && !mine {
                 fixed.push(Load { used, capacity });
             } else {
                 open.push(Load { used, capacity });
@@ -537,13 +520,13 @@ impl Search<'_> {
         let add = sign > 0;
         for &j in set {
             if add {
-                self.occupied[j] += 1;
-                if self.occupied[j] == 1 && self.p.nodes[j].placeable {
+                self.tally.occupied[j] += 1;
+                if self.tally.occupied[j] == 1 && self.p.nodes[j].placeable {
                     self.empty -= 1;
                 }
             } else {
-                self.occupied[j] -= 1;
-                if self.occupied[j] == 0 && self.p.nodes[j].placeable {
+                self.tally.occupied[j] -= 1;
+                if self.tally.occupied[j] == 0 && self.p.nodes[j].placeable {
                     self.empty += 1;
                 }
             }
@@ -557,24 +540,24 @@ impl Search<'_> {
                     let alone = u32::from(inst.shape.alone_first());
                     let sharing_memory = if sharer > 0 { inst.memory } else { 0 };
                     if add {
-                        self.used[j] += c;
-                        self.load[j] += inst.shape.load();
-                        self.sharers[j] += sharer;
-                        self.alone_first[j] += alone;
-                        self.sharing_memory[j] += sharing_memory;
-                        self.total_memory[j] += inst.memory;
-                        self.bind_memory[j] += bind;
+                        self.tally.used[j] += c;
+                        self.tally.load[j] += inst.shape.load();
+                        self.tally.sharers[j] += sharer;
+                        self.tally.alone_first[j] += alone;
+                        self.tally.sharing_memory[j] += sharing_memory;
+                        self.tally.total_memory[j] += inst.memory;
+                        self.tally.bind_memory[j] += bind;
                     } else {
-                        self.used[j] -= c;
-                        self.load[j] -= inst.shape.load();
-                        self.sharers[j] -= sharer;
-                        self.alone_first[j] -= alone;
-                        self.sharing_memory[j] -= sharing_memory;
-                        self.total_memory[j] -= inst.memory;
-                        self.bind_memory[j] -= bind;
+                        self.tally.used[j] -= c;
+                        self.tally.load[j] -= inst.shape.load();
+                        self.tally.sharers[j] -= sharer;
+                        self.tally.alone_first[j] -= alone;
+                        self.tally.sharing_memory[j] -= sharing_memory;
+                        self.tally.total_memory[j] -= inst.memory;
+                        self.tally.bind_memory[j] -= bind;
                     }
                 }
-                _ => self.owner[j] = add,
+                _ => self.tally.owner[j] = add,
             }
         }
         for (t, d) in self.terms.iter_mut().zip(delta) {
@@ -589,117 +572,14 @@ impl Search<'_> {
 
     /// Every option for instance `i` at this point, cheapest first.
     fn options(&self, depth: usize, i: usize) -> Vec<Choice> {
-        let p = self.p;
-        let inst = &p.instances[i];
-        // Interchangeable instances take their options in ascending order (symmetry), once a
-        // first plan exists: the first descent is a free greedy choice, and levels computed
-        // without the floor explore every option, so canonical orders stay reachable.
-        let floor = depth
-            .checked_sub(1)
-            .filter(|_| self.best.is_some() || matches!(self.goal, Goal::LowestIds { .. }))
-            .map(|d| self.order[d])
-            .filter(|&prev| p.instances[prev].class == inst.class)
-            .and_then(|prev| self.assignment[prev].as_ref())
-            .map(|set| set[0]);
-        let mut out = Vec::new();
-        match inst.shape {
+        let inst = &self.p.instances[i];
+        let floor = self.symmetry_floor(depth, inst);
+        let mut out = match inst.shape {
             Shape::Shared(_) | Shape::Sharing { .. } => {
-                let (c, sharer) = match inst.shape {
-                    Shape::Shared(c) => (c, 0),
-                    _ => (0, 1),
-                };
-                for &j in &inst.candidates {
-                    if floor.is_some_and(|f| j < f) || self.owner[j] {
-                        continue;
-                    }
-                    let capacity = p.nodes[j].cpu_count();
-                    // N different CPUs, within the node's limit (overcommitted or not); a
-                    // sharing instance needs a CPU that no `cpus = N` instance holds.
-                    if c > capacity || self.used[j] + c > p.cpu_limit(j, self.sharers[j] + sharer) {
-                        continue;
-                    }
-                    let memory = p.nodes[j].memory;
-                    if inst.binds() && memory.is_some_and(|m| self.bind_memory[j] + inst.memory > m)
-                    {
-                        continue;
-                    }
-                    let mut delta = p.placement_terms(inst, &[j]);
-                    if let Some(m) = memory {
-                        let before = self.total_memory[j].saturating_sub(m);
-                        delta[term::MEMORY_OVERFLOW] =
-                            (self.total_memory[j] + inst.memory).saturating_sub(m) - before;
-                    }
-                    if !p.kept_free[j].is_empty() {
-                        delta[term::KEPT_FREE_USED] = u64::from(self.occupied[j] == 0);
-                        // A node with sharing instances counts whole: they get all its CPUs.
-                        delta[term::KEPT_FREE_CPUS] = match (self.sharers[j], sharer) {
-                            (0, 1) => u64::from(capacity - self.used[j]),
-                            (0, _) => u64::from(c),
-                            _ => 0,
-                        };
-                    }
-                    let alone = u64::from(self.alone_first[j]);
-                    let before = shared_beyond_first(alone, self.occupied[j]);
-                    let after = shared_beyond_first(
-                        alone + u64::from(inst.shape.alone_first()),
-                        self.occupied[j] + 1,
-                    );
-                    delta[term::SHARED_INSTANCES] = after - before;
-                    let load = |cpus: u32, memory: u64| {
-                        let cpus = Load { used: cpus, capacity };
-                        match p.nodes[j].memory {
-                            Some(m) if memory > 0 => cpus.max(memory_load(memory, m)),
-                            _ => cpus,
-                        }
-                    };
-                    let (now, expected) = (self.load[j], self.sharing_memory[j]);
-                    let more = if sharer > 0 { inst.memory } else { 0 };
-                    out.push(Choice {
-                        set: vec![j],
-                        delta,
-                        load_after: load(now + inst.shape.load(), expected + more),
-                        load_before: load(now, expected),
-                        empty_taken: usize::from(self.occupied[j] == 0),
-                        bound_delta: [0; term::COUNT],
-                    });
-                }
+                inst.candidates.iter().filter_map(|&j| self.share_option(inst, j, floor)).collect()
             }
-            Shape::Whole(_) | Shape::Spanning(_) => {
-                let free: Vec<usize> = inst
-                    .candidates
-                    .iter()
-                    .copied()
-                    .filter(|&j| self.occupied[j] == 0 && floor.is_none_or(|f| j > f))
-                    .collect();
-                for set in self.node_sets(inst, &free) {
-                    if floor.is_some_and(|f| set[0] <= f) {
-                        continue;
-                    }
-                    let memory = p.memory_of(&set);
-                    if inst.binds() && memory.is_some_and(|m| inst.memory > m) {
-                        continue;
-                    }
-                    let mut delta = p.placement_terms(inst, &set);
-                    if let Some(m) = memory {
-                        delta[term::MEMORY_OVERFLOW] = inst.memory.saturating_sub(m);
-                    }
-                    let kept_free = set.iter().filter(|&&j| !p.kept_free[j].is_empty());
-                    delta[term::KEPT_FREE_USED] = kept_free.clone().count() as u64;
-                    delta[term::KEPT_FREE_CPUS] =
-                        kept_free.map(|&j| u64::from(p.nodes[j].cpu_count())).sum();
-                    let full = Load { used: 1, capacity: 1 };
-                    let empty_taken = set.len();
-                    out.push(Choice {
-                        set,
-                        delta,
-                        load_after: full,
-                        load_before: full,
-                        empty_taken,
-                        bound_delta: [0; term::COUNT],
-                    });
-                }
-            }
-        }
+            Shape::Whole(_) | Shape::Spanning(_) => self.owning_options(inst, floor),
+        };
         for choice in &mut out {
             choice.bound_delta = choice.delta;
             choice.bound_delta[term::SHARED_INSTANCES] +=
@@ -716,6 +596,131 @@ impl Search<'_> {
                 .then(b.load_before.cmp(&a.load_before))
                 .then_with(|| a.set.cmp(&b.set))
         });
+        out
+    }
+
+    /// The lowest first node instance `inst` may take at `depth`. Interchangeable instances
+    /// take their options in ascending order (symmetry), once a first plan exists: the first
+    /// descent is a free greedy choice, and levels computed without the floor explore every
+    /// option, so canonical orders stay reachable.
+    fn symmetry_floor(&self, depth: usize, inst: &InstanceInfo) -> Option<usize> {
+        depth
+            .checked_sub(1)
+            .filter(|_| self.best.is_some() || matches!(self.goal, Goal::LowestIds { .. }))
+            .map(|d| self.order[d])
+            .filter(|&prev| self.p.instances[prev].class == inst.class)
+            .and_then(|prev| self.assignment[prev].as_ref())
+            .map(|set| set[0])
+    }
+
+    /// Node `j` as an option for an instance that shares its node, if it fits: free CPUs and,
+    /// under bind, memory.
+    fn share_option(&self, inst: &InstanceInfo, j: usize, floor: Option<usize>) -> Option<Choice> {
+        let p = self.p;
+        if floor.is_some_and(|f| j < f) || self.tally.owner[j] {
+            return None;
+        }
+        let (c, sharer) = match inst.shape {
+            Shape::Shared(c) => (c, 0),
+            _ => (0, 1),
+        };
+        let capacity = p.nodes[j].cpu_count();
+        // N different CPUs, within the node's limit (overcommitted or not); a sharing instance
+        // needs a CPU that no `cpus = N` instance holds.
+        if c > capacity || self.tally.used[j] + c > p.cpu_limit(j, self.tally.sharers[j] + sharer) {
+            return None;
+        }
+        let memory = p.nodes[j].memory;
+        if inst.binds() && memory.is_some_and(|m| self.tally.bind_memory[j] + inst.memory > m) {
+            return None;
+        }
+        let delta = self.share_terms(inst, j, c, sharer);
+        let load = |cpus: u32, memory: u64| {
+            let cpus = Load { used: cpus, capacity };
+            match p.nodes[j].memory {
+                Some(m) if memory > 0 => cpus.max(memory_load(memory, m)),
+                _ => cpus,
+            }
+        };
+        let (now, expected) = (self.tally.load[j], self.tally.sharing_memory[j]);
+        let more = if sharer > 0 { inst.memory } else { 0 };
+        Some(Choice {
+            set: vec![j],
+            delta,
+            load_after: load(now + inst.shape.load(), expected + more),
+            load_before: load(now, expected),
+            empty_taken: usize::from(self.tally.occupied[j] == 0),
+            bound_delta: [0; term::COUNT],
+        })
+    }
+
+    /// What sharing node `j` adds to the terms: the placement's own, memory past the node's,
+    /// a kept-free node used, and instances sharing beyond the first.
+    fn share_terms(&self, inst: &InstanceInfo, j: usize, c: u32, sharer: u32) -> Terms {
+        let p = self.p;
+        let mut delta = p.placement_terms(inst, &[j]);
+        if let Some(m) = p.nodes[j].memory {
+            let before = self.tally.total_memory[j].saturating_sub(m);
+            delta[term::MEMORY_OVERFLOW] =
+                (self.tally.total_memory[j] + inst.memory).saturating_sub(m) - before;
+        }
+        if !p.kept_free[j].is_empty() {
+            delta[term::KEPT_FREE_USED] = u64::from(self.tally.occupied[j] == 0);
+            // A node with sharing instances counts whole: they get all its CPUs.
+            delta[term::KEPT_FREE_CPUS] = match (self.tally.sharers[j], sharer) {
+                (0, 1) => u64::from(p.nodes[j].cpu_count() - self.tally.used[j]),
+                (0, _) => u64::from(c),
+                _ => 0,
+            };
+        }
+        let alone = u64::from(self.tally.alone_first[j]);
+        let before = shared_beyond_first(alone, self.tally.occupied[j]);
+        let after = shared_beyond_first(
+            alone + u64::from(inst.shape.alone_first()),
+            self.tally.occupied[j] + 1,
+        );
+        delta[term::SHARED_INSTANCES] = after - before;
+        delta
+    }
+
+    /// The free node sets an instance that owns its nodes may take (from `floor` on), each
+    /// with what it adds to the terms.
+    fn owning_options(&self, inst: &InstanceInfo, floor: Option<usize>) -> Vec<Choice> {
+        let p = self.p;
+        let free: Vec<usize> = inst
+            .candidates
+            .iter()
+            .copied()
+            .filter(|&j| self.tally.occupied[j] == 0 && floor.is_none_or(|f| j > f))
+            .collect();
+        let mut out = Vec::new();
+        for set in self.node_sets(inst, &free) {
+            if floor.is_some_and(|f| set[0] <= f) {
+                continue;
+            }
+            let memory = p.memory_of(&set);
+            if inst.binds() && memory.is_some_and(|m| inst.memory > m) {
+                continue;
+            }
+            let mut delta = p.placement_terms(inst, &set);
+            if let Some(m) = memory {
+                delta[term::MEMORY_OVERFLOW] = inst.memory.saturating_sub(m);
+            }
+            let kept_free = set.iter().filter(|&&j| !p.kept_free[j].is_empty());
+            delta[term::KEPT_FREE_USED] = kept_free.clone().count() as u64;
+            delta[term::KEPT_FREE_CPUS] =
+                kept_free.map(|&j| u64::from(p.nodes[j].cpu_count())).sum();
+            let full = Load { used: 1, capacity: 1 };
+            let empty_taken = set.len();
+            out.push(Choice {
+                set,
+                delta,
+                load_after: full,
+                load_before: full,
+                empty_taken,
+                bound_delta: [0; term::COUNT],
+            });
+        }
         out
     }
 
@@ -788,114 +793,6 @@ impl Search<'_> {
         sets.dedup();
         sets
     }
-
-    /// Why instance `i` has no option in the current partial plan.
-    fn diagnose(&self, i: usize) -> String {
-        let p = self.p;
-        let inst = &p.instances[i];
-        let total = p.nodes.len();
-        let candidates = inst.candidates.len();
-        let taken_by: Vec<&str> = {
-            let mut names: Vec<&str> = self
-                .assignment
-                .iter()
-                .enumerate()
-                .filter_map(|(k, s)| s.as_ref().map(|s| (k, s)))
-                .filter(|(_, s)| s.iter().any(|j| inst.is_candidate[*j]))
-                .map(|(k, _)| p.instances[k].name.as_str())
-                .collect();
-            names.dedup();
-            names
-        };
-        let excluded = total - candidates;
-        let excluded_note = if excluded > 0 {
-            format!(", {excluded} not available to it (only-nodes, cpuset, memory-only)")
-        } else {
-            String::new()
-        };
-        match inst.shape {
-            Shape::Whole(k) => {
-                let free = inst.candidates.iter().filter(|&&j| self.occupied[j] == 0).count();
-                let taken = candidates - free;
-                format!(
-                    "needs {k} whole node{}: {total} node{}, {taken} taken{}{excluded_note}{}",
-                    crate::plural(k as usize),
-                    crate::plural(total),
-                    list_names(&taken_by),
-                    if free > 0 && inst.binds() {
-                        format!(
-                            ", the {free} free ones too small for {} under bind",
-                            crate::format_bytes(inst.memory)
-                        )
-                    } else {
-                        String::new()
-                    }
-                )
-            }
-            Shape::Spanning(c) => {
-                let free: Vec<usize> =
-                    inst.candidates.iter().copied().filter(|&j| self.occupied[j] == 0).collect();
-                let cpus: u32 = free.iter().map(|&j| p.nodes[j].cpu_count()).sum();
-                format!(
-                    "needs {c} CPUs on whole nodes (more than any node has): {} free node{} with {cpus} CPUs{}{excluded_note}",
-                    free.len(),
-                    crate::plural(free.len()),
-                    list_names(&taken_by),
-                )
-            }
-            Shape::Sharing { .. } => {
-                let owned = inst.candidates.iter().filter(|&&j| self.owner[j]).count();
-                let full = candidates - owned;
-                format!(
-                    "needs a node to share: {owned} of its {candidates} node{} owned by whole-node instances{}{}{excluded_note}",
-                    crate::plural(candidates),
-                    list_names(&taken_by),
-                    match (full, inst.binds()) {
-                        (0, _) => String::new(),
-                        (_, false) => format!(
-                            ", the other {full} without a CPU that no `cpus = N` instance holds"
-                        ),
-                        (_, true) => format!(
-                            ", the other {full} without a CPU that no `cpus = N` instance holds or without room for {} under bind",
-                            crate::format_bytes(inst.memory)
-                        ),
-                    }
-                )
-            }
-            Shape::Shared(c) => {
-                let most = inst
-                    .candidates
-                    .iter()
-                    .filter(|&&j| !self.owner[j])
-                    .map(|&j| p.cpu_limit(j, self.sharers[j]).saturating_sub(self.used[j]))
-                    .max()
-                    .unwrap_or(0);
-                let owned = inst.candidates.iter().filter(|&&j| self.owner[j]).count();
-                let owns = |name: &&str| {
-                    p.instances.iter().any(|o| o.name == *name && o.shape.owns_nodes())
-                };
-                let owners: Vec<&str> = taken_by.iter().copied().filter(owns).collect();
-                let sharers: Vec<&str> =
-                    taken_by.iter().copied().filter(|name| !owners.contains(name)).collect();
-                let shared_by = if sharers.is_empty() {
-                    String::new()
-                } else {
-                    format!("; the rest is shared{}", list_names(&sharers))
-                };
-                let overcommit = if p.overcommit == pinctl_config::Overcommit::NONE {
-                    "; `cpu-overcommit` in `[host]` would let `cpus = N` instances share CPUs"
-                } else {
-                    ""
-                };
-                format!(
-                    "needs {c} CPU{} on one node: the most free on a node it may use is {most}; {owned} of its {candidates} node{} owned by whole-node instances{}{shared_by}{overcommit}",
-                    crate::plural(c as usize),
-                    crate::plural(candidates),
-                    list_names(&owners),
-                )
-            }
-        }
-    }
 }
 
 /// Raises the lowest loads (ascending, all of one capacity) with `water` single CPUs, one at
@@ -940,15 +837,6 @@ fn pour_fraction(open: &mut [Load], water: u32) {
     }
     for load in &mut open[..filled] {
         *load = Load { used: sum_used + water, capacity: sum_capacity };
-    }
-}
-
-fn list_names(names: &[&str]) -> String {
-    const SHOWN: usize = 5;
-    match names.len() {
-        0 => String::new(),
-        n if n <= SHOWN => format!(" (by {})", names.join(", ")),
-        n => format!(" (by {} and {} more)", names[..SHOWN].join(", "), n - SHOWN),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use pinctl_topology::{CpuId, CpuSet, NodeId, NotMeasured, Topology};
+use pinctl_topology::{CpuId, CpuSet, Node, NodeId, NotMeasured, Topology};
 
 use crate::error::ProbeError;
 
@@ -51,6 +51,28 @@ impl Shares {
     /// The least a probe can do with: one short pass of each kind per pair.
     fn minimum() -> Shares {
         Shares { setup: Duration::from_millis(100), pair: Duration::from_millis(50) }
+    }
+
+    /// The budget a probe of `memory_nodes` memory nodes and `pairs` pairs gets, and its
+    /// shares: the defaults, or the given budget's, scaled from them; refused when it cannot
+    /// hold one short pass of each kind per pair.
+    fn within(
+        options: &ProbeOptions,
+        memory_nodes: usize,
+        pairs: usize,
+    ) -> Result<(Duration, Shares), ProbeError> {
+        let defaults = Shares::default_for(options.quick);
+        let Some(budget) = options.budget else {
+            return Ok((defaults.total(memory_nodes, pairs), defaults));
+        };
+        let minimum = Shares::minimum().total(memory_nodes, pairs);
+        if budget < minimum {
+            return Err(ProbeError::BudgetTooSmall { budget, pairs, minimum });
+        }
+        let scale = budget.as_secs_f64() / defaults.total(memory_nodes, pairs).as_secs_f64();
+        let shares =
+            Shares { setup: defaults.setup.mul_f64(scale), pair: defaults.pair.mul_f64(scale) };
+        Ok((budget, shares))
     }
 
     fn total(self, memory_nodes: usize, pairs: usize) -> Duration {
@@ -107,52 +129,23 @@ impl ProbePlan {
         options: &ProbeOptions,
     ) -> Result<ProbePlan, ProbeError> {
         let buffer_bytes = buffer_bytes(options.quick, llc_bytes);
-        let mut not_measured = Vec::new();
-        let mut note = |node: NodeId, why: String| not_measured.push(NotMeasured { node, why });
-        for node in topology.host.offline_nodes.iter() {
-            note(node, "offline".into());
-        }
-        let allowed_cpus = topology.host.allowed_cpus.clone();
+        let mut not_measured: Vec<NotMeasured> = topology
+            .host
+            .offline_nodes
+            .iter()
+            .map(|node| NotMeasured { node, why: "offline".into() })
+            .collect();
         let online = topology.online_cpus();
         let mut cpu_sides = Vec::new();
         let mut memory_nodes = Vec::new();
         for n in &topology.nodes {
-            let mut usable = n.cpus.intersection(&online);
-            if let Some(allowed) = &allowed_cpus {
-                usable = usable.intersection(allowed);
+            match cpu_side(topology, n, &online) {
+                Ok(side) => cpu_sides.push(side),
+                Err(why) => not_measured.push(NotMeasured { node: n.id, why: why.into() }),
             }
-            if n.cpus.is_empty() {
-                note(n.id, "no CPU side: it has no CPUs (memory-only)".into());
-            } else if usable.is_empty() {
-                note(n.id, "no CPU side: none of its CPUs is in this process's cpuset".into());
-            } else if let Some(latency_cpu) = usable.first() {
-                cpu_sides.push(CpuSide {
-                    node: n.id,
-                    latency_cpu,
-                    bandwidth_cpus: one_per_core(topology, &usable),
-                });
-            }
-            let memory_allowed =
-                topology.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(n.id));
-            if !n.has_memory || n.memory_bytes == Some(0) {
-                note(n.id, "no memory side: it has no memory".into());
-            } else if !memory_allowed {
-                note(
-                    n.id,
-                    "no memory side: this process's cpuset does not allow its memory".into(),
-                );
-            } else if let Some(free) = n.memory_free_bytes.filter(|&f| f < 2 * buffer_bytes) {
-                note(
-                    n.id,
-                    format!(
-                        "no memory side: {} MiB free (MemFree), and the probe takes {} MiB \
-                         there only when as much again stays free",
-                        free >> 20,
-                        buffer_bytes >> 20
-                    ),
-                );
-            } else {
-                memory_nodes.push(n.id);
+            match why_no_memory_side(topology, n, buffer_bytes) {
+                None => memory_nodes.push(n.id),
+                Some(why) => not_measured.push(NotMeasured { node: n.id, why }),
             }
         }
         not_measured.sort_by_key(|n| n.node);
@@ -169,25 +162,7 @@ impl ProbePlan {
             });
         }
         let pairs = cpu_sides.len() * memory_nodes.len();
-        let defaults = Shares::default_for(options.quick);
-        let (budget, shares) = match options.budget {
-            None => (defaults.total(memory_nodes.len(), pairs), defaults),
-            Some(budget) => {
-                let minimum = Shares::minimum().total(memory_nodes.len(), pairs);
-                if budget < minimum {
-                    return Err(ProbeError::BudgetTooSmall { budget, pairs, minimum });
-                }
-                let scale =
-                    budget.as_secs_f64() / defaults.total(memory_nodes.len(), pairs).as_secs_f64();
-                (
-                    budget,
-                    Shares {
-                        setup: defaults.setup.mul_f64(scale),
-                        pair: defaults.pair.mul_f64(scale),
-                    },
-                )
-            }
-        };
+        let (budget, shares) = Shares::within(options, memory_nodes.len(), pairs)?;
         Ok(ProbePlan {
             cpu_sides,
             memory_nodes,
@@ -197,6 +172,42 @@ impl ProbePlan {
             budget,
             shares,
             not_measured,
+        })
+    }
+}
+
+/// Node `n` as a CPU side, or why it cannot be one: it needs an online CPU this process's
+/// cpuset allows.
+fn cpu_side(topology: &Topology, n: &Node, online: &CpuSet) -> Result<CpuSide, &'static str> {
+    let mut usable = n.cpus.intersection(online);
+    if let Some(allowed) = &topology.host.allowed_cpus {
+        usable = usable.intersection(allowed);
+    }
+    if n.cpus.is_empty() {
+        return Err("no CPU side: it has no CPUs (memory-only)");
+    }
+    let Some(latency_cpu) = usable.first() else {
+        return Err("no CPU side: none of its CPUs is in this process's cpuset");
+    };
+    Ok(CpuSide { node: n.id, latency_cpu, bandwidth_cpus: one_per_core(topology, &usable) })
+}
+
+/// Why node `n` cannot be a memory side, if it cannot: it needs memory this process's cpuset
+/// allows, with room for the buffer twice over where its free memory is known.
+fn why_no_memory_side(topology: &Topology, n: &Node, buffer_bytes: u64) -> Option<String> {
+    let memory_allowed = topology.host.allowed_nodes.as_ref().is_none_or(|a| a.contains(n.id));
+    if !n.has_memory || n.memory_bytes == Some(0) {
+        Some("no memory side: it has no memory".into())
+    } else if !memory_allowed {
+        Some("no memory side: this process's cpuset does not allow its memory".into())
+    } else {
+        n.memory_free_bytes.filter(|&f| f < 2 * buffer_bytes).map(|free| {
+            format!(
+                "no memory side: {} MiB free (MemFree), and the probe takes {} MiB there only \
+                 when as much again stays free",
+                free >> 20,
+                buffer_bytes >> 20
+            )
         })
     }
 }

@@ -268,6 +268,9 @@ pub fn step(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
     out
 }
 
+/// The state table: one row per state and event, and the state that follows. It stays one
+/// `match` so that the table reads whole; rows whose step takes more than a few lines call it
+/// by name (`fails_for_good`, `exited`, `AfterStop::follow`).
 fn transition(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
     let mut out = Vec::new();
     let state = std::mem::replace(&mut unit.state, State::Inactive);
@@ -292,37 +295,17 @@ fn transition(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
         }
         (State::Activating, Event::StartFailed { pid: None, reason, code, jitter }) => {
             unit.last_exit = Some(Exit::Code(code));
-            if ExitStatus::fails_every_start(code) || unit.policy.restart == Restart::Never {
-                let reason = match ExitStatus::of_code(code).and_then(ExitStatus::start_step) {
-                    Some(step) => format!("{reason} (at step {step}, exit status {code})"),
-                    None => format!("{reason} (exit status {code})"),
-                };
-                State::Failed { reason }
-            } else {
-                out.push(Action::Log(format!("start failed: {reason}")));
-                schedule_restart(unit, now, jitter, &mut out)
+            match fails_for_good(&unit.policy, &reason, code) {
+                Some(reason) => State::Failed { reason },
+                None => {
+                    out.push(Action::Log(format!("start failed: {reason}")));
+                    schedule_restart(unit, now, jitter, &mut out)
+                }
             }
         }
         // Running.
         (State::Active { pid, since }, Event::Exited { pid: p, exit, jitter }) if p == pid => {
-            unit.last_exit = Some(exit);
-            if now.saturating_sub(since) >= unit.policy.restart_max_delay {
-                unit.attempt = 0;
-            }
-            if should_restart(unit.policy.restart, exit) {
-                out.push(Action::Log(format!("{exit}")));
-                schedule_restart(unit, now, jitter, &mut out)
-            } else if exit.is_success() {
-                out.push(Action::Log(format!("{exit}")));
-                State::Inactive
-            } else {
-                let why = if unit.policy.restart == Restart::Never {
-                    "restart = \"never\""
-                } else {
-                    "a restart would fail the same way"
-                };
-                State::Failed { reason: format!("{exit} ({why})") }
-            }
+            exited(unit, since, exit, now, jitter, &mut out)
         }
         (State::Active { pid, since }, Event::Stop) => {
             let signal = unit.policy.stop_signal;
@@ -344,20 +327,7 @@ fn transition(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
             State::Deactivating { pid, since, kill_at, killed: true, then }
         }
         (State::Deactivating { pid, then, .. }, Event::Exited { pid: p, exit, .. }) if p == pid => {
-            unit.last_exit = Some(exit);
-            match then {
-                AfterStop::Stay => {
-                    // One line per instance that a stop ended (`pinctl stop`, SIGTERM to pinctl).
-                    out.push(Action::Log(format!("stopped ({exit})")));
-                    State::Inactive
-                }
-                AfterStop::Fail(reason) => State::Failed { reason },
-                AfterStop::Start => {
-                    unit.starts.clear();
-                    unit.attempt = 0;
-                    begin_start(unit, now, &mut out)
-                }
-            }
+            then.follow(unit, exit, now, &mut out)
         }
         (
             State::Deactivating { pid, since, kill_at, killed, .. },
@@ -373,6 +343,69 @@ fn transition(unit: &mut Unit, event: Event, now: Time) -> Vec<Action> {
         (state, _) => state,
     };
     out
+}
+
+/// Why a start that failed before its program ran (`code` says at which step) fails for good,
+/// if it does: every start would fail the same way, or restarts are off.
+fn fails_for_good(policy: &Policy, reason: &str, code: i32) -> Option<String> {
+    if !ExitStatus::fails_every_start(code) && policy.restart != Restart::Never {
+        return None;
+    }
+    Some(match ExitStatus::of_code(code).and_then(ExitStatus::start_step) {
+        Some(step) => format!("{reason} (at step {step}, exit status {code})"),
+        None => format!("{reason} (exit status {code})"),
+    })
+}
+
+/// A running instance's process ended on its own (active `since`): restarted if the policy
+/// says so (the backoff starts over after a long enough run), else inactive or failed.
+fn exited(
+    unit: &mut Unit,
+    since: Time,
+    exit: Exit,
+    now: Time,
+    jitter: f64,
+    out: &mut Vec<Action>,
+) -> State {
+    unit.last_exit = Some(exit);
+    if now.saturating_sub(since) >= unit.policy.restart_max_delay {
+        unit.attempt = 0;
+    }
+    if should_restart(unit.policy.restart, exit) {
+        out.push(Action::Log(format!("{exit}")));
+        schedule_restart(unit, now, jitter, out)
+    } else if exit.is_success() {
+        out.push(Action::Log(format!("{exit}")));
+        State::Inactive
+    } else {
+        let why = if unit.policy.restart == Restart::Never {
+            "restart = \"never\""
+        } else {
+            "a restart would fail the same way"
+        };
+        State::Failed { reason: format!("{exit} ({why})") }
+    }
+}
+
+impl AfterStop {
+    /// What follows once the process of a stop ended with `exit`: the instance stays
+    /// stopped, fails, or starts again, as the stop was asked for.
+    fn follow(self, unit: &mut Unit, exit: Exit, now: Time, out: &mut Vec<Action>) -> State {
+        unit.last_exit = Some(exit);
+        match self {
+            AfterStop::Stay => {
+                // One line per instance that a stop ended (`pinctl stop`, SIGTERM to pinctl).
+                out.push(Action::Log(format!("stopped ({exit})")));
+                State::Inactive
+            }
+            AfterStop::Fail(reason) => State::Failed { reason },
+            AfterStop::Start => {
+                unit.starts.clear();
+                unit.attempt = 0;
+                begin_start(unit, now, out)
+            }
+        }
+    }
 }
 
 fn begin_start(unit: &mut Unit, now: Time, out: &mut Vec<Action>) -> State {

@@ -155,68 +155,10 @@ impl SyntheticTopology {
                 has_memory: true,
             })
             .collect();
-        let mut cpus: Vec<Cpu> = specs
-            .iter()
-            .enumerate()
-            .flat_map(|(i, (set, package, _))| set.iter().map(move |c| (c, i, *package)))
-            .map(|(c, i, package)| Cpu {
-                id: c,
-                online: true,
-                package: Some(package),
-                core: Some(core_of(c)),
-                node: Some(i as NodeId),
-            })
-            .collect();
-        cpus.sort_by_key(|c| c.id);
-        let distances = match distances {
-            Distances::Matrix(m) => m,
-            Distances::ByPackage { same, other } => specs
-                .iter()
-                .enumerate()
-                .map(|(i, (_, a, _))| {
-                    specs
-                        .iter()
-                        .enumerate()
-                        .map(|(j, (_, b, _))| match () {
-                            _ if i == j => 10,
-                            _ if a == b => same,
-                            _ => other,
-                        })
-                        .collect()
-                })
-                .collect(),
-        };
-        let mut devices: Vec<Device> = devices
-            .into_iter()
-            .enumerate()
-            .map(|(k, (name, kind, nodes))| {
-                let mut device = Device {
-                    name,
-                    kind,
-                    pci: Some(format!("0000:{:02x}:00.0", 0x40 + k)),
-                    node: None,
-                    nodes: NodeSet::new(),
-                    locality: Locality::NumaNode,
-                    members: Vec::new(),
-                    aliases: Vec::new(),
-                };
-                device.set_nodes(nodes);
-                device
-            })
-            .collect();
-        devices.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut caches: Vec<Cache> = Vec::new();
-        if let Some(l3) = l3 {
-            let mut by_key: std::collections::BTreeMap<u32, CpuSet> = Default::default();
-            for c in &cpus {
-                by_key.entry((l3.of)(c.id)).or_default().insert(c.id);
-            }
-            caches = by_key
-                .into_values()
-                .map(|cpus| Cache { level: 3, cpus, size_bytes: l3.size_bytes })
-                .collect();
-            sort_caches(&mut caches);
-        }
+        let cpus = online_cpus(&specs, &core_of);
+        let distances = distances.matrix(&specs);
+        let devices = pci_devices(devices);
+        let caches = l3.map_or_else(Vec::new, |l3| l3.caches(&cpus));
         Topology {
             schema_version: SchemaVersion,
             nodes,
@@ -230,6 +172,89 @@ impl SyntheticTopology {
             caches,
             interrupts: Default::default(),
         }
+    }
+}
+
+/// Every CPU of the nodes `specs` describes, online, by id, with its package, core and node.
+fn online_cpus(specs: &[(CpuSet, u32, Option<u64>)], core_of: &dyn Fn(CpuId) -> u32) -> Vec<Cpu> {
+    let mut cpus: Vec<Cpu> = specs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (set, package, _))| set.iter().map(move |c| (c, i, *package)))
+        .map(|(c, i, package)| Cpu {
+            id: c,
+            online: true,
+            package: Some(package),
+            core: Some(core_of(c)),
+            node: Some(i as NodeId),
+        })
+        .collect();
+    cpus.sort_by_key(|c| c.id);
+    cpus
+}
+
+impl Distances {
+    /// The SLIT matrix of the nodes `specs` describes.
+    fn matrix(self, specs: &[(CpuSet, u32, Option<u64>)]) -> Vec<Vec<u32>> {
+        let (same, other) = match self {
+            Distances::Matrix(m) => return m,
+            Distances::ByPackage { same, other } => (same, other),
+        };
+        specs
+            .iter()
+            .enumerate()
+            .map(|(i, (_, a, _))| {
+                specs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (_, b, _))| match () {
+                        _ if i == j => 10,
+                        _ if a == b => same,
+                        _ => other,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// The devices, by name, each at its own PCI address (`0000:40:00.0` on).
+fn pci_devices(devices: Vec<(String, DeviceKind, NodeSet)>) -> Vec<Device> {
+    let mut devices: Vec<Device> = devices
+        .into_iter()
+        .enumerate()
+        .map(|(k, (name, kind, nodes))| {
+            let mut device = Device {
+                name,
+                kind,
+                pci: Some(format!("0000:{:02x}:00.0", 0x40 + k)),
+                node: None,
+                nodes: NodeSet::new(),
+                locality: Locality::NumaNode,
+                members: Vec::new(),
+                aliases: Vec::new(),
+            };
+            device.set_nodes(nodes);
+            device
+        })
+        .collect();
+    devices.sort_by(|a, b| a.name.cmp(&b.name));
+    devices
+}
+
+impl L3Domains {
+    /// One L3 per key over `cpus`.
+    fn caches(&self, cpus: &[Cpu]) -> Vec<Cache> {
+        let mut by_key: std::collections::BTreeMap<u32, CpuSet> = Default::default();
+        for c in cpus {
+            by_key.entry((self.of)(c.id)).or_default().insert(c.id);
+        }
+        let mut caches: Vec<Cache> = by_key
+            .into_values()
+            .map(|cpus| Cache { level: 3, cpus, size_bytes: self.size_bytes })
+            .collect();
+        sort_caches(&mut caches);
+        caches
     }
 }
 

@@ -90,6 +90,8 @@ impl Supervisor {
         Ok(self.order.iter().filter(|n| wanted.contains(n.as_str())).cloned().collect())
     }
 
+    /// Serves one control request: status, reload and reopening the logs answer on their own;
+    /// start, stop and restart go to the instances they name and answer once those settle.
     pub(super) fn control(&mut self, request: Request, reply: oneshot::Sender<Response>) {
         let (names, request) = match request {
             Request::Status { names } => {
@@ -106,42 +108,38 @@ impl Supervisor {
                 return;
             }
             Request::Detach => return,
-            Request::ReopenLogs => {
-                let asked = self.reopen_outputs();
-                // Waited for off the loop: a file system that does not answer holds only this.
-                tokio::task::spawn_blocking(move || {
-                    let deadline = std::time::Instant::now() + REOPEN_PATIENCE;
-                    let reopened: Vec<ReopenedOutput> = asked
-                        .into_iter()
-                        .map(|(name, file, asked)| {
-                            let left =
-                                deadline.saturating_duration_since(std::time::Instant::now());
-                            let error = match file.wait_reopened(asked, left) {
-                                Some(Ok(())) => None,
-                                Some(Err(e)) => Some(e),
-                                None => Some(format!(
-                                    "not reopened within {} s (its file system does not \
-                                     answer?)",
-                                    REOPEN_PATIENCE.as_secs()
-                                )),
-                            };
-                            ReopenedOutput { name, path: file.path().display().to_string(), error }
-                        })
-                        .collect();
-                    // Each file's outcome is in the answer; the request itself was served.
-                    let _ = reply.send(Response { ok: true, reopened, ..Response::default() });
-                });
-                return;
-            }
+            Request::ReopenLogs => return self.reopen_logs(reply),
             Request::Start { names } => (names, reload::Request::Start),
             Request::Stop { names } => (names, reload::Request::Stop),
             Request::Restart { names } => (names, reload::Request::Restart),
         };
+        self.request_instances(&names, request, reply);
+    }
+
+    /// Asks every output file to reopen and answers with each one's outcome, waited for off
+    /// the loop: a file system that does not answer holds only this.
+    fn reopen_logs(&self, reply: oneshot::Sender<Response>) {
+        let asked = self.reopen_outputs();
+        tokio::task::spawn_blocking(move || {
+            let reopened = wait_reopened(asked);
+            // Each file's outcome is in the answer; the request itself was served.
+            let _ = reply.send(Response { ok: true, reopened, ..Response::default() });
+        });
+    }
+
+    /// Sends a start, stop or restart to the instances `names` address (through the reload
+    /// being applied, if one is), and answers once they settle; or refuses it, saying why.
+    fn request_instances(
+        &mut self,
+        names: &[String],
+        request: reload::Request,
+        reply: oneshot::Sender<Response>,
+    ) {
         if names.is_empty() {
             let _ = reply.send(Response::error("name at least one instance"));
             return;
         }
-        let names = match self.resolve(&names) {
+        let names = match self.resolve(names) {
             Ok(names) => names,
             Err(e) => {
                 let _ = reply.send(Response::error(e));
@@ -218,4 +216,25 @@ impl Supervisor {
             ..Response::default()
         }
     }
+}
+
+/// Waits for each output file asked to reopen, all of them within `REOPEN_PATIENCE`, and says
+/// how each went.
+fn wait_reopened(asked: Vec<(String, Arc<OutputFile>, u64)>) -> Vec<ReopenedOutput> {
+    let deadline = std::time::Instant::now() + REOPEN_PATIENCE;
+    asked
+        .into_iter()
+        .map(|(name, file, asked)| {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let error = match file.wait_reopened(asked, left) {
+                Some(Ok(())) => None,
+                Some(Err(e)) => Some(e),
+                None => Some(format!(
+                    "not reopened within {} s (its file system does not answer?)",
+                    REOPEN_PATIENCE.as_secs()
+                )),
+            };
+            ReopenedOutput { name, path: file.path().display().to_string(), error }
+        })
+        .collect()
 }

@@ -4,73 +4,23 @@
 use super::*;
 
 impl Supervisor {
+    /// Starts an instance's process once nothing of its earlier run is left: in its cgroup,
+    /// with its output FIFO, and (when it writes to a file) once that file is open.
     pub(super) fn spawn(&mut self, name: &str) {
-        // Nothing of an earlier run may be left in the instance's cgroup when its next process
-        // starts: two copies of a database on one data directory is the harm this avoids.
-        if let Some(cgroups) = &self.cgroups {
-            match cgroups.populated(name) {
-                Ok(false) => {}
-                Ok(true) => {
-                    let killed = cgroups.kill(name).unwrap_or(0);
-                    log(
-                        name,
-                        &format!(
-                            "{killed} processes of an earlier run are still in `{}`: killed; \
-                             starting once they are gone",
-                            cgroups.path_of(name)
-                        ),
-                    );
-                    let tx = self.tx.clone();
-                    let name = name.to_string();
-                    let folder = cgroups.dir_of(&name);
-                    tokio::spawn(async move {
-                        let deadline = Instant::now() + EMPTY_TIMEOUT;
-                        let mut emptied = false;
-                        while Instant::now() < deadline {
-                            if matches!(cgroup::populated_in(&folder), Ok(false)) {
-                                emptied = true;
-                                break;
-                            }
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                        let _ = tx.send(Input::CgroupEmptied { name, emptied });
-                    });
-                    return;
-                }
-                Err(e) => {
-                    let jitter = self.rng.random::<f64>();
-                    let reason = format!("cannot tell whether its cgroup is empty for now: {e}");
-                    return self
-                        .dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
-                }
-            }
+        if !self.earlier_run_gone(name) {
+            return;
         }
         let Some(inst) = self.instances.get_mut(name) else { return };
         let jitter = self.rng.random::<f64>();
         inst.cgroup = None;
-        let mut cgroup = None;
-        if let Some(cgroups) = &self.cgroups {
-            // With a subtree, an instance starts in its cgroup or not at all: one started
-            // outside it would be invisible to the next supervisor's look into the cgroups.
-            let enforce = inst.spec.enforce_cgroup.then_some(&inst.spec.placement);
-            match cgroups.prepare(name, enforce) {
-                Ok(procs) => cgroup = Some((cgroups.path_of(name), procs)),
-                Err(cgroup::PrepareError::NoCpuset) => {
-                    let reason =
-                        "`enforce = \"cgroup\"`: the cpuset controller cannot be enabled here"
-                            .to_string();
-                    let code = launch::status(pinctl_launch::ExitStatus::CpuAffinity);
-                    let e = Event::StartFailed { pid: None, reason, code, jitter };
-                    return self.dispatch(name, e);
-                }
-                Err(cgroup::PrepareError::Io(why)) => {
-                    let reason = format!("cannot prepare its cgroup for now: {why}");
-                    let e = Event::StartFailed { pid: None, reason, code: 1, jitter };
-                    return self.dispatch(name, e);
-                }
+        let spec = inst.spec.clone();
+        let cgroup = self.cgroups.as_ref().map(|c| prepare_cgroup(c, name, &spec)).transpose();
+        let (cgroup_path, procs) = match cgroup {
+            Ok(cgroup) => cgroup.unzip(),
+            Err((reason, code)) => {
+                return self.dispatch(name, Event::StartFailed { pid: None, reason, code, jitter });
             }
-        }
-        let (cgroup_path, procs) = cgroup.unzip();
+        };
         let (reader, writer) = match self.fifos.create(name) {
             Ok(ends) => ends,
             Err(e) => {
@@ -80,8 +30,52 @@ impl Supervisor {
             }
         };
         let prepared = Prepared { cgroup: cgroup_path, procs, output: writer };
-        let spec = inst.spec.clone();
-        let file = match self.output_file(name, &spec) {
+        self.open_output(name, &spec, reader, prepared, jitter);
+    }
+
+    /// Whether the instance's cgroup holds nothing of an earlier run: two copies of a database
+    /// on one data directory is the harm this avoids. What is left is killed, and the spawn
+    /// goes on when the cgroup empties ([`Supervisor::cgroup_emptied`]); a cgroup that cannot
+    /// be read fails the start.
+    fn earlier_run_gone(&mut self, name: &str) -> bool {
+        let Some(cgroups) = &self.cgroups else { return true };
+        match cgroups.populated(name) {
+            Ok(false) => true,
+            Ok(true) => {
+                let killed = cgroups.kill(name).unwrap_or(0);
+                log(
+                    name,
+                    &format!(
+                        "{killed} processes of an earlier run are still in `{}`: killed; \
+                         starting once they are gone",
+                        cgroups.path_of(name)
+                    ),
+                );
+                wait_until_empty(self.tx.clone(), name.to_string(), cgroups.dir_of(name));
+                false
+            }
+            Err(e) => {
+                let jitter = self.rng.random::<f64>();
+                let reason = format!("cannot tell whether its cgroup is empty for now: {e}");
+                self.dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
+                false
+            }
+        }
+    }
+
+    /// Spawns the prepared start at once when its output goes to pinctl's own; else opens its
+    /// output file off the loop first: the process starts once its file is open, a file it
+    /// cannot have fails the start (209, as systemd's), and the loop does not wait on the file
+    /// system meanwhile.
+    fn open_output(
+        &mut self,
+        name: &str,
+        spec: &InstanceSpec,
+        reader: OwnedFd,
+        prepared: Prepared,
+        jitter: f64,
+    ) {
+        let file = match self.output_file(name, spec) {
             Ok(Some(file)) => file,
             Ok(None) => {
                 self.relay(name, reader);
@@ -92,8 +86,6 @@ impl Supervisor {
                 return self.dispatch(name, Event::StartFailed { pid: None, reason, code, jitter });
             }
         };
-        // The process starts once its file is open: a file it cannot have fails the start
-        // (209, as systemd's), and the loop does not wait on the file system meanwhile.
         self.starts += 1;
         let token = self.starts;
         if let Some(inst) = self.instances.get_mut(name) {
@@ -197,4 +189,43 @@ impl Supervisor {
         );
         self.dispatch(name, Event::StartFailed { pid: None, reason, code: 1, jitter });
     }
+}
+
+/// Makes an instance's cgroup ready for its next process: its path and the `cgroup.procs`
+/// file the child joins it by, or why it cannot start (a reason and an exit status). With a
+/// subtree, an instance starts in its cgroup or not at all: one started outside it would be
+/// invisible to the next supervisor's look into the cgroups.
+fn prepare_cgroup(
+    cgroups: &Subtree,
+    name: &str,
+    spec: &InstanceSpec,
+) -> Result<(String, std::fs::File), (String, i32)> {
+    let enforce = spec.enforce_cgroup.then_some(&spec.placement);
+    match cgroups.prepare(name, enforce) {
+        Ok(procs) => Ok((cgroups.path_of(name), procs)),
+        Err(cgroup::PrepareError::NoCpuset) => Err((
+            "`enforce = \"cgroup\"`: the cpuset controller cannot be enabled here".to_string(),
+            launch::status(pinctl_launch::ExitStatus::CpuAffinity),
+        )),
+        Err(cgroup::PrepareError::Io(why)) => {
+            Err((format!("cannot prepare its cgroup for now: {why}"), 1))
+        }
+    }
+}
+
+/// Tells the loop when the cgroup folder `folder` of instance `name` empties, or that it did
+/// not within `EMPTY_TIMEOUT`.
+fn wait_until_empty(tx: mpsc::UnboundedSender<Input>, name: String, folder: PathBuf) {
+    tokio::spawn(async move {
+        let deadline = Instant::now() + EMPTY_TIMEOUT;
+        let mut emptied = false;
+        while Instant::now() < deadline {
+            if matches!(cgroup::populated_in(&folder), Ok(false)) {
+                emptied = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = tx.send(Input::CgroupEmptied { name, emptied });
+    });
 }

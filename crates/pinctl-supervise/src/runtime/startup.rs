@@ -117,92 +117,10 @@ impl Supervisor {
         }
         let by_name: BTreeMap<&str, &InstanceSpec> =
             specs.iter().map(|s| (s.name.as_str(), s)).collect();
+        let pinned = !self.options.unpinned;
         for name in cgroups.children() {
-            let procs = cgroups.procs(&name);
-            let path = cgroups.path_of(&name);
-            // The cgroup's instance: the one of its name, or one a reload renamed while it ran
-            // there (its recorded cgroup says so).
-            let claims = |e: &Entry| e.name == name || e.process.cgroup.as_deref() == Some(&path);
-            if let Some(entry) =
-                adoptable.values_mut().find(|e| claims(e) && procs.contains(&e.process.pid))
-            {
-                // Recorded and found where it belongs (whatever the file said of its
-                // cgroup: the kernel's word is the one kept).
-                entry.process.cgroup = Some(path);
-                continue;
-            }
-            if procs.is_empty() {
-                if !adoptable.values().any(claims) {
-                    cgroups.remove(&name);
-                }
-                continue;
-            }
-            let unrecorded = !adoptable.contains_key(&name);
-            let pinned = !self.options.unpinned;
-            let mut why_not = Vec::new();
-            let proven = by_name.get(name.as_str()).filter(|_| unrecorded).and_then(|spec| {
-                let leaders: Vec<Pid> = procs
-                    .iter()
-                    .copied()
-                    .filter(|&p| match launch::proves_instance(p, spec, pinned) {
-                        Ok(()) => true,
-                        Err(why) => {
-                            why_not.push(format!("{p}: {why}"));
-                            false
-                        }
-                    })
-                    .collect();
-                match leaders[..] {
-                    [pid] => Some((pid, (*spec).clone())),
-                    _ => None,
-                }
-            });
-            match proven.and_then(|(pid, spec)| {
-                let observed = launch::observe(pid)?;
-                Some(Entry {
-                    name: name.clone(),
-                    process: Recorded {
-                        pid,
-                        start_time: observed.start_time,
-                        cgroup: observed.cgroup,
-                        cmdline: observed.cmdline,
-                    },
-                    digest: spec.digest(),
-                    spec,
-                    restarts: 0,
-                })
-            }) {
-                Some(entry) => {
-                    log(
-                        &name,
-                        &format!(
-                            "process {} runs in the instance's cgroup though the state file \
-                             does not record it (a supervisor stopped before writing it): \
-                             adopted",
-                            entry.process.pid
-                        ),
-                    );
-                    adoptable.insert(name, entry);
-                }
-                None => {
-                    let pids: Vec<String> = procs.iter().map(Pid::to_string).collect();
-                    let why = if why_not.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", why_not.join("; "))
-                    };
-                    log(
-                        &name,
-                        &format!(
-                            "killing processes {} in `{}`: the state file does not explain \
-                             them and none proves to be the instance{why}",
-                            pids.join(", "),
-                            cgroups.path_of(&name)
-                        ),
-                    );
-                    cgroups.kill(&name);
-                }
-            }
+            let spec = by_name.get(name.as_str()).copied();
+            reconcile_cgroup(cgroups, name, spec, pinned, adoptable);
         }
     }
 
@@ -276,6 +194,117 @@ impl Supervisor {
             }
         }
     }
+}
+
+/// Settles one instance cgroup found at startup (see [`Supervisor::reconcile_cgroups`]): the
+/// recorded process found in it keeps it; an empty one no instance claims is removed; an
+/// unrecorded process proving to be the instance `spec` describes is adopted; anything else
+/// in it is killed.
+fn reconcile_cgroup(
+    cgroups: &Subtree,
+    name: String,
+    spec: Option<&InstanceSpec>,
+    pinned: bool,
+    adoptable: &mut BTreeMap<String, Entry>,
+) {
+    let procs = cgroups.procs(&name);
+    let path = cgroups.path_of(&name);
+    // The cgroup's instance: the one of its name, or one a reload renamed while it ran there
+    // (its recorded cgroup says so).
+    let claims = |e: &Entry| e.name == name || e.process.cgroup.as_deref() == Some(&path);
+    if let Some(entry) =
+        adoptable.values_mut().find(|e| claims(e) && procs.contains(&e.process.pid))
+    {
+        // Recorded and found where it belongs (whatever the file said of its cgroup: the
+        // kernel's word is the one kept).
+        entry.process.cgroup = Some(path);
+        return;
+    }
+    if procs.is_empty() {
+        if !adoptable.values().any(claims) {
+            cgroups.remove(&name);
+        }
+        return;
+    }
+    let mut why_not = Vec::new();
+    let proven = spec
+        .filter(|_| !adoptable.contains_key(&name))
+        .and_then(|spec| Some((main_process(&procs, spec, pinned, &mut why_not)?, spec)))
+        .and_then(|(pid, spec)| unrecorded_entry(&name, pid, spec.clone()));
+    match proven {
+        Some(entry) => {
+            log(
+                &name,
+                &format!(
+                    "process {} runs in the instance's cgroup though the state file does not \
+                     record it (a supervisor stopped before writing it): adopted",
+                    entry.process.pid
+                ),
+            );
+            adoptable.insert(name, entry);
+        }
+        None => kill_unexplained(cgroups, &name, &procs, &why_not),
+    }
+}
+
+/// The one process of `procs` that proves to be the instance `spec` describes, if exactly
+/// one does; why each other does not goes to `why_not`.
+fn main_process(
+    procs: &[Pid],
+    spec: &InstanceSpec,
+    pinned: bool,
+    why_not: &mut Vec<String>,
+) -> Option<Pid> {
+    let leaders: Vec<Pid> = procs
+        .iter()
+        .copied()
+        .filter(|&p| match launch::proves_instance(p, spec, pinned) {
+            Ok(()) => true,
+            Err(why) => {
+                why_not.push(format!("{p}: {why}"));
+                false
+            }
+        })
+        .collect();
+    match leaders[..] {
+        [pid] => Some(pid),
+        _ => None,
+    }
+}
+
+/// The state entry of an instance's process the state file missed, as `/proc` shows it now
+/// (`None` if it is gone).
+fn unrecorded_entry(name: &str, pid: Pid, spec: InstanceSpec) -> Option<Entry> {
+    let observed = launch::observe(pid)?;
+    Some(Entry {
+        name: name.to_string(),
+        process: Recorded {
+            pid,
+            start_time: observed.start_time,
+            cgroup: observed.cgroup,
+            cmdline: observed.cmdline,
+        },
+        digest: spec.digest(),
+        spec,
+        restarts: 0,
+    })
+}
+
+/// Kills what runs in an instance's cgroup that neither the state file nor the instance
+/// explains, saying which processes and why none proved to be the instance.
+fn kill_unexplained(cgroups: &Subtree, name: &str, procs: &[Pid], why_not: &[String]) {
+    let pids: Vec<String> = procs.iter().map(Pid::to_string).collect();
+    let why = if why_not.is_empty() { String::new() } else { format!(" ({})", why_not.join("; ")) };
+    log(
+        name,
+        &format!(
+            "killing processes {} in `{}`: the state file does not explain them and none \
+             proves to be the instance{why}",
+            pids.join(", "),
+            cgroups.path_of(name)
+        ),
+    );
+    cgroups.kill(name);
 }
 
 /// Whether the recorded process still runs (same PID and start time, not a zombie).
