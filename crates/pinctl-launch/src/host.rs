@@ -19,7 +19,9 @@ use pinctl_sysfs::proc::pinned::PinnedProcess;
 use pinctl_topology::{CpuSet, Placement};
 
 use crate::error::LaunchError;
-use crate::planned::{ServiceFile, load_config};
+use crate::planned::{
+    PlannedPlacement, ServiceFile, default_route_if_unset, load_config, read_needed,
+};
 
 /// The most service files one folder may hold for a host: more is not a host's folder.
 pub const MAX_HOST_FILES: usize = 256;
@@ -585,4 +587,40 @@ pub fn load_gathered(gathered: &mut Gathered, asked: usize) -> Result<Vec<Config
     }
     gathered.paths = kept;
     Ok(configs)
+}
+
+/// The placement of instance `service` of the file at `config_path` on the live machine,
+/// planned with the host's other files ([`Host`], [`live_files`]; `running`:
+/// the files of the supervisors running on the host). Only the devices the host's plan
+/// depends on are read ([`crate::planned::devices_needed`]): this runs in every unit's start-up.
+pub fn planned_placement(
+    config_path: &Path,
+    service: &str,
+    running: &[std::path::PathBuf],
+) -> Result<PlannedPlacement, LaunchError> {
+    let mut gathered = live_files(&[config_path.to_path_buf()], running);
+    let configs = load_gathered(&mut gathered, 1)?;
+    let configs = join(configs)?;
+    let joint = joint_of(&configs);
+    // The routing table is read once: for the devices to discover and for `keep-free`.
+    let route = default_route_if_unset(&joint, Path::new("/"));
+    let (_, loaded) = read_needed(&joint, Path::new("/"), route.as_ref(), |scope| {
+        LoadedTopology::live_with(scope).map_err(|e| LaunchError::Topology(Box::new(e)))
+    })?;
+    let cpuset = loaded.topology.host.allowed_cpus.clone();
+    let host = Host::check(configs, loaded, false)?;
+    let plan = host.plan()?;
+    let own = host.file(config_path).map(|f| Host::part(&plan, f));
+    match own.as_ref().and_then(|p| p.instance(service)) {
+        Some(p) => Ok(PlannedPlacement { placement: p.placement.clone(), cpuset }),
+        None => {
+            let names: Vec<&str> =
+                own.iter().flat_map(|p| &p.placements).map(|p| p.instance.as_str()).collect();
+            Err(LaunchError::NoInstance {
+                path: config_path.to_path_buf(),
+                service: service.to_string(),
+                instances: names.join(", "),
+            })
+        }
+    }
 }

@@ -29,10 +29,11 @@ pub use current::{CurrentPlacement, current_placement};
 pub use error::{Dialect, LaunchError, chain};
 pub use host::{
     Gathered, Host, MAX_HOST_FILES, host_wide_keys, join, live_files, load_gathered, pinned_on,
+    planned_placement,
 };
 pub use planned::{
     PlannedPlacement, ServiceFile, default_route_if_unset, devices_needed, live_topology,
-    load_config, near_nodes, near_nodes_on, planned_placement, read_needed,
+    load_config, near_nodes, near_nodes_on, read_needed,
 };
 pub use policies::probe_memory_policies;
 pub use request::{CpuTarget, Nodes, Request, ResolveError, Resolved, device_nodes};

@@ -289,42 +289,6 @@ fn is_named_device(root: &Path, name: &str) -> bool {
             .any(|class| root.join(class).join(name).symlink_metadata().is_ok())
 }
 
-/// The placement of instance `service` of the file at `config_path` on the live machine,
-/// planned with the host's other files ([`crate::Host`], [`crate::live_files`]; `running`:
-/// the files of the supervisors running on the host). Only the devices the host's plan
-/// depends on are read ([`devices_needed`]): this runs in every unit's start-up.
-pub fn planned_placement(
-    config_path: &Path,
-    service: &str,
-    running: &[std::path::PathBuf],
-) -> Result<PlannedPlacement, LaunchError> {
-    let mut gathered = crate::host::live_files(&[config_path.to_path_buf()], running);
-    let configs = crate::host::load_gathered(&mut gathered, 1)?;
-    let configs = crate::host::join(configs)?;
-    let joint = crate::host::joint_of(&configs);
-    // The routing table is read once: for the devices to discover and for `keep-free`.
-    let route = default_route_if_unset(&joint, Path::new("/"));
-    let (_, loaded) = read_needed(&joint, Path::new("/"), route.as_ref(), |scope| {
-        LoadedTopology::live_with(scope).map_err(|e| LaunchError::Topology(Box::new(e)))
-    })?;
-    let cpuset = loaded.topology.host.allowed_cpus.clone();
-    let host = crate::Host::check(configs, loaded, false)?;
-    let plan = host.plan()?;
-    let own = host.file(config_path).map(|f| crate::Host::part(&plan, f));
-    match own.as_ref().and_then(|p| p.instance(service)) {
-        Some(p) => Ok(PlannedPlacement { placement: p.placement.clone(), cpuset }),
-        None => {
-            let names: Vec<&str> =
-                own.iter().flat_map(|p| &p.placements).map(|p| p.instance.as_str()).collect();
-            Err(LaunchError::NoInstance {
-                path: config_path.to_path_buf(),
-                service: service.to_string(),
-                instances: names.join(", "),
-            })
-        }
-    }
-}
-
 /// `--near DEVICE|PATH`: the nodes of the device(s) it names, resolved as the planner resolves
 /// `near` entries (device names, `/dev` nodes, paths on filesystems; stacked devices and
 /// multipath namespaces through their members).
