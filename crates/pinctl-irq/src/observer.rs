@@ -138,7 +138,7 @@ fn run(shared: &Shared, mut steerer: Steerer, log: &Log) -> Steerer {
         match result {
             Ok(report) => say(log, &report),
             Err(e) => {
-                let text = format!("error message={:?}", error_chain(&e));
+                let text = format!("error message={:?}", pinctl_launch::chain(&e));
                 if last_error.as_ref() != Some(&text) {
                     log(&text);
                     last_error = Some(text);
@@ -146,17 +146,6 @@ fn run(shared: &Shared, mut steerer: Steerer, log: &Log) -> Steerer {
             }
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 fn say(log: &Log, report: &Report) {
@@ -207,7 +196,7 @@ impl Steering {
                     log(&line);
                 }
             }
-            Err(e) => log(&format!("error message={:?}", error_chain(&e))),
+            Err(e) => log(&format!("error message={:?}", pinctl_launch::chain(&e))),
         }
     }
 }
