@@ -107,25 +107,7 @@ impl Walker {
     pub(super) fn drift_key(&mut self, key: &str, value: &Val<'_>, raw: &mut RawDrift) -> bool {
         let span = value.span();
         match key {
-            "on-drift" => {
-                let Some(s) =
-                    self.string(key, value, "one of \"ignore\", \"alert\", \"rebalance\"")
-                else {
-                    return true;
-                };
-                let Some(i) = OnDrift::NAMES.iter().position(|n| *n == s) else {
-                    let d = self.error(
-                        &span,
-                        format!("unknown `on-drift` action `{s}`, expected one of `ignore`, `alert`, `rebalance`"),
-                    );
-                    if let Some(c) = values::closest(s, &OnDrift::NAMES) {
-                        d.help = Some(format!("did you mean `{c}`?"));
-                    }
-                    return true;
-                };
-                let action = [OnDrift::Ignore, OnDrift::Alert, OnDrift::Rebalance][i];
-                raw.on_drift = Some((action, span));
-            }
+            "on-drift" => raw.on_drift = with_span(self.on_drift(key, value), &span),
             "drift-hold" => raw.drift_hold = with_span(self.duration(key, value, true), &span),
             "alert-cooldown" => {
                 raw.alert_cooldown = with_span(self.duration(key, value, true), &span);
@@ -136,27 +118,7 @@ impl Walker {
             "rebalance-cooldown" => {
                 raw.rebalance_cooldown = with_span(self.duration(key, value, true), &span);
             }
-            "min-locality" => {
-                let f = match value.get_ref() {
-                    DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
-                    DeValue::Integer(i) => i.as_str().parse::<f64>().ok(),
-                    _ => {
-                        self.wrong_type(key, value, "a fraction from 0 to 1 such as 0.9");
-                        return true;
-                    }
-                };
-                match f {
-                    Some(f) if (0.0..=1.0).contains(&f) => raw.min_locality = Some((f, span)),
-                    _ => {
-                        let shown = self.file.slice(&span).to_string();
-                        self.error(
-                            &span,
-                            format!("`min-locality` must be a fraction from 0 to 1, not `{shown}`"),
-                        )
-                        .help = Some("90% is written `min-locality = 0.9`".into());
-                    }
-                }
-            }
+            "min-locality" => raw.min_locality = with_span(self.min_locality(key, value), &span),
             "min-memory" => raw.min_memory = with_span(self.size(key, value), &span),
             "rebalance-rate" => {
                 let n = self.size(key, value);
@@ -168,26 +130,7 @@ impl Walker {
                 raw.rebalance_rate = with_span(n, &span);
             }
             "alert-command" => {
-                let expected = "an array of strings, e.g. [\"/usr/local/bin/page-oncall\"]";
-                let Some(items) = self.array(key, value, expected) else { return true };
-                if items.is_empty() {
-                    self.error(&span, "`alert-command` is empty").help =
-                        Some("leave `alert-command` out to only log drift".into());
-                    return true;
-                }
-                let mut argv = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    let Some(s) = self.string(key, item, "a string") else { return true };
-                    if (i == 0 && s.trim().is_empty()) || s.contains('\0') {
-                        self.error(
-                            &item.span(),
-                            "the program in `alert-command` is empty or has a NUL byte",
-                        );
-                        return true;
-                    }
-                    argv.push(s.to_string());
-                }
-                raw.alert_command = Some((argv, span));
+                raw.alert_command = with_span(self.alert_command(key, value), &span);
             }
             "pid-file" => {
                 let Some(s) = self.non_empty_string(key, value) else { return true };
@@ -200,6 +143,73 @@ impl Walker {
             _ => return false,
         }
         true
+    }
+
+    /// `on-drift`: its action, or `None` once the problem is said.
+    fn on_drift(&mut self, key: &str, value: &Val<'_>) -> Option<OnDrift> {
+        let s = self.string(key, value, "one of \"ignore\", \"alert\", \"rebalance\"")?;
+        let Some(i) = OnDrift::NAMES.iter().position(|n| *n == s) else {
+            let d = self.error(
+                &value.span(),
+                format!(
+                    "unknown `on-drift` action `{s}`, expected one of `ignore`, `alert`, `rebalance`"
+                ),
+            );
+            if let Some(c) = values::closest(s, &OnDrift::NAMES) {
+                d.help = Some(format!("did you mean `{c}`?"));
+            }
+            return None;
+        };
+        Some([OnDrift::Ignore, OnDrift::Alert, OnDrift::Rebalance][i])
+    }
+
+    /// `min-locality`: a fraction from 0 to 1, or `None` once the problem is said.
+    fn min_locality(&mut self, key: &str, value: &Val<'_>) -> Option<f64> {
+        let f = match value.get_ref() {
+            DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+            DeValue::Integer(i) => i.as_str().parse::<f64>().ok(),
+            _ => {
+                self.wrong_type(key, value, "a fraction from 0 to 1 such as 0.9");
+                return None;
+            }
+        };
+        match f {
+            Some(f) if (0.0..=1.0).contains(&f) => Some(f),
+            _ => {
+                let span = value.span();
+                let shown = self.file.slice(&span).to_string();
+                self.error(
+                    &span,
+                    format!("`min-locality` must be a fraction from 0 to 1, not `{shown}`"),
+                )
+                .help = Some("90% is written `min-locality = 0.9`".into());
+                None
+            }
+        }
+    }
+
+    /// `alert-command`: the program and its arguments, or `None` once the problem is said.
+    fn alert_command(&mut self, key: &str, value: &Val<'_>) -> Option<Vec<String>> {
+        let expected = "an array of strings, e.g. [\"/usr/local/bin/page-oncall\"]";
+        let items = self.array(key, value, expected)?;
+        if items.is_empty() {
+            self.error(&value.span(), "`alert-command` is empty").help =
+                Some("leave `alert-command` out to only log drift".into());
+            return None;
+        }
+        let mut argv = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let s = self.string(key, item, "a string")?;
+            if (i == 0 && s.trim().is_empty()) || s.contains('\0') {
+                self.error(
+                    &item.span(),
+                    "the program in `alert-command` is empty or has a NUL byte",
+                );
+                return None;
+            }
+            argv.push(s.to_string());
+        }
+        Some(argv)
     }
 
     /// One watch key of `[host]`; `false` when `key` is not one.
