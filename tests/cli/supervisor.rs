@@ -253,9 +253,22 @@ impl Run {
     }
 }
 
+/// How long a test's leftover supervisor gets to stop its instances before it is killed.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
 impl Drop for Run {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // A test that failed before it stopped its supervisor may not have learnt its
+            // instances' PIDs (`seen`): SIGTERM first, so the supervisor stops what it started,
+            // then KILL after a bounded wait.
+            if child.try_wait().ok().flatten().is_none() {
+                let _ = signal(child.id() as i32, Signal::TERM);
+                let deadline = Instant::now() + STOP_WAIT;
+                while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
