@@ -398,6 +398,30 @@ impl Walker {
         }
     }
 
+    /// A string that must be one of `names`: its value from `values` (in the same order), or
+    /// `None` once the problem is said (`unknown {what} `x`, expected one of ...`, with the
+    /// closest name as help).
+    fn one_of<T: Copy>(
+        &mut self,
+        key: &str,
+        value: &Val<'_>,
+        what: &str,
+        names: &[&str],
+        values: &[T],
+    ) -> Option<T> {
+        let quoted = |q: char| names.iter().map(|n| format!("{q}{n}{q}")).collect::<Vec<_>>();
+        let s = self.string(key, value, &format!("one of {}", quoted('"').join(", ")))?;
+        if let Some(i) = names.iter().position(|n| *n == s) {
+            return Some(values[i]);
+        }
+        let list = quoted('`').join(", ");
+        let d = self.error(&value.span(), format!("unknown {what} `{s}`, expected one of {list}"));
+        if let Some(c) = values::closest(s, names) {
+            d.help = Some(format!("did you mean `{c}`?"));
+        }
+        None
+    }
+
     fn wrong_type(&mut self, key: &str, value: &Val<'_>, expected: &str) -> &mut Diagnostic {
         let found = type_name(value.get_ref());
         self.error(

@@ -107,7 +107,12 @@ impl Walker {
     pub(super) fn drift_key(&mut self, key: &str, value: &Val<'_>, raw: &mut RawDrift) -> bool {
         let span = value.span();
         match key {
-            "on-drift" => raw.on_drift = with_span(self.on_drift(key, value), &span),
+            "on-drift" => {
+                let actions = [OnDrift::Ignore, OnDrift::Alert, OnDrift::Rebalance];
+                let action =
+                    self.one_of(key, value, "`on-drift` action", &OnDrift::NAMES, &actions);
+                raw.on_drift = with_span(action, &span);
+            }
             "drift-hold" => raw.drift_hold = with_span(self.duration(key, value, true), &span),
             "alert-cooldown" => {
                 raw.alert_cooldown = with_span(self.duration(key, value, true), &span);
@@ -143,24 +148,6 @@ impl Walker {
             _ => return false,
         }
         true
-    }
-
-    /// `on-drift`: its action, or `None` once the problem is said.
-    fn on_drift(&mut self, key: &str, value: &Val<'_>) -> Option<OnDrift> {
-        let s = self.string(key, value, "one of \"ignore\", \"alert\", \"rebalance\"")?;
-        let Some(i) = OnDrift::NAMES.iter().position(|n| *n == s) else {
-            let d = self.error(
-                &value.span(),
-                format!(
-                    "unknown `on-drift` action `{s}`, expected one of `ignore`, `alert`, `rebalance`"
-                ),
-            );
-            if let Some(c) = values::closest(s, &OnDrift::NAMES) {
-                d.help = Some(format!("did you mean `{c}`?"));
-            }
-            return None;
-        };
-        Some([OnDrift::Ignore, OnDrift::Alert, OnDrift::Rebalance][i])
     }
 
     /// `min-locality`: a fraction from 0 to 1, or `None` once the problem is said.

@@ -201,25 +201,9 @@ impl Walker {
     }
 
     pub(super) fn read_restart(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
-        let span = value.span();
-        let Some(s) =
-            self.string(key.get_ref(), value, "one of \"always\", \"on-failure\", \"never\"")
-        else {
-            return;
-        };
-        let policy = match s {
-            "always" => RestartPolicy::Always,
-            "on-failure" => RestartPolicy::OnFailure,
-            "never" => RestartPolicy::Never,
-            _ => {
-                let d = self.error(&span, format!("unknown restart policy `{s}`, expected one of `always`, `on-failure`, `never`"));
-                if let Some(c) = values::closest(s, &RESTART_NAMES) {
-                    d.help = Some(format!("did you mean `{c}`?"));
-                }
-                return;
-            }
-        };
-        raw.restart = Some((policy, span));
+        let policies = [RestartPolicy::Always, RestartPolicy::OnFailure, RestartPolicy::Never];
+        let policy = self.one_of(key.get_ref(), value, "restart policy", &RESTART_NAMES, &policies);
+        raw.restart = policy.map(|p| (p, value.span()));
     }
 
     pub(super) fn read_stop_signal(
@@ -420,25 +404,10 @@ impl Walker {
         key: &Key<'_>,
         value: &Val<'_>,
     ) {
-        let span = value.span();
-        let expected = "one of \"never\", \"when-needed\", \"always\"";
-        let Some(s) = self.string(key.get_ref(), value, expected) else { return };
-        let mode = match s {
-            "never" => ShareNodes::Never,
-            "when-needed" => ShareNodes::WhenNeeded,
-            "always" => ShareNodes::Always,
-            _ => {
-                let d = self.error(
-                    &span,
-                    format!("unknown `share-nodes` value `{s}`, expected one of `never`, `when-needed`, `always`"),
-                );
-                if let Some(c) = values::closest(s, &ShareNodes::NAMES) {
-                    d.help = Some(format!("did you mean `{c}`?"));
-                }
-                return;
-            }
-        };
-        raw.share_nodes = Some((mode, span));
+        let modes = [ShareNodes::Never, ShareNodes::WhenNeeded, ShareNodes::Always];
+        let mode =
+            self.one_of(key.get_ref(), value, "`share-nodes` value", &ShareNodes::NAMES, &modes);
+        raw.share_nodes = mode.map(|m| (m, value.span()));
     }
 
     pub(super) fn read_share_weight(
