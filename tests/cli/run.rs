@@ -114,18 +114,21 @@ stop-timeout = "300ms"
     run.seen.insert((helper, stat(helper).unwrap().start_time));
     // Where a cgroup v2 hierarchy is writable the instance has its own cgroup; elsewhere the
     // supervisor said once that it falls back to process groups.
-    if run.stderr().contains("one cgroup per instance") {
+    let said = wait_for("the supervisor to say how it holds instances", || {
+        let e = run.stderr();
+        (e.contains("one cgroup per instance") || e.contains("through their process groups"))
+            .then_some(e)
+    });
+    if said.contains("one cgroup per instance") {
         let cgroup = cgroup_of(pid).unwrap();
         assert!(cgroup.ends_with("/stubborn"), "{cgroup}");
-    } else {
-        assert!(run.stderr().contains("through their process groups"), "{}", run.stderr());
     }
     let out = run.ctl(&["stop", "stubborn"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s = run.status();
     assert_eq!(s["stubborn"]["state"], "inactive");
     assert_eq!(s["stubborn"]["last_exit"], "killed by signal 9", "TERM was ignored, KILL was not");
-    assert!(run.stderr().contains("sending KILL to the whole instance"), "{}", run.stderr());
+    run.said("sending KILL to the whole instance");
     assert_eq!(run.leftovers(), Vec::<i32>::new(), "the helper died with it");
     assert!(run.terminate().success());
 }
@@ -160,7 +163,7 @@ output = "/dev/null"
     }
     let copies = processes(|a| a.join(" ").starts_with("sleep 100003"));
     assert_eq!(copies.len(), 3, "no second copy started");
-    assert!(run.stderr().contains("adopted running process"), "{}", run.stderr());
+    run.said("adopted running process");
     // Adopted instances are stopped like own ones.
     assert!(run.terminate().success(), "{}", run.stderr());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
@@ -181,7 +184,7 @@ fn a_damaged_state_file_is_ignored_and_nothing_is_signalled() {
     )
     .unwrap();
     run.start(&[]);
-    assert!(run.stderr().contains("ignored, nothing adopted"), "{}", run.stderr());
+    run.said("ignored, nothing adopted");
     assert_eq!(run.status()["damaged"]["state"], "active");
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
@@ -877,7 +880,7 @@ output = "/dev/null"
         assert_eq!(i["adopted"], true, "{i}");
     }
     // Watched through pidfds on any kernel this suite runs on (pidfd_open: Linux 5.3).
-    let stderr = run.stderr();
+    let stderr = run.said_times("watched through a pidfd", 2);
     assert!(!stderr.contains("polling /proc"), "{stderr}");
     assert_eq!(stderr.matches("watched through a pidfd").count(), 2, "{stderr}");
     let victim = adopted["adoptee-0"]["pid"].as_i64().unwrap() as i32;
@@ -893,7 +896,7 @@ output = "/dev/null"
     assert_eq!(after["adoptee-0"]["adopted"], false, "its replacement is pinctl's own child");
     assert_eq!(after["adoptee-1"]["pid"], adopted["adoptee-1"]["pid"], "the other is untouched");
     assert_eq!(after["adoptee-1"]["adopted"], true);
-    assert!(run.stderr().contains("status unknown: adopted process"), "{}", run.stderr());
+    run.said("status unknown: adopted process");
     assert!(run.terminate().success(), "{}", run.stderr());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
@@ -998,9 +1001,8 @@ min-memory = "1GiB"
         (s["db"]["drift"]["drifting"] == serde_json::json!([])).then_some(())
     });
     assert_eq!(run.status()["db"]["pid"].as_i64(), Some(pid), "re-pinned, not restarted");
-    let stderr = run.stderr();
-    assert!(stderr.contains("pinctl: watch: watch reloaded=yes"), "{stderr}");
-    assert!(stderr.contains("threads_repinned=1"), "{stderr}");
+    run.said("pinctl: watch: watch reloaded=yes");
+    run.said("threads_repinned=1");
     assert!(run.terminate().success());
     assert_eq!(run.leftovers(), Vec::<i32>::new());
 }
@@ -1263,7 +1265,7 @@ fn plan_warnings_are_said_at_start_and_on_reload_and_what_a_reload_cannot_apply_
         .find_map(|l| l.trim().strip_prefix("warning: "))
         .unwrap_or_else(|| panic!("no warning in the plan:\n{plan}"))
         .to_string();
-    assert!(run.stderr().contains(&warning), "not said at start: {warning}\n{}", run.stderr());
+    run.said(&warning);
     let v2 = format!("[host]\nmetrics-listen = \"127.0.0.1:0\"\n{v1}");
     std::fs::write(run.config(), v2).unwrap();
     let out = run.ctl(&["reload"]);

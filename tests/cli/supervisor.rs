@@ -175,6 +175,26 @@ impl Run {
         std::fs::read_to_string(self.path("stderr")).unwrap_or_default()
     }
 
+    /// pinctl's log once it has said `text` `times` times (bounded wait). Its log lines reach
+    /// stderr through the relay thread, after the state they tell of may already show on the
+    /// socket, so a test that has seen a state waits for the line rather than reading once.
+    pub(crate) fn said_times(&self, text: &str, times: usize) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let err = self.stderr();
+            if err.matches(text).count() >= times {
+                return err;
+            }
+            assert!(Instant::now() < deadline, "pinctl never said {text:?} {times}x:\n{err}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// pinctl's log once it has said `text` (see [`Run::said_times`]).
+    pub(crate) fn said(&self, text: &str) -> String {
+        self.said_times(text, 1)
+    }
+
     /// One request on the control socket.
     pub(crate) fn ask(&self, request: Value) -> Value {
         self.try_ask(&request).unwrap_or_else(|e| panic!("{e}; pinctl said:\n{}", self.stderr()))
