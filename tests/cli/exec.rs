@@ -174,35 +174,82 @@ fn an_unsupported_policy_is_refused_unless_ignored() {
 
 /// A service file with one instance `db` (extra keys in `service`), and the placement
 /// `pinctl exec --dry-run --json` resolves for it.
-fn planned_db(dir: &std::path::Path, service: &str) -> (std::path::PathBuf, serde_json::Value) {
+fn db_config(dir: &std::path::Path, service: &str) -> std::path::PathBuf {
     let text =
         format!("[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"/bin/true\"]\n{service}");
-    let config = write_config(dir, &text);
-    let out = pinctl()
-        .args(["exec", "-c"])
-        .arg(&config)
-        .args(["--service", "db", "--dry-run", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (config, serde_json::from_slice(&out.stdout).unwrap())
+    write_config(dir, &text)
+}
+
+/// What `pinctl exec -c FILE --service db` plans and what it applies, from one moment.
+struct Planned {
+    /// The dry run's placement (`--dry-run --json`).
+    dry_run: serde_json::Value,
+    /// The `Cpus_allowed_list` the child of the real run had.
+    applied: String,
+    /// What both said on stderr: the plan's word on processes pinned outside pinctl, if any.
+    said: String,
+}
+
+/// The dry run and the real run of `db` (the real one under `wrapper`, e.g. `taskset`), as a
+/// pair planned around the same processes pinned outside pinctl. Other tests pin processes
+/// on this machine and the plan goes around them (saying so, with their PIDs); a pair whose
+/// two runs said different things saw different machines and is asked again (bounded).
+fn planned(config: &std::path::Path, wrapper: &[&str]) -> Planned {
+    let deadline = std::time::Instant::now() + crate::supervisor::WAIT;
+    loop {
+        let dry = pinctl()
+            .args(["exec", "-c"])
+            .arg(config)
+            .args(["--service", "db", "--dry-run", "--json"])
+            .output()
+            .unwrap();
+        assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+        let mut real = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = std::process::Command::new(program);
+                c.args(args).arg(PINCTL);
+                c
+            }
+            None => std::process::Command::new(PINCTL),
+        };
+        let real = real
+            .args(["exec", "-c"])
+            .arg(config)
+            .args(["--service", "db", "--", "grep", "Cpus_allowed_list", "/proc/self/status"])
+            .output()
+            .unwrap();
+        assert!(real.status.success(), "{}", String::from_utf8_lossy(&real.stderr));
+        let said = String::from_utf8_lossy(&dry.stderr).into_owned();
+        if said == String::from_utf8_lossy(&real.stderr) {
+            return Planned {
+                dry_run: serde_json::from_slice(&dry.stdout).unwrap(),
+                applied: status_field(&String::from_utf8_lossy(&real.stdout), "Cpus_allowed_list"),
+                said,
+            };
+        }
+        assert!(std::time::Instant::now() < deadline, "no two runs saw the same machine");
+    }
 }
 
 #[test]
 fn service_placement_comes_from_the_plan() {
     let dir = tempfile::tempdir().unwrap();
-    let (config, v) = planned_db(dir.path(), "memory-policy = \"preferred\"\n");
-    assert_eq!(v["memory_policy"], "preferred");
-    let node = v["memory_nodes"].as_str().unwrap().parse::<u32>().unwrap();
-    assert_eq!(v["cpus"], node_cpulist(node));
+    let config = db_config(dir.path(), "memory-policy = \"preferred\"\n");
+    let p = planned(&config, &[]);
+    assert_eq!(p.dry_run["memory_policy"], "preferred");
+    let node = p.dry_run["memory_nodes"].as_str().unwrap().parse::<u32>().unwrap();
+    let cpus = p.dry_run["cpus"].as_str().unwrap();
+    // The node's CPUs; fewer only where the plan said it went around others' pinned ones.
+    if p.said.is_empty() {
+        assert_eq!(cpus, node_cpulist(node));
+    } else {
+        assert!(p.said.contains("held by processes pinned outside pinctl"), "{}", p.said);
+        let (some, all): (pinctl_topology::CpuSet, pinctl_topology::CpuSet) =
+            (cpus.parse().unwrap(), node_cpulist(node).parse().unwrap());
+        assert!(some.is_subset(&all), "{cpus} of node {node}");
+    }
     // And for real: the child runs on those CPUs.
-    pinctl()
-        .args(["exec", "-c"])
-        .arg(&config)
-        .args(["--service", "db", "--", "grep", "Cpus_allowed_list", "/proc/self/status"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(node_cpulist(node)));
+    assert_eq!(p.applied, cpus);
     pinctl()
         .args(["exec", "-c"])
         .arg(&config)
@@ -218,17 +265,12 @@ fn the_plan_ignores_the_affinity_pinctl_inherits() {
     // cpuset allows. Every unit must compute the same plan, so the plan and its placement do
     // not shrink to that affinity: the child runs on the planned CPUs.
     let dir = tempfile::tempdir().unwrap();
-    let (config, planned) = planned_db(dir.path(), "");
-    let cpus = planned["cpus"].as_str().unwrap().to_string();
-    let first_cpu = cpus.split([',', '-']).next().unwrap();
-    let out = std::process::Command::new("taskset")
-        .args(["-c", first_cpu, PINCTL, "exec", "-c"])
-        .arg(&config)
-        .args(["--service", "db", "--", "grep", "Cpus_allowed_list", "/proc/self/status"])
-        .output()
-        .expect("taskset (util-linux) runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(status_field(&String::from_utf8_lossy(&out.stdout), "Cpus_allowed_list"), cpus);
+    let config = db_config(dir.path(), "");
+    let allowed =
+        status_field(&std::fs::read_to_string("/proc/self/status").unwrap(), "Cpus_allowed_list");
+    let first_cpu = allowed.split([',', '-']).next().unwrap();
+    let p = planned(&config, &["taskset", "-c", first_cpu]);
+    assert_eq!(p.applied, p.dry_run["cpus"].as_str().unwrap(), "{}", p.said);
 }
 
 #[test]

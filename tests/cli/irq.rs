@@ -200,16 +200,26 @@ fn apply_dry_run_shows_what_would_move_and_changes_nothing() {
         dir.path(),
         "[host]\nkeep-free = []\nsteer-interrupts = true\n[service.one]\ncommand = [\"/bin/true\"]\ncpus = 1\n",
     );
-    let before = affinities();
-    let out = ok(&["irq", "apply", "--dry-run", "-c", config.to_str().unwrap()]);
-    assert_eq!(affinities(), before, "a dry run changed an affinity");
+    let c = config.to_str().unwrap();
+    // The service's CPU and the plan's warnings. Processes other tests pin move the plan (it
+    // goes around them): the dry run is held to a plan made on the same machine just before
+    // and just after it (asked again, bounded, while those two differ).
+    let plan = || {
+        let v: Value = serde_json::from_str(&ok(&["plan", "-c", c, "--json"])).unwrap();
+        (v["services"][0]["cpus"].as_str().unwrap().to_string(), v["warnings"].to_string())
+    };
+    let (out, planned) = crate::supervisor::wait_for("two plans alike around a dry run", || {
+        let before = plan();
+        let affinities_before = affinities();
+        let out = ok(&["irq", "apply", "--dry-run", "-c", c]);
+        assert_eq!(affinities(), affinities_before, "a dry run changed an affinity");
+        (plan() == before).then_some((out, before.0))
+    });
     let first = out.lines().next().unwrap();
     let quiet = first
         .strip_prefix("quiet CPUs (irqbalance would avoid them): ")
         .unwrap_or_else(|| panic!("{out}"));
-    let plan: Value =
-        serde_json::from_str(&ok(&["plan", "-c", config.to_str().unwrap(), "--json"])).unwrap();
-    assert_eq!(quiet, plan["services"][0]["cpus"].as_str().unwrap(), "{out}");
+    assert_eq!(quiet, planned, "{out}");
     for line in out.lines().filter(|l| l.starts_with("would move IRQ ")) {
         let to = line.rsplit_once(" -> ").unwrap().1.split(' ').next().unwrap();
         assert!(!to.split(',').any(|c| c == quiet), "{line}");

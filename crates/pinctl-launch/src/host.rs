@@ -164,6 +164,18 @@ impl Host {
         current: &BTreeMap<String, Placement>,
         held: &BTreeMap<String, Placement>,
     ) -> Result<Plan, LaunchError> {
+        let (mut plan, pinned_note) = self.plan_around_pinned(current, held)?;
+        plan.warnings.extend(pinned_note);
+        Ok(plan)
+    }
+
+    /// [`Host::plan_keeping`], and apart from the plan's warnings the one on processes pinned
+    /// outside pinctl (when any are).
+    fn plan_around_pinned(
+        &self,
+        current: &BTreeMap<String, Placement>,
+        held: &BTreeMap<String, Placement>,
+    ) -> Result<(Plan, Option<String>), LaunchError> {
         let plan = self.plan_reserving(current, held, &CpuSet::new())?;
         // Processes pinned by others, not the host's own instances (`pinctl exec` marks what
         // it runs with the instance's name): their CPUs are planned around when the plan can
@@ -175,27 +187,26 @@ impl Host {
             .filter(|p| p.mark.as_ref().is_none_or(|m| config.instance(m).is_none()))
             .collect();
         if theirs.is_empty() {
-            return Ok(plan);
+            return Ok((plan, None));
         }
         let cpus = theirs.iter().fold(CpuSet::new(), |acc, p| acc.union(&p.cpus));
         let named = pinned_names(&theirs);
-        match self.plan_reserving(current, held, &cpus) {
-            Ok(mut around) => {
-                around.warnings.push(format!(
+        Ok(match self.plan_reserving(current, held, &cpus) {
+            Ok(around) => (
+                around,
+                Some(format!(
                     "planned around CPUs {cpus}, held by processes pinned outside pinctl: {named}"
-                ));
-                Ok(around)
-            }
+                )),
+            ),
             Err(e) => {
-                let mut plan = plan;
                 let why = std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string());
-                plan.warnings.push(format!(
+                let note = format!(
                     "cannot plan around CPUs {cpus}, held by processes pinned outside pinctl \
                      ({named}): instances share them ({why})"
-                ));
-                Ok(plan)
+                );
+                (plan, Some(note))
             }
-        }
+        })
     }
 
     /// [`Host::plan_keeping`] with `reserve` kept from the instances as `reserve-cpus` is.
@@ -609,10 +620,10 @@ pub fn planned_placement(
     })?;
     let cpuset = loaded.topology.host.allowed_cpus.clone();
     let host = Host::check(configs, loaded, false)?;
-    let plan = host.plan()?;
+    let (plan, pinned_note) = host.plan_around_pinned(&BTreeMap::new(), &BTreeMap::new())?;
     let own = host.file(config_path).map(|f| Host::part(&plan, f));
     match own.as_ref().and_then(|p| p.instance(service)) {
-        Some(p) => Ok(PlannedPlacement { placement: p.placement.clone(), cpuset }),
+        Some(p) => Ok(PlannedPlacement { placement: p.placement.clone(), cpuset, pinned_note }),
         None => {
             let names: Vec<&str> =
                 own.iter().flat_map(|p| &p.placements).map(|p| p.instance.as_str()).collect();

@@ -130,6 +130,8 @@ struct Home {
     cpus: Option<CpuSet>,
     /// The cpuset the plan was computed against.
     planned_cpuset: Option<CpuSet>,
+    /// The plan's word on processes pinned outside pinctl.
+    pinned_note: Option<String>,
 }
 
 impl PlacementOptions {
@@ -160,9 +162,9 @@ impl PlacementOptions {
                 "--balancing applies to the bind policy only (--membind or --mem bind)",
             ));
         }
-        let (all, balancing, planned_cpuset) =
-            (numactl.all, numactl.balancing, home.planned_cpuset);
-        Ok(Request { all, cpus, memory, balancing, planned_cpuset })
+        let (all, balancing, planned_cpuset, pinned_note) =
+            (numactl.all, numactl.balancing, home.planned_cpuset, home.pinned_note);
+        Ok(Request { all, cpus, memory, balancing, planned_cpuset, pinned_note })
     }
 
     /// The memory policy of numactl's options, refusing two sources of one (`--mem` included).
@@ -205,8 +207,13 @@ impl PlacementOptions {
         if sources.iter().filter(|&&b| b).count() > 1 {
             return Err(usage("--nodes, --near and --service each choose the nodes: give one"));
         }
-        let mut home =
-            Home { nodes: None, policy: MemoryPolicy::Bind, cpus: None, planned_cpuset: None };
+        let mut home = Home {
+            nodes: None,
+            policy: MemoryPolicy::Bind,
+            cpus: None,
+            planned_cpuset: None,
+            pinned_note: None,
+        };
         if let Some(n) = &self.nodes {
             home.nodes = Some(node_spec(n)?);
         } else if let Some(near) = &self.near {
@@ -214,6 +221,7 @@ impl PlacementOptions {
         } else if let (Some(config), Some(service)) = (&self.config, &self.service) {
             let planned = crate::planned_placement(config, service, &running_files())?;
             home.planned_cpuset = planned.cpuset;
+            home.pinned_note = planned.pinned_note;
             home.policy = planned.placement.memory_policy;
             home.cpus = Some(planned.placement.cpus);
             home.nodes = Some(Nodes::Set(planned.placement.memory_nodes));

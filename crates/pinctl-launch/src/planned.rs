@@ -188,6 +188,9 @@ pub struct PlannedPlacement {
     pub placement: Placement,
     /// The cpuset the plan saw.
     pub cpuset: Option<CpuSet>,
+    /// Why the placement depends on what else runs now: the plan's word on the processes
+    /// pinned outside pinctl it planned around (or could not), which a unit's start says.
+    pub pinned_note: Option<String>,
 }
 
 /// The devices a plan of `config` on the machine at `root` depends on: those `near` entries

@@ -43,6 +43,9 @@ pub struct Request {
     /// affinity pinctl inherited (a unit's `CPUAffinity=`, a shell's `taskset`), which
     /// `sched_setaffinity` may widen within the cpuset, and the plan deliberately ignores it.
     pub planned_cpuset: Option<CpuSet>,
+    /// The plan's word on processes pinned outside pinctl that its CPUs were chosen around
+    /// (`-c FILE --service NAME`): the placement depends on them, so the launch says it.
+    pub pinned_note: Option<String>,
 }
 
 /// A placement in ids: what `--dry-run` prints and what gets applied.

@@ -112,10 +112,14 @@ pub(crate) fn report(result: CmdResult) -> ExitCode {
 /// Prints warnings of a launch the way errors are printed. A failed write is ignored: a
 /// warning must not stop the service from starting.
 pub(crate) fn warn_all(warnings: &[pinctl_launch::Warning]) {
-    let mut err = io::stderr().lock();
     for w in warnings {
-        let _ = writeln!(err, "warning: {}", escaped_but_newlines(&w.to_string()));
+        warn(&w.to_string());
     }
+}
+
+/// Prints one warning as [`warn_all`] does.
+pub(crate) fn warn(text: &str) {
+    let _ = writeln!(io::stderr().lock(), "warning: {}", escaped_but_newlines(text));
 }
 
 #[cfg(test)]

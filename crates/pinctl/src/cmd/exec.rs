@@ -75,6 +75,11 @@ pub(crate) fn run(args: ExecArgs) -> CmdResult {
     let resolved =
         request.resolve(&mut host, &allowed).map_err(pinctl_launch::LaunchError::from)?;
     resolved.check().map_err(pinctl_launch::LaunchError::from)?;
+    // A unit's placement that went around (or could not go around) processes pinned by
+    // others depends on what ran when it started: the journal should say so.
+    if let Some(note) = &request.pinned_note {
+        crate::error::warn(note);
+    }
     if args.dry_run {
         print_dry_run(&resolved, &args.command, args.json)?;
         return Ok(ExitCode::SUCCESS);
