@@ -398,6 +398,17 @@ fn a_process_pinned_by_someone_else_is_planned_around() {
     let v = live_plan(&alpha);
     let warnings = v["warnings"].to_string();
     assert!(warnings.contains("held by processes pinned outside pinctl"), "{warnings}");
+    // A unit's `exec -c` says it too (into its journal), dry run or not.
+    for dry_run in [true, false] {
+        let mut exec = pinctl();
+        exec.arg("exec").arg("-c").arg(&alpha).args(["--service", "alpha"]);
+        exec.args(if dry_run { &["--dry-run"][..] } else { &["--", "true"][..] });
+        let out = exec.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{said}");
+        assert!(said.contains("held by processes pinned outside pinctl"), "{said}");
+        assert!(said.starts_with("warning: "), "{said}");
+    }
     // Other tests of this machine may pin processes too (more than a warning names, or on
     // every CPU): then the plan cannot go around all of them, and says so; else it went
     // around, off the CPU of this one.
