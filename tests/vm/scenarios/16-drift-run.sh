@@ -69,20 +69,24 @@ if said "pinctl: watch: drift edge=start instance=db .*kind=locality"; then pass
     fail watch/locality-drift-logged "no locality drift start (pages after migratepages: $moved)"
     detail "$D/run.err"
 fi
-pages=$(sed -n 's/^pinctl: watch: rebalance instance=db .*pages_moved=\([0-9]*\).*/\1/p' "$D/run.err" | head -n 1)
+# Some move moved pages (a move that starts while migratepages is still at work can find
+# the pages on their way and move none).
+pages=$(sed -n 's/^pinctl: watch: rebalance instance=db .*pages_moved=\([0-9]*\).*/\1/p' "$D/run.err" | sort -n | tail -n 1)
 if [ "${pages:-0}" -gt 0 ]; then pass watch/rebalance-reported-pages; else
     fail watch/rebalance-reported-pages "no rebalance line with moved pages: $(grep 'rebalance' "$D/run.err" | head -3 | tr '\n' ' ')"
 fi
 
-# The move reads the cgroup's counters again before it says locality is back (it once counted
-# pages of shared files that other cgroups are charged for), and the episode ends.
-line=$(grep "pinctl: watch: rebalance instance=db" "$D/run.err" | head -n 1)
-after=$(echo "$line" | sed -n 's/.* locality_after=\([0-9.]*\).*/\1/p')
-if [ -n "$after" ] && awk -v a="$after" 'BEGIN { exit !(a >= 0.9) }'; then pass rebalance/locality-measured-after; else
-    fail rebalance/locality-measured-after "rebalance line without locality_after >= 0.9: \`$line\`"
-fi
+# The episode ends, and the move that ended it read the cgroup's counters again before it said
+# locality was back (it once counted pages of shared files that other cgroups are charged for).
+# Only the last move is held to that: one made mid-migratepages measures locality mid-move.
 if wait_until 30 said "pinctl: watch: drift edge=end instance=db .*kind=locality"; then pass watch/episode-ended; else
     fail watch/episode-ended "no locality edge=end after the rebalance: $(grep 'instance=db' "$D/run.err" | tail -4 | tr '\n' ' ')"
+fi
+line=$(grep "pinctl: watch: rebalance instance=db" "$D/run.err" | tail -n 1)
+after=$(echo "$line" | sed -n 's/.* locality_after=\([0-9.]*\).*/\1/p')
+if [ -n "$after" ] && awk -v a="$after" 'BEGIN { exit !(a >= 0.9) }'; then pass rebalance/locality-measured-after; else
+    fail rebalance/locality-measured-after "last rebalance line without locality_after >= 0.9: \`$line\`"
+    grep 'pinctl: watch' "$D/run.err" | tail -n 30 | sed 's/^/    | /'
 fi
 
 # SIGTERM stops the supervisor and its instance; bounded, then KILL by PID.

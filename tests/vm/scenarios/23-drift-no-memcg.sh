@@ -80,15 +80,19 @@ drift_round() {
         fail "$P/watch/locality-drift-seen" "no locality drift start (pages after migratepages: $moved)"
         detail "$R/run.err"
     fi
-    # The move reads numa_maps again before it says locality is back, and the episode ends at
-    # the next sample.
-    line=$(grep "pinctl: watch: rebalance instance=db" "$R/run.err" | head -n 1)
-    after=$(echo "$line" | sed -n 's/.* locality_after=\([0-9.]*\).*/\1/p')
-    if [ -n "$after" ] && awk -v a="$after" 'BEGIN { exit !(a >= 0.9) }'; then pass "$P/rebalance/locality-measured-after"; else
-        fail "$P/rebalance/locality-measured-after" "rebalance line without locality_after >= 0.9: \`$line\`"
-    fi
+    # The episode ends at the sample after the move that brought the pages back, and that move
+    # read numa_maps again before it said locality was back. Only the last move is held to
+    # that: one that starts while migratepages is still at work (a slow TCG guest beside
+    # others: seen on 5.10 and 6.1, `pages_moved=0 pages_failed=340 locality_after=0.633`)
+    # finds part of the pages on their way and rightly measures locality mid-move.
     if wait_until 30 said "pinctl: watch: drift edge=end instance=db .*kind=locality"; then pass "$P/watch/episode-ended"; else
         fail "$P/watch/episode-ended" "no locality edge=end after the rebalance; numa_maps pages per node: $(pages_of "$PID"); $(grep 'instance=db' "$R/run.err" | tail -4 | tr '\n' ' ')"
+    fi
+    line=$(grep "pinctl: watch: rebalance instance=db" "$R/run.err" | tail -n 1)
+    after=$(echo "$line" | sed -n 's/.* locality_after=\([0-9.]*\).*/\1/p')
+    if [ -n "$after" ] && awk -v a="$after" 'BEGIN { exit !(a >= 0.9) }'; then pass "$P/rebalance/locality-measured-after"; else
+        fail "$P/rebalance/locality-measured-after" "last rebalance line without locality_after >= 0.9: \`$line\`"
+        grep 'pinctl: watch' "$R/run.err" | tail -n 30 | sed 's/^/    | /'
     fi
     if said "status=missing"; then
         fail "$P/watch/never-missing" "$(grep 'status=missing' "$R/run.err" | head -2 | tr '\n' ' ')"
