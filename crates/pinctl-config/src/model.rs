@@ -276,9 +276,6 @@ pub enum ShareNodes {
 }
 
 impl ShareNodes {
-    /// The values of `share-nodes`, in the order the docs list them.
-    pub const NAMES: [&'static str; 3] = ["never", "when-needed", "always"];
-
     /// The value as written in the file.
     pub fn name(self) -> &'static str {
         match self {
@@ -301,6 +298,17 @@ pub enum RestartPolicy {
     #[default]
     OnFailure,
     Never,
+}
+
+impl RestartPolicy {
+    /// Its name in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartPolicy::Always => "always",
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Never => "never",
+        }
+    }
 }
 
 /// `start-limit = "5/10s"`: at most `burst` starts within `interval`; one more makes the

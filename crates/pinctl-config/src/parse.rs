@@ -146,7 +146,6 @@ const fn key_names<T, const N: usize>(table: &[(&'static str, T)]) -> [&'static 
     names
 }
 
-const RESTART_NAMES: [&str; 3] = ["always", "on-failure", "never"];
 /// The first restart delay when the file gives none.
 pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
 /// The longest restart delay when the file gives none.
@@ -398,25 +397,26 @@ impl Walker {
         }
     }
 
-    /// A string that must be one of `names`: its value from `values` (in the same order), or
-    /// `None` once the problem is said (`unknown {what} `x`, expected one of ...`, with the
-    /// closest name as help).
+    /// A string that must name one of `choices` (`name` gives each one's name in the file):
+    /// the one it names, or `None` once the problem is said (`unknown {what} `x`, expected one
+    /// of ...`, with the closest name as help).
     fn one_of<T: Copy>(
         &mut self,
         key: &str,
         value: &Val<'_>,
         what: &str,
-        names: &[&str],
-        values: &[T],
+        choices: &[T],
+        name: fn(T) -> &'static str,
     ) -> Option<T> {
+        let names: Vec<&str> = choices.iter().map(|&c| name(c)).collect();
         let quoted = |q: char| names.iter().map(|n| format!("{q}{n}{q}")).collect::<Vec<_>>();
         let s = self.string(key, value, &format!("one of {}", quoted('"').join(", ")))?;
-        if let Some(i) = names.iter().position(|n| *n == s) {
-            return Some(values[i]);
+        if let Some(&c) = choices.iter().find(|&&c| name(c) == s) {
+            return Some(c);
         }
         let list = quoted('`').join(", ");
         let d = self.error(&value.span(), format!("unknown {what} `{s}`, expected one of {list}"));
-        if let Some(c) = values::closest(s, names) {
+        if let Some(c) = values::closest(s, &names) {
             d.help = Some(format!("did you mean `{c}`?"));
         }
         None

@@ -20,9 +20,6 @@ pub enum OnDrift {
 }
 
 impl OnDrift {
-    /// The names the file uses, in order.
-    pub const NAMES: [&'static str; 3] = ["ignore", "alert", "rebalance"];
-
     /// Its name in the file.
     pub fn name(self) -> &'static str {
         match self {

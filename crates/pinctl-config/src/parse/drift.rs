@@ -109,8 +109,7 @@ impl Walker {
         match key {
             "on-drift" => {
                 let actions = [OnDrift::Ignore, OnDrift::Alert, OnDrift::Rebalance];
-                let action =
-                    self.one_of(key, value, "`on-drift` action", &OnDrift::NAMES, &actions);
+                let action = self.one_of(key, value, "`on-drift` action", &actions, OnDrift::name);
                 raw.on_drift = with_span(action, &span);
             }
             "drift-hold" => raw.drift_hold = with_span(self.duration(key, value, true), &span),

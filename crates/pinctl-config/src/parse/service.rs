@@ -202,7 +202,8 @@ impl Walker {
 
     pub(super) fn read_restart(&mut self, raw: &mut RawService, key: &Key<'_>, value: &Val<'_>) {
         let policies = [RestartPolicy::Always, RestartPolicy::OnFailure, RestartPolicy::Never];
-        let policy = self.one_of(key.get_ref(), value, "restart policy", &RESTART_NAMES, &policies);
+        let policy =
+            self.one_of(key.get_ref(), value, "restart policy", &policies, RestartPolicy::name);
         raw.restart = policy.map(|p| (p, value.span()));
     }
 
@@ -406,7 +407,7 @@ impl Walker {
     ) {
         let modes = [ShareNodes::Never, ShareNodes::WhenNeeded, ShareNodes::Always];
         let mode =
-            self.one_of(key.get_ref(), value, "`share-nodes` value", &ShareNodes::NAMES, &modes);
+            self.one_of(key.get_ref(), value, "`share-nodes` value", &modes, ShareNodes::name);
         raw.share_nodes = mode.map(|m| (m, value.span()));
     }
 
