@@ -46,6 +46,15 @@ mounted() { awk -v dir="$1" '$2 == dir { found = 1 } END { exit !found }' /proc/
 uptime_cs() { cut -d' ' -f1 /proc/uptime | tr -d .; }
 # Whole seconds since boot.
 uptime_s() { cut -d. -f1 /proc/uptime; }
+# on_kernel ROLE...: this guest's kernel stands where one of ROLEs says among the kernels of the
+# run (`oldest`, `newest`, `middle`; tests/vm/run passes it as KERNEL_ROLE, a run of one kernel
+# being both oldest and newest).
+on_kernel() {
+    for _role in "$@"; do
+        case ",$KERNEL_ROLE," in *",$_role,"*) return 0 ;; esac
+    done
+    return 1
+}
 # wait_until SECONDS COMMAND...: runs COMMAND every 0.3 s until it succeeds (0) or SECONDS of
 # the guest's uptime pass (1).
 wait_until() {

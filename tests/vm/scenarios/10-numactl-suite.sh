@@ -23,13 +23,10 @@ SCRIPTS="checktopology checkaffinity bind_range regress2 regress"
 # statistics): on the 4node layout they run on every kernel, on the others (8 nodes, memoryless
 # and CPU-less nodes) on the oldest and newest kernel of a run only. The policy forms and device
 # items below run on every layout and kernel.
-case "$LAYOUT,$KERNEL_ROLE" in
-    4node,* | *oldest* | *newest*) ;;
-    *)
-        note "numactl's scripts run on $LAYOUT on the oldest and newest kernel of a run only; this one is $KERNEL_ROLE"
-        SCRIPTS=""
-        ;;
-esac
+if [ "$LAYOUT" != 4node ] && ! on_kernel oldest newest; then
+    note "numactl's scripts run on $LAYOUT on the oldest and newest kernel of a run only; this one is $KERNEL_ROLE"
+    SCRIPTS=""
+fi
 
 # A source-and-build tree per tool, laid out the way the scripts expect ($srcdir/test/SCRIPT,
 # $builddir/test/PROGRAM, $builddir/numactl first in PATH). `numactl` there is a wrapper that runs
