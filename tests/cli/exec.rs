@@ -172,8 +172,7 @@ fn an_unsupported_policy_is_refused_unless_ignored() {
         .success();
 }
 
-/// A service file with one instance `db` (extra keys in `service`), and the placement
-/// `pinctl exec --dry-run --json` resolves for it.
+/// A service file with one instance `db` (extra keys in `service`).
 fn db_config(dir: &std::path::Path, service: &str) -> std::path::PathBuf {
     let text =
         format!("[host]\nkeep-free = []\n\n[service.db]\ncommand = [\"/bin/true\"]\n{service}");
